@@ -1,0 +1,3 @@
+"""AdaMem Stream: four-layer conversational memory as an event-sourced stream processor."""
+
+__version__ = "0.1.0"

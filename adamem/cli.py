@@ -1,0 +1,143 @@
+"""The ``adamem`` command line: publish, read the log, and run the embedded demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+from adamem.errors import AdaMemError, InputError
+from adamem.ingest import load_messages, read_input
+from adamem.settings import Settings
+
+__all__ = ["main"]
+
+PROGRESS_MIN = 200  # inputs at least this long get a progress bar
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings.from_env(log_url=getattr(args, "log", None), store_url=getattr(args, "store", None))
+
+
+async def _publish(args: argparse.Namespace) -> int:
+    from streams.log import open_log
+    from streams.publish import publish_messages
+
+    settings = _settings(args)
+    data, source = read_input(args.file)
+    messages = load_messages(data, settings, source, args.format)
+    if not messages:
+        raise InputError([f"{source}: no messages found"])
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    bar = None
+    try:
+        if len(messages) >= PROGRESS_MIN and not args.quiet:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(messages), unit="msg", desc="publishing", file=sys.stderr)
+        report = await publish_messages(log, messages, settings, progress=bar.update if bar else None)
+    finally:
+        if bar is not None:
+            bar.close()
+        await log.stop()
+    spans = ", ".join(f"p{p}:{report.first[p]}-{report.last[p]}" for p in sorted(report.first))
+    print(
+        f"published {report.messages} message(s) for {report.owners} owner(s) to {report.topic} at {log.url} ({spans})"
+    )
+    return 0
+
+
+async def _log(args: argparse.Namespace) -> int:
+    from streams.log import open_log
+    from streams.publish import read_as_json
+
+    settings = _settings(args)
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    try:
+        tail = args.lines if args.action == "tail" else None
+        async for row in read_as_json(
+            log, settings.topic(args.topic), from_offset=args.from_offset, user=args.user, tail=tail
+        ):
+            print(json.dumps(row, ensure_ascii=False))
+    finally:
+        await log.stop()
+    return 0
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    from streams.log import open_log
+    from streams.publish import publish_messages, read_as_json
+
+    settings = _settings(args)
+    data = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
+    messages = load_messages(data, settings, "sample_conversation.jsonl", "jsonl")
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    try:
+        report = await publish_messages(log, messages, settings)
+        print(f"published {report.messages} sample message(s) for {report.owners} owner(s) into {log.url}")
+        counts: dict[str, int] = {}
+        last: dict[str, Any] = {}
+        async for row in read_as_json(log, settings.topic("messages")):
+            if "event" in row:
+                counts[row["key"]] = counts.get(row["key"], 0) + 1
+                last[row["key"]] = row
+        for owner in sorted(counts):
+            ev = last[owner]["event"]
+            print(
+                f"  {owner}: {counts[owner]} message event(s) in the log; last at offset "
+                f"{last[owner]['offset']}: {ev['speaker']['name']}: {ev['text']}"
+            )
+        print(f"read them back with: adamem log tail --log {log.url} --user alice")
+    finally:
+        await log.stop()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="adamem", description="AdaMem Stream: event-sourced four-layer memory.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("publish", help="publish messages (JSON Lines or LoCoMo JSON) to the log")
+    p.add_argument("file", help="input file, or - for standard input")
+    p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument("--format", choices=["auto", "jsonl", "locomo"], default="auto")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_publish)
+
+    p = sub.add_parser("log", help="read the log back as JSON Lines")
+    p.add_argument("action", choices=["tail", "dump"])
+    p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument("--topic", default="messages", choices=["messages", "analyses", "control", "deadletter"])
+    p.add_argument("--from-offset", type=int, default=0, help="first offset to read, in every partition")
+    p.add_argument("--user", help="only this memory owner")
+    p.add_argument("-n", "--lines", type=int, default=10, help="records shown by tail")
+    p.set_defaults(run=_log)
+
+    p = sub.add_parser("demo", help="the embedded default: publish the bundled sample and show it")
+    p.add_argument("--log", help="folder of the embedded log (default ./data/log)")
+    p.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``adamem`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(asyncio.run(args.run(args)))
+    except AdaMemError as exc:
+        print(f"adamem: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

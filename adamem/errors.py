@@ -1,0 +1,73 @@
+"""The one exception tree of AdaMem Stream.
+
+    AdaMemError
+    ├── ConfigError             bad settings or an unusable log/store URL
+    ├── SchemaError             Avro schemas and the single-object framing
+    │   ├── UnknownSchemaError  a fingerprint no schema in the repo has
+    │   └── DecodeError         bytes that are not a valid event
+    ├── InputError              a message batch that fails validation (nothing is published)
+    ├── LogError                the event log (embedded files or Kafka) cannot do what was asked
+    │   └── BrokerUnavailable   no Kafka broker answers at the bootstrap address
+    └── StoreError              a projection store cannot do what was asked
+
+Every error names the ids involved and says what to do. Adapters translate third-party
+errors with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AdaMemError",
+    "BrokerUnavailable",
+    "ConfigError",
+    "DecodeError",
+    "InputError",
+    "LogError",
+    "SchemaError",
+    "StoreError",
+    "UnknownSchemaError",
+]
+
+
+class AdaMemError(Exception):
+    """Root of every error raised by AdaMem Stream."""
+
+
+class ConfigError(AdaMemError):
+    """A setting or URL is missing or malformed."""
+
+
+class SchemaError(AdaMemError):
+    """An Avro schema or its framing is wrong."""
+
+
+class UnknownSchemaError(SchemaError):
+    """Bytes were written with a schema whose fingerprint is not in the registry."""
+
+
+class DecodeError(SchemaError):
+    """Bytes are not a valid single-object-encoded event."""
+
+
+class InputError(AdaMemError):
+    """Input messages failed validation; the whole batch was rejected."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(
+            f"{len(problems)} invalid record(s); nothing was published. Fix them and publish again:\n  {shown}{more}"
+        )
+
+
+class LogError(AdaMemError):
+    """The event log failed."""
+
+
+class BrokerUnavailable(LogError):
+    """No Kafka broker could be reached."""
+
+
+class StoreError(AdaMemError):
+    """A projection store failed."""

@@ -1,0 +1,339 @@
+"""Frozen Python models of the events on the log, one per Avro schema in ``schemas/``.
+
+Each model converts to and from the Avro record (``to_record`` / ``from_record``) and knows its
+schema's full name. Time is always ``occurred_at`` in integer milliseconds since the epoch (UTC).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+__all__ = [
+    "Analyzer",
+    "ChatMessage",
+    "ControlEvent",
+    "Embedding",
+    "Event",
+    "ExtractedAttribute",
+    "ExtractedEvent",
+    "ExtractedFact",
+    "MemoryCorrected",
+    "MemoryForgotten",
+    "MessageAnalyzed",
+    "Speaker",
+    "analysis_event_id",
+    "message_event_id",
+    "ms_to_iso",
+]
+
+Role = Literal["user", "assistant", "other"]
+NAMESPACE = uuid.UUID("5f0f3c1e-6a3b-4c59-9d1e-ada0e0000001")
+
+
+def message_event_id(tenant: str, user_id: str, conversation_id: str, message_id: str) -> str:
+    """Deterministic event id of a message: publishing it twice gives the same id."""
+    return str(uuid.uuid5(NAMESPACE, "\x1f".join(("msg", tenant, user_id, conversation_id, message_id))))
+
+
+def analysis_event_id(message_event: str, analyzer: str, version: str, generation: str) -> str:
+    """Deterministic event id of an analysis of one message by one analyzer generation."""
+    return str(uuid.uuid5(NAMESPACE, "\x1f".join(("ana", message_event, analyzer, version, generation))))
+
+
+def ms_to_iso(ms: int) -> str:
+    """Milliseconds since the epoch as an ISO-8601 UTC string."""
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _ms(value: Any) -> int:
+    """fastavro hands timestamp-millis back as aware datetimes; the models keep integers."""
+    if isinstance(value, dt.datetime):
+        return round(value.timestamp() * 1000)
+    return int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Speaker:
+    """Who said a message: their role towards the memory owner and their name."""
+
+    role: Role
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """A chat message, appended to the messages topic keyed by ``user_id``."""
+
+    SCHEMA: ClassVar[str] = "adamem.events.ChatMessage"
+
+    event_id: str
+    user_id: str
+    conversation_id: str
+    message_id: str
+    speaker: Speaker
+    text: str
+    occurred_at: int
+    tenant: str = "default"
+    metadata: dict[str, str] = field(default_factory=dict)
+    schema_version: int = 1
+
+    def to_record(self) -> dict[str, Any]:
+        """The Avro record of this event."""
+        return {
+            "schema_version": self.schema_version,
+            "event_id": self.event_id,
+            "tenant": self.tenant,
+            "user_id": self.user_id,
+            "conversation_id": self.conversation_id,
+            "message_id": self.message_id,
+            "speaker": {"role": self.speaker.role, "name": self.speaker.name},
+            "text": self.text,
+            "occurred_at": self.occurred_at,
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any]) -> ChatMessage:
+        """Build from a decoded Avro record."""
+        return cls(
+            event_id=str(r["event_id"]),
+            tenant=r["tenant"],
+            user_id=r["user_id"],
+            conversation_id=r["conversation_id"],
+            message_id=r["message_id"],
+            speaker=Speaker(role=r["speaker"]["role"], name=r["speaker"]["name"]),
+            text=r["text"],
+            occurred_at=_ms(r["occurred_at"]),
+            metadata=dict(r.get("metadata") or {}),
+            schema_version=int(r.get("schema_version", 1)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Analyzer:
+    """Name, version and model of the extractor that made an analysis."""
+
+    name: str
+    version: str
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedFact:
+    """A fact stated in a message; facts with the same non-empty ``key`` conflict."""
+
+    content: str
+    confidence: float
+    type: str = "general"
+    key: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedAttribute:
+    """An attribute of the speaker, e.g. ``likes`` = ``spicy food``."""
+
+    key: str
+    value: str
+    confidence: float
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedEvent:
+    """An event bounded in time, with its time expression resolved against ``occurred_at``."""
+
+    content: str
+    confidence: float
+    when: int | None = None
+    when_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Embedding:
+    """A vector and the embedder (name and version) that made it."""
+
+    model: str
+    vector: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageAnalyzed:
+    """z_t: the Memory Agent's recorded analysis of one message (carries the message)."""
+
+    SCHEMA: ClassVar[str] = "adamem.events.MessageAnalyzed"
+
+    event_id: str
+    message: ChatMessage
+    analyzer: Analyzer
+    embedding: Embedding
+    generation: str = "g1"
+    summary: str = ""
+    topics: tuple[str, ...] = ()
+    sentiment: float = 0.0
+    dialog_act: str = "statement"
+    certainty: str = "certain"
+    facts: tuple[ExtractedFact, ...] = ()
+    attributes: tuple[ExtractedAttribute, ...] = ()
+    events: tuple[ExtractedEvent, ...] = ()
+    entities: tuple[str, ...] = ()
+    schema_version: int = 1
+
+    @property
+    def user_id(self) -> str:
+        """Memory owner (partition key)."""
+        return self.message.user_id
+
+    @property
+    def causation_id(self) -> str:
+        """Event id of the analysed message."""
+        return self.message.event_id
+
+    def to_record(self) -> dict[str, Any]:
+        """The Avro record of this event."""
+        return {
+            "schema_version": self.schema_version,
+            "event_id": self.event_id,
+            "causation_id": self.message.event_id,
+            "generation": self.generation,
+            "message": self.message.to_record(),
+            "analyzer": {"name": self.analyzer.name, "version": self.analyzer.version, "model": self.analyzer.model},
+            "summary": self.summary,
+            "topics": list(self.topics),
+            "sentiment": self.sentiment,
+            "dialog_act": self.dialog_act,
+            "certainty": self.certainty,
+            "facts": [
+                {"content": f.content, "type": f.type, "key": f.key, "confidence": f.confidence} for f in self.facts
+            ],
+            "attributes": [{"key": a.key, "value": a.value, "confidence": a.confidence} for a in self.attributes],
+            "events": [
+                {"content": e.content, "when": e.when, "when_text": e.when_text, "confidence": e.confidence}
+                for e in self.events
+            ],
+            "entities": list(self.entities),
+            "embedding": {"model": self.embedding.model, "vector": list(self.embedding.vector)},
+        }
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any]) -> MessageAnalyzed:
+        """Build from a decoded Avro record."""
+        return cls(
+            event_id=str(r["event_id"]),
+            message=ChatMessage.from_record(r["message"]),
+            analyzer=Analyzer(**r["analyzer"]),
+            embedding=Embedding(model=r["embedding"]["model"], vector=tuple(r["embedding"]["vector"])),
+            generation=r.get("generation", "g1"),
+            summary=r.get("summary", ""),
+            topics=tuple(r.get("topics", ())),
+            sentiment=float(r.get("sentiment", 0.0)),
+            dialog_act=r.get("dialog_act", "statement"),
+            certainty=r.get("certainty", "certain"),
+            facts=tuple(ExtractedFact(**f) for f in r.get("facts", ())),
+            attributes=tuple(ExtractedAttribute(**a) for a in r.get("attributes", ())),
+            events=tuple(
+                ExtractedEvent(
+                    content=e["content"],
+                    confidence=e["confidence"],
+                    when=None if e.get("when") is None else _ms(e["when"]),
+                    when_text=e.get("when_text", ""),
+                )
+                for e in r.get("events", ())
+            ),
+            entities=tuple(r.get("entities", ())),
+            schema_version=int(r.get("schema_version", 1)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryForgotten:
+    """The owner asked to forget one item, one message, or everything (``scope='user'``)."""
+
+    SCHEMA: ClassVar[str] = "adamem.events.MemoryForgotten"
+
+    event_id: str
+    user_id: str
+    scope: Literal["item", "message", "user"]
+    occurred_at: int
+    target_id: str | None = None
+    reason: str = ""
+    tenant: str = "default"
+    schema_version: int = 1
+
+    def to_record(self) -> dict[str, Any]:
+        """The Avro record of this event."""
+        return {
+            "schema_version": self.schema_version,
+            "event_id": self.event_id,
+            "tenant": self.tenant,
+            "user_id": self.user_id,
+            "scope": self.scope,
+            "target_id": self.target_id,
+            "reason": self.reason,
+            "occurred_at": self.occurred_at,
+        }
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any]) -> MemoryForgotten:
+        """Build from a decoded Avro record."""
+        return cls(
+            event_id=str(r["event_id"]),
+            tenant=r["tenant"],
+            user_id=r["user_id"],
+            scope=r["scope"],
+            target_id=r.get("target_id"),
+            reason=r.get("reason", ""),
+            occurred_at=_ms(r["occurred_at"]),
+            schema_version=int(r.get("schema_version", 1)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCorrected:
+    """A memory item was corrected; the old value stays as superseded history."""
+
+    SCHEMA: ClassVar[str] = "adamem.events.MemoryCorrected"
+
+    event_id: str
+    user_id: str
+    item_id: str
+    content: str
+    occurred_at: int
+    confidence: float = 1.0
+    reason: str = ""
+    tenant: str = "default"
+    schema_version: int = 1
+
+    def to_record(self) -> dict[str, Any]:
+        """The Avro record of this event."""
+        return {
+            "schema_version": self.schema_version,
+            "event_id": self.event_id,
+            "tenant": self.tenant,
+            "user_id": self.user_id,
+            "item_id": self.item_id,
+            "content": self.content,
+            "confidence": self.confidence,
+            "reason": self.reason,
+            "occurred_at": self.occurred_at,
+        }
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any]) -> MemoryCorrected:
+        """Build from a decoded Avro record."""
+        return cls(
+            event_id=str(r["event_id"]),
+            tenant=r["tenant"],
+            user_id=r["user_id"],
+            item_id=r["item_id"],
+            content=r["content"],
+            confidence=float(r.get("confidence", 1.0)),
+            reason=r.get("reason", ""),
+            occurred_at=_ms(r["occurred_at"]),
+            schema_version=int(r.get("schema_version", 1)),
+        )
+
+
+ControlEvent = MemoryForgotten | MemoryCorrected
+Event = ChatMessage | MessageAnalyzed | MemoryForgotten | MemoryCorrected

@@ -1,0 +1,70 @@
+"""The one settings object: every field with its environment variable, default and a one-line doc.
+
+No other module reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from adamem.errors import ConfigError
+
+__all__ = ["Settings"]
+
+
+def _env(name: str, default: Any, doc: str) -> Any:
+    return field(default=default, metadata={"env": name, "doc": doc})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Runtime settings; build with ``Settings.from_env()`` and vary with ``dataclasses.replace``."""
+
+    log_url: str = _env("ADAMEM_LOG", "./data/log", "Event log: a local folder (embedded) or kafka://host:port.")
+    store_url: str = _env("ADAMEM_STORE", "./data/store", "Projection store: a folder (LanceDB) or memory://.")
+    topic_prefix: str = _env("ADAMEM_TOPIC_PREFIX", "adamem", "Prefix of every topic name.")
+    partitions: int = _env("ADAMEM_PARTITIONS", 4, "Partitions of every co-partitioned Kafka topic.")
+    embedded_partitions: int = _env("ADAMEM_EMBEDDED_PARTITIONS", 1, "Partitions of the embedded log's topics.")
+    max_text_bytes: int = _env("ADAMEM_MAX_TEXT_BYTES", 32_768, "Largest message text accepted, in UTF-8 bytes.")
+    default_tenant: str = _env("ADAMEM_TENANT", "default", "Tenant given to messages that name none.")
+    publish_batch: int = _env("ADAMEM_PUBLISH_BATCH", 500, "Messages per publish batch.")
+    fsync: bool = _env("ADAMEM_FSYNC", True, "fsync the embedded log after every append.")
+    kafka_timeout_s: float = _env("ADAMEM_KAFKA_TIMEOUT", 15.0, "Seconds to wait for the broker before failing.")
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read every field from its environment variable, then apply explicit overrides."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f.metadata["env"])
+            if raw is None:
+                continue
+            values[f.name] = _coerce(f.name, f.metadata["env"], raw, type(f.default))
+        settings = cls(**values)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return replace(settings, **given) if given else settings
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, Any, str]]:
+        """(field, env var, default, doc) for every setting, for the README and --help."""
+        return [(f.name, f.metadata["env"], f.default, f.metadata["doc"]) for f in fields(cls)]
+
+    def topic(self, name: str) -> str:
+        """Full topic name of ``messages``, ``analyses``, ``control`` or ``deadletter``."""
+        return f"{self.topic_prefix}.{name}"
+
+
+def _coerce(name: str, var: str, raw: str, kind: type) -> Any:
+    try:
+        if kind is bool:
+            if raw.lower() in {"1", "true", "yes", "on"}:
+                return True
+            if raw.lower() in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(raw)
+        return kind(raw)
+    except ValueError:
+        raise ConfigError(f"{var}={raw!r} is not a valid {kind.__name__} for setting {name}") from None

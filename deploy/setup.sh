@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Create the project's virtualenv (.venv) and install the project into it.
+#   deploy/setup.sh          runtime dependencies (what `adamem` needs)
+#   deploy/setup.sh --dev    plus the test and lint tools
+# ADAMEM_PYTHON picks the interpreter (default: python3, which must be 3.11 or 3.12).
+set -euo pipefail
+ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
+PY=${ADAMEM_PYTHON:-python3}
+cd "$ROOT"
+"$PY" - <<'PYCHECK' || { echo "setup.sh: $PY must be Python 3.11 or 3.12" >&2; exit 1; }
+import sys
+sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 13) else 1)
+PYCHECK
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+extra=""
+[ "${1:-}" = "--dev" ] && extra="[dev]"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extra}"
+echo "setup.sh: installed into $ROOT/.venv"

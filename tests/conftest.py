@@ -1,0 +1,49 @@
+"""Shared fixtures. Kafka tests talk to the real broker that ``deploy/kafka.sh start`` runs.
+
+The broker address comes from ``ADAMEM_TEST_KAFKA`` (default 127.0.0.1:9092). A Kafka test
+whose broker is missing FAILS with instructions; it is never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+
+from adamem.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+LOCOMO = Path(os.environ.get("ADAMEM_LOCOMO", REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"))
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings with a unique topic prefix, so tests never see each other's events."""
+    return Settings(
+        log_url=str(tmp_path / "log"),
+        store_url=str(tmp_path / "store"),
+        topic_prefix=f"t{uuid.uuid4().hex[:10]}",
+        partitions=3,
+        embedded_partitions=2,
+        fsync=False,
+        kafka_timeout_s=20.0,
+    )
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """Address of the real broker; fails (not skips) when nothing listens there."""
+    address = os.environ.get("ADAMEM_TEST_KAFKA", "127.0.0.1:9092")
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=3):
+            pass
+    except OSError as exc:
+        pytest.fail(
+            f"no Kafka broker at {address} ({exc}). Start one with `bash deploy/kafka.sh start` "
+            "or run the whole suite with `bash deploy/test.sh`; deselect with -m 'not kafka'."
+        )
+    return address

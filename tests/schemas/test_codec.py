@@ -1,0 +1,177 @@
+"""The single-object codec: framing, fingerprints, schema evolution and independent decoding."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import struct
+from pathlib import Path
+
+import avro.io
+import avro.schema
+import pytest
+
+from adamem.errors import DecodeError, UnknownSchemaError
+from adamem.events import (
+    Analyzer,
+    ChatMessage,
+    Embedding,
+    ExtractedAttribute,
+    ExtractedEvent,
+    ExtractedFact,
+    MemoryCorrected,
+    MemoryForgotten,
+    MessageAnalyzed,
+    Speaker,
+)
+from adamem.serde import decode_as, decode_event, encode_event
+from schemas import MAGIC, SchemaRegistry, default_registry
+from schemas.codec import SCHEMA_DIR
+
+MSG = ChatMessage(
+    event_id="0b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10",
+    user_id="alice",
+    conversation_id="s1",
+    message_id="m1",
+    speaker=Speaker("user", "Alice"),
+    text="I moved from Shanghai to Beijing — 我喜欢吃辣的",
+    occurred_at=1_709_542_800_000,
+    metadata={"source": "test"},
+)
+ANALYSIS = MessageAnalyzed(
+    event_id="7d7f6c59-2a7e-5d5b-8d3e-1f2a3b4c5d6e",
+    message=MSG,
+    analyzer=Analyzer("rules", "1"),
+    embedding=Embedding("test-embedder/1", (0.5, -0.25, 0.125)),
+    summary="Alice moved",
+    topics=("housing",),
+    sentiment=0.5,
+    dialog_act="statement",
+    certainty="certain",
+    facts=(ExtractedFact("Alice lives in Beijing", 0.875, "location", "lives_in"),),
+    attributes=(ExtractedAttribute("likes", "spicy food", 0.875),),
+    events=(ExtractedEvent("moved to Beijing", 0.75, 1_709_000_000_000, "last week"),),
+    entities=("Shanghai", "Beijing"),
+)
+FORGOT = MemoryForgotten("1b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10", "alice", "message", 1_709_542_900_000, MSG.event_id)
+CORRECTED = MemoryCorrected(
+    "2b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10", "alice", "rec-1", "Alice lives in Tianjin", 1_709_543_000_000
+)
+
+
+@pytest.mark.parametrize("event", [MSG, ANALYSIS, FORGOT, CORRECTED], ids=lambda e: type(e).__name__)
+def test_every_event_round_trips(event: object) -> None:
+    data = encode_event(event)  # type: ignore[arg-type]
+    assert data[:2] == MAGIC
+    assert struct.unpack("<Q", data[2:10])[0] == default_registry().fingerprint(event.SCHEMA)  # type: ignore[attr-defined]
+    assert decode_event(data) == event
+
+
+def test_fingerprint_agrees_with_apache_avro() -> None:
+    # Apache avro's Python canonical form keeps {"type": "long"} for logical types, against the
+    # spec's [PRIMITIVES] rule (Java and fastavro reduce it to "long"), so compare on a schema
+    # without logical types: the CRC-64-AVRO arithmetic and byte order must agree.
+    schema = json.loads((SCHEMA_DIR / "chat_message.avsc").read_text())
+    for f in schema["fields"]:
+        if isinstance(f["type"], dict) and "logicalType" in f["type"]:
+            f["type"] = f["type"]["type"]
+    theirs = avro.schema.parse(json.dumps(schema)).fingerprint("CRC-64-AVRO")
+    registry = SchemaRegistry()
+    assert registry.register(schema) == int.from_bytes(theirs, "big")
+
+
+@pytest.mark.parametrize("event", [MSG, ANALYSIS, FORGOT, CORRECTED], ids=lambda e: type(e).__name__)
+def test_apache_avro_decodes_our_bodies_from_the_avsc_files_alone(event: object) -> None:
+    names = avro.schema.Names()
+    schemas = {}
+    for path in sorted(Path(SCHEMA_DIR).glob("*.avsc"), key=lambda p: p.name != "chat_message.avsc"):
+        s = avro.schema.make_avsc_object(json.loads(path.read_text()), names)
+        schemas[s.fullname] = s
+    data = encode_event(event)  # type: ignore[arg-type]
+    schema = schemas[event.SCHEMA]  # type: ignore[attr-defined]
+    decoded = avro.io.DatumReader(schema).read(avro.io.BinaryDecoder(io.BytesIO(data[10:])))
+    assert decoded["event_id"] == event.event_id  # type: ignore[attr-defined]
+    assert decoded["user_id"] if "user_id" in decoded else decoded["message"]["user_id"] == "alice"
+    if isinstance(event, MessageAnalyzed):
+        assert decoded["message"]["text"] == MSG.text
+        assert decoded["attributes"][0]["value"] == "spicy food"
+        assert decoded["embedding"]["vector"] == [0.5, -0.25, 0.125]
+
+
+def _old_chat_schema() -> dict[str, object]:
+    """ChatMessage as a hypothetical older writer had it: without ``metadata``."""
+    schema = json.loads((SCHEMA_DIR / "chat_message.avsc").read_text())
+    schema["fields"] = [f for f in schema["fields"] if f["name"] != "metadata"]
+    return schema
+
+
+def test_newer_reader_reads_older_writer_with_default() -> None:
+    registry = SchemaRegistry()
+    registry.register(_old_chat_schema())
+    old_bytes = registry.encode(
+        "adamem.events.ChatMessage", {k: v for k, v in MSG.to_record().items() if k != "metadata"}
+    )
+    current = SchemaRegistry()
+    for path in sorted(SCHEMA_DIR.glob("*.avsc")):
+        if path.name == "chat_message.avsc":
+            current.register(json.loads(path.read_text()))
+    current.register(_old_chat_schema(), current=False)  # known as a writer only
+    name, record = current.decode(old_bytes)
+    assert name == "adamem.events.ChatMessage"
+    assert record["metadata"] == {}  # filled from the reader schema's default
+    assert record["text"] == MSG.text
+
+
+def test_upcaster_lifts_old_versions() -> None:
+    registry = SchemaRegistry()
+    registry.register(json.loads((SCHEMA_DIR / "chat_message.avsc").read_text()))
+
+    def v1_to_v2(r: dict[str, object]) -> dict[str, object]:
+        r = dict(r)
+        r["text"] = str(r["text"]).strip()
+        return r
+
+    registry.add_upcaster("adamem.events.ChatMessage", 1, v1_to_v2)
+    record = copy.deepcopy(MSG.to_record())
+    record["text"] = "  padded  "
+    _, decoded = registry.decode(registry.encode("adamem.events.ChatMessage", record))
+    assert decoded["schema_version"] == 2
+    assert decoded["text"] == "padded"
+
+
+def test_unknown_fingerprint_is_a_typed_error() -> None:
+    data = bytearray(encode_event(MSG))
+    data[2:10] = struct.pack("<Q", 0x1234)
+    with pytest.raises(UnknownSchemaError, match="0000000000001234"):
+        decode_event(bytes(data))
+
+
+@pytest.mark.parametrize("cut", [0, 1, 5, 9, 12, 40])
+def test_truncated_bytes_are_a_typed_error(cut: int) -> None:
+    data = encode_event(MSG)
+    with pytest.raises(DecodeError):
+        decode_event(data[:cut])
+
+
+def test_missing_marker_and_trailing_bytes_are_rejected() -> None:
+    data = encode_event(MSG)
+    with pytest.raises(DecodeError, match="marker"):
+        decode_event(b"\x00\x01" + data[2:])
+    with pytest.raises(DecodeError, match="trailing"):
+        decode_event(data + b"\x00")
+
+
+def test_decode_as_refuses_another_event_type() -> None:
+    with pytest.raises(DecodeError, match=r"expected a adamem\.events\.MessageAnalyzed"):
+        decode_as(encode_event(MSG), MessageAnalyzed)
+
+
+def test_every_schema_documents_every_field() -> None:
+    for path in SCHEMA_DIR.glob("*.avsc"):
+        schema = json.loads(path.read_text())
+        assert schema["namespace"] == "adamem.events"
+        assert schema["doc"] and "version" in schema["doc"].lower()
+        assert schema["fields"][0]["name"] == "schema_version"
+        for f in schema["fields"]:
+            assert f.get("doc"), f"{path.name}: field {f['name']} has no doc"
