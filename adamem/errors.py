@@ -8,7 +8,10 @@
     ├── InputError              a message batch that fails validation (nothing is published)
     ├── LogError                the event log (embedded files or Kafka) cannot do what was asked
     │   └── BrokerUnavailable   no Kafka broker answers at the bootstrap address
-    └── StoreError              a projection store cannot do what was asked
+    ├── StoreError              a projection store cannot do what was asked
+    └── ModelError              an extractor or embedder model failed
+        ├── ModelUnavailable    an OpenAI-compatible endpoint could not be reached or kept failing
+        └── MalformedModelAnswer  an endpoint answered with something that is not the requested JSON
 
 Every error names the ids involved and says what to do. Adapters translate third-party
 errors with ``raise ... from exc``.
@@ -23,6 +26,9 @@ __all__ = [
     "DecodeError",
     "InputError",
     "LogError",
+    "MalformedModelAnswer",
+    "ModelError",
+    "ModelUnavailable",
     "SchemaError",
     "StoreError",
     "UnknownSchemaError",
@@ -71,3 +77,15 @@ class BrokerUnavailable(LogError):
 
 class StoreError(AdaMemError):
     """A projection store failed."""
+
+
+class ModelError(AdaMemError):
+    """An extractor or embedder model failed."""
+
+
+class ModelUnavailable(ModelError):
+    """An OpenAI-compatible endpoint could not be reached or kept failing."""
+
+
+class MalformedModelAnswer(ModelError):
+    """An OpenAI-compatible endpoint answered with something that is not the requested JSON."""

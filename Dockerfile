@@ -1,0 +1,22 @@
+# The AdaMem Stream image: the `adamem` command (worker, query service, tools) and nothing else.
+# There is no ENTRYPOINT; docker-compose.yml (or `docker run adamem-stream:dev adamem ...`) gives
+# the whole command. Keep .venv/, .kafka/ and .git/ out of the build context (.dockerignore).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+COPY . /app
+RUN pip install /app \
+    && useradd --system --uid 10001 --home-dir /data adamem \
+    && mkdir -p /data/store \
+    && chown -R adamem /data
+
+# A named volume mounted on /data starts with this ownership.
+USER adamem
+WORKDIR /data
+EXPOSE 8000
+CMD ["adamem", "--help"]
