@@ -1,0 +1,196 @@
+"""The rows of the memory tables: frozen dataclasses that map 1:1 to Arrow / LanceDB columns.
+
+Field types are limited to ``str``, ``int``, ``float``, ``bool``, ``list[str]``, ``list[float]``,
+``list[int]`` and ``vector: tuple[float, ...]`` (the embedding column). Times are integer
+milliseconds since the epoch (event time); ``-1`` means "none" for every time field. Every row has
+a deterministic ``id`` (unique within its table) and the memory owner's ``user_id``. Rows are
+values: a changed row is a new row (``dataclasses.replace``), never an edited one — do not mutate
+their lists.
+
+Every ``vector`` the folds write holds float32 values (``float32_vector``): vector columns are
+float32, and a state rebuilt from stored rows must equal the live one bit for bit.
+
+Tables: ``owners`` (one bookkeeping row per owner), ``messages``, ``episodic``, ``persona``,
+``graph_nodes``, ``graph_edges``.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+__all__ = [
+    "TABLES",
+    "EpisodicRow",
+    "GraphEdgeRow",
+    "GraphNodeRow",
+    "MessageRow",
+    "OwnerRow",
+    "PersonaRow",
+    "Row",
+    "float32_vector",
+    "row_types",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRow:
+    """Bookkeeping of one memory owner: the fold's clock and sequence counter."""
+
+    TABLE: ClassVar[str] = "owners"
+
+    id: str  # = user_id
+    user_id: str
+    last_event_time: int  # max occurred_at of every event applied; the folds' "now"
+    next_seq: int  # arrival number the next message of this owner gets
+    forgotten_message_ids: list[str]  # tombstones: a redelivered analysis of these is not archived again
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    """One archived message with its recorded analysis, and its place in working memory."""
+
+    TABLE: ClassVar[str] = "messages"
+
+    id: str  # = message event id
+    user_id: str
+    tenant: str
+    conversation_id: str
+    message_id: str
+    speaker: str  # speaker name
+    role: str  # user | assistant | other
+    text: str
+    occurred_at: int
+    topics: list[str]
+    entities: list[str]
+    summary: str
+    sentiment: float
+    dialog_act: str
+    certainty: str
+    vector: tuple[float, ...]
+    embedding_model: str
+    analysis_event_id: str
+    analyzer: str  # "name/version"
+    generation: str
+    source_topic: str  # position of the analysis event on the log
+    source_partition: int
+    source_offset: int
+    seq: int  # arrival number within the owner (0, 1, 2, ...)
+    in_working: bool
+    working_seq: int  # = seq while in working memory, -1 once evicted
+    consolidated: bool
+    extraction_json: str  # facts/attributes/events of the analysis, canonical JSON (consolidation input)
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodicRow:
+    """A structured record (event, fact or attribute) with its validity interval."""
+
+    TABLE: ClassVar[str] = "episodic"
+
+    id: str
+    user_id: str
+    type: str  # event | fact | attribute
+    key: str  # conflict slot, "" when the record conflicts with nothing
+    content: str
+    confidence: float
+    source_message_ids: list[str]
+    speaker: str
+    speaker_role: str  # user | assistant | other
+    conversation_id: str
+    occurred_at: int  # time of the creating message (or correction)
+    valid_from: int
+    valid_to: int  # -1 while still valid
+    superseded_by: str  # "" if none
+    supersedes: str  # id of the record this one replaced, "" if none
+    status: str  # active | superseded
+    router: str  # ADD | UPDATE | CORRECT
+    vector: tuple[float, ...]  # the source message's vector
+    event_time: int  # resolved ``when`` of an event, -1 if none
+    fact_type: str  # ExtractedFact.type for facts, "" otherwise
+    attribute_key: str  # attribute key for attributes, "" otherwise
+    attribute_value: str  # attribute value for attributes, "" otherwise
+    entities: list[str]  # entities of the source message
+    origin_event_id: str  # the analysis or control event that created the record
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaRow:
+    """A persona trait: a preference, a preference cluster, another attribute, or a habit."""
+
+    TABLE: ClassVar[str] = "persona"
+
+    id: str
+    user_id: str
+    kind: str  # preference | preference_cluster | trait | habit
+    key: str  # likes | dislikes for preferences; the attribute key for traits; "habit"
+    value: str
+    cluster: str  # label of the preference cluster ("" for traits and habits)
+    members: list[str]  # values merged into a cluster trait; [value] otherwise
+    strength: float
+    base_confidence: float
+    mention_count: int
+    evidence_message_ids: list[str]  # most recent evidence, oldest first (capped)
+    evidence_confidences: list[float]  # parallel to evidence_message_ids
+    evidence_times: list[int]  # parallel to evidence_message_ids (event time of the evidence)
+    first_seen: int
+    last_seen: int
+    updated_at: int  # event time at which ``strength`` was computed
+    changed_at: int  # event time of the last change of value, stable, disputed or status
+    stable: bool
+    disputed: bool
+    status: str  # active | superseded
+    superseded_by: str
+    valid_to: int
+    vector: tuple[float, ...]  # L2-normalised mean of recent evidence message vectors
+
+
+@dataclass(frozen=True, slots=True)
+class GraphNodeRow:
+    """A node of the owner's memory graph."""
+
+    TABLE: ClassVar[str] = "graph_nodes"
+
+    id: str
+    user_id: str
+    node_type: str  # message | topic | fact | attribute | event
+    ref_id: str  # message event id, episodic record id, or normalised topic
+    label: str
+    confidence: float
+    occurred_at: int
+    active: bool  # False for nodes of superseded records
+
+
+@dataclass(frozen=True, slots=True)
+class GraphEdgeRow:
+    """A directed, weighted edge; symmetric relations are stored once (``direction='both'``)."""
+
+    TABLE: ClassVar[str] = "graph_edges"
+
+    id: str
+    user_id: str
+    src: str  # graph node id
+    dst: str  # graph node id
+    edge_type: str  # mentions | supports | temporal_next | same_topic | speaker_related | supersedes
+    weight: float
+    direction: str  # forward | backward | both
+    occurred_at: int
+    message_id: str  # message event id whose arrival or consolidation wrote the edge, "" for corrections
+
+
+Row = OwnerRow | MessageRow | EpisodicRow | PersonaRow | GraphNodeRow | GraphEdgeRow
+
+TABLES: tuple[str, ...] = ("owners", "messages", "episodic", "persona", "graph_nodes", "graph_edges")
+"""Table names, in the order changes are best applied."""
+
+
+def row_types() -> dict[str, type[Row]]:
+    """Row class of every table, by table name."""
+    return {t.TABLE: t for t in (OwnerRow, MessageRow, EpisodicRow, PersonaRow, GraphNodeRow, GraphEdgeRow)}
+
+
+def float32_vector(values: Iterable[float]) -> tuple[float, ...]:
+    """The vector rounded to float32 precision, so that a float32 column stores it exactly."""
+    return tuple(array("f", values))

@@ -1,0 +1,260 @@
+"""The fold state of one memory owner: nothing but its rows, plus indexes derived from them.
+
+``OwnerMemory.from_rows(user_id, rows)`` rebuilds exactly the state that emitted those rows, so a
+worker that restarts reloads its owners from the store and folds on as if it had never stopped.
+The indexes (``MemoryIndex``) are a cache: built lazily from the rows, kept up to date by
+``Transaction.put`` and dropped (to be rebuilt) when a message or preference row is deleted. Every index lookup
+that may see several candidates picks one by content (smallest id, latest sequence), never by
+insertion order, so a rebuilt index answers exactly like a maintained one.
+
+The state is owned by the fold: ``apply`` changes it in place and returns it (copying every row
+per event would make a replay quadratic). Rows themselves are immutable values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from adamem.errors import AdaMemError
+from projections.folds.changes import Change, Delete, Upsert
+from projections.folds.keys import record_content_key, speaker_key, trait_slot
+from projections.folds.lexicon import activity_of, normalize, tokens
+from projections.folds.rows import (
+    TABLES,
+    EpisodicRow,
+    GraphEdgeRow,
+    GraphNodeRow,
+    MessageRow,
+    OwnerRow,
+    PersonaRow,
+    Row,
+)
+
+__all__ = ["ForeignOwnerError", "MemoryIndex", "OwnerMemory", "Transaction"]
+
+_Op = Callable[[dict[str, set[str]], str, str], None]
+
+
+class ForeignOwnerError(AdaMemError):
+    """An event or row of one memory owner was given to another owner's state."""
+
+
+def _add(index: dict[str, set[str]], key: str, value: str) -> None:
+    index.setdefault(key, set()).add(value)
+
+
+def _discard(index: dict[str, set[str]], key: str, value: str) -> None:
+    members = index.get(key)
+    if members is not None:
+        members.discard(value)
+        if not members:
+            del index[key]
+
+
+@dataclass
+class MemoryIndex:
+    """Lookups derived from the rows of one owner; never authoritative."""
+
+    working: dict[str, int] = field(default_factory=dict)  # message id -> working_seq
+    last_message: tuple[int, str] | None = None  # (seq, id) of the newest message
+    topic_latest: dict[str, tuple[int, str]] = field(default_factory=dict)  # topic -> newest (seq, message id)
+    speaker_latest: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # -> (seq, id, conversation)
+    record_slot: dict[str, set[str]] = field(default_factory=dict)  # "type|key" -> active record ids
+    record_content: dict[str, set[str]] = field(default_factory=dict)  # "type|content key" -> active ids
+    activity_events: dict[str, set[str]] = field(default_factory=dict)  # "role|activity" -> active event ids
+    entity_facts: dict[str, set[str]] = field(default_factory=dict)  # entity -> active fact ids
+    entity_events: dict[str, set[str]] = field(default_factory=dict)  # entity -> active event ids
+    trait_value: dict[str, set[str]] = field(default_factory=dict)  # "kind|key|value" -> active trait ids
+    trait_slot: dict[str, set[str]] = field(default_factory=dict)  # conflict slot -> active trait ids
+    cluster_members: dict[str, set[str]] = field(default_factory=dict)  # cluster -> preference trait ids
+    cluster_tokens: dict[str, set[str]] = field(default_factory=dict)  # token -> cluster labels
+
+    def add(self, row: Row) -> None:
+        """Index one row."""
+        if isinstance(row, MessageRow):
+            if row.in_working:
+                self.working[row.id] = row.working_seq
+            mark = (row.seq, row.id)
+            if self.last_message is None or mark > self.last_message:
+                self.last_message = mark
+            for topic in row.topics:
+                t = normalize(topic)
+                if t and (t not in self.topic_latest or mark > self.topic_latest[t]):
+                    self.topic_latest[t] = mark
+            sk = speaker_key(row)
+            if sk not in self.speaker_latest or mark > self.speaker_latest[sk][:2]:
+                self.speaker_latest[sk] = (row.seq, row.id, row.conversation_id)
+        elif isinstance(row, EpisodicRow):
+            self._record(row, _add)
+        elif isinstance(row, PersonaRow):
+            self._trait(row, _add)
+            if row.kind == "preference":
+                for tok in tokens(row.value):
+                    _add(self.cluster_tokens, tok, row.cluster)
+
+    def discard(self, row: Row) -> None:
+        """Forget one row that is being replaced; message rows only leave working memory here."""
+        if isinstance(row, MessageRow):
+            self.working.pop(row.id, None)
+        elif isinstance(row, EpisodicRow):
+            self._record(row, _discard)
+        elif isinstance(row, PersonaRow):
+            self._trait(row, _discard)
+            # cluster_tokens only grows: a token pointing at a cluster is a hint, and the hint set is
+            # recomputed from the rows whenever the index is rebuilt after a delete.
+
+    def _record(self, row: EpisodicRow, fn: _Op) -> None:
+        if row.status != "active":
+            return
+        if row.key:
+            fn(self.record_slot, f"{row.type}|{row.key}", row.id)
+        fn(self.record_content, f"{row.type}|{record_content_key(row)}", row.id)
+        if row.type == "event":
+            fn(self.activity_events, f"{row.speaker_role}|{activity_of(row.content)}", row.id)
+        target = self.entity_facts if row.type == "fact" else self.entity_events if row.type == "event" else None
+        if target is not None:
+            for entity in row.entities:
+                fn(target, normalize(entity), row.id)
+
+    def _trait(self, row: PersonaRow, fn: _Op) -> None:
+        if row.status != "active":
+            return
+        fn(self.trait_value, f"{row.kind}|{row.key}|{row.value}", row.id)
+        slot = trait_slot(row)
+        if slot:
+            fn(self.trait_slot, slot, row.id)
+        if row.kind == "preference" and row.cluster:
+            fn(self.cluster_members, row.cluster, row.id)
+
+
+class OwnerMemory:
+    """Fold state of ONE memory owner: ``tables[table][id] = row`` (+ a lazily built ``MemoryIndex``)."""
+
+    __slots__ = ("_index", "tables", "user_id")
+
+    def __init__(self, user_id: str) -> None:
+        self.user_id = user_id
+        self.tables: dict[str, dict[str, Row]] = {t: {} for t in TABLES}
+        self._index: MemoryIndex | None = None
+
+    @classmethod
+    def from_rows(cls, user_id: str, rows: Iterable[Row]) -> OwnerMemory:
+        """Rebuild the state of ``user_id`` from the rows it emitted (e.g. read back from the store)."""
+        state = cls(user_id)
+        for row in rows:
+            if row.user_id != user_id:
+                raise ForeignOwnerError(
+                    f"row {row.TABLE}/{row.id} belongs to {row.user_id!r}, not to {user_id!r}; "
+                    "load each owner's rows into that owner's state")
+            state.tables[row.TABLE][row.id] = row
+        return state
+
+    @property
+    def index(self) -> MemoryIndex:
+        """The derived lookups, built from the rows on first use."""
+        if self._index is None:
+            index = MemoryIndex()
+            for table in ("messages", "episodic", "persona"):
+                for row in self.tables[table].values():
+                    index.add(row)
+            self._index = index
+        return self._index
+
+    def invalidate(self) -> None:
+        """Drop the derived lookups; the next use rebuilds them from the rows."""
+        self._index = None
+
+    @property
+    def owner(self) -> OwnerRow | None:
+        """The owner's bookkeeping row, if any event was applied."""
+        row = self.tables["owners"].get(self.user_id)
+        return row if isinstance(row, OwnerRow) else None
+
+    @property
+    def last_event_time(self) -> int:
+        """The largest ``occurred_at`` applied so far: the folds' "now" (-1 before the first event)."""
+        owner = self.owner
+        return owner.last_event_time if owner is not None else -1
+
+    def rows(self) -> list[Row]:
+        """Every row, table by table in ``TABLES`` order, each table sorted by id."""
+        return [self.tables[t][i] for t in TABLES for i in sorted(self.tables[t])]
+
+    def working_ids(self) -> list[str]:
+        """Message ids in working memory, oldest first."""
+        return [mid for mid, _ in sorted(self.index.working.items(), key=lambda kv: kv[1])]
+
+    def message(self, id: str) -> MessageRow | None:
+        """An archived message by event id."""
+        row = self.tables["messages"].get(id)
+        return row if isinstance(row, MessageRow) else None
+
+    def record(self, id: str) -> EpisodicRow | None:
+        """An episodic record by id."""
+        row = self.tables["episodic"].get(id)
+        return row if isinstance(row, EpisodicRow) else None
+
+    def trait(self, id: str) -> PersonaRow | None:
+        """A persona trait by id."""
+        row = self.tables["persona"].get(id)
+        return row if isinstance(row, PersonaRow) else None
+
+    def node(self, id: str) -> GraphNodeRow | None:
+        """A graph node by id."""
+        row = self.tables["graph_nodes"].get(id)
+        return row if isinstance(row, GraphNodeRow) else None
+
+    def edge(self, id: str) -> GraphEdgeRow | None:
+        """A graph edge by id."""
+        row = self.tables["graph_edges"].get(id)
+        return row if isinstance(row, GraphEdgeRow) else None
+
+
+class Transaction:
+    """Writes to one state, remembering each touched row's first version to compute the changes."""
+
+    __slots__ = ("_before", "state")
+
+    def __init__(self, state: OwnerMemory) -> None:
+        self.state = state
+        self._before: dict[tuple[str, str], Row | None] = {}
+
+    def put(self, row: Row) -> None:
+        """Insert or replace a row, keeping the index current."""
+        table = self.state.tables[row.TABLE]
+        old = table.get(row.id)
+        self._before.setdefault((row.TABLE, row.id), old)
+        table[row.id] = row
+        index = self.state._index
+        if index is not None:
+            if old is not None:
+                index.discard(old)
+            index.add(row)
+
+    def delete(self, table: str, id: str) -> None:
+        """Remove a row (no-op when absent)."""
+        old = self.state.tables[table].get(id)
+        if old is None:
+            return
+        self._before.setdefault((table, id), old)
+        del self.state.tables[table][id]
+        index = self.state._index
+        if index is not None:
+            if isinstance(old, MessageRow) or (isinstance(old, PersonaRow) and old.kind == "preference"):
+                self.state.invalidate()  # newest-message and token hints cannot be "un-maxed"
+            else:
+                index.discard(old)
+
+    def changes(self) -> list[Change]:
+        """Exactly what differs from the state before this transaction, in first-touch order."""
+        out: list[Change] = []
+        for (table, id), old in self._before.items():
+            new = self.state.tables[table].get(id)
+            if new is old:
+                continue
+            if new is None:
+                out.append(Delete(table, id))
+            elif new != old:
+                out.append(Upsert(table, new))
+        return out

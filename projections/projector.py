@@ -1,0 +1,85 @@
+"""Folds batches of positioned events into a store: the projection step shared by every runner.
+
+The Faust worker, ``adamem project`` and replay all call ``Projector.apply_batch``: events of one
+partition, in offset order. Events below the shard's checkpoint were applied already and are
+skipped (at-least-once delivery, exactly-once effect). Fold states are cached per owner and
+rebuilt from the store's rows on a miss, so a restarted worker continues exactly where it was.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from projections.folds.apply import Positioned, apply
+from projections.folds.changes import Change
+from projections.folds.params import SEED_DEFAULT, MemoryParameters
+from projections.folds.state import OwnerMemory
+from projections.store.base import MemoryStore
+
+__all__ = ["BatchResult", "Projector"]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """What one batch did: events applied, skipped as already applied, and rows changed."""
+
+    applied: int
+    skipped: int
+    changes: int
+
+
+class Projector:
+    """Applies events to owner states and commits the changes with the offsets they reach."""
+
+    def __init__(self, store: MemoryStore, params: MemoryParameters = SEED_DEFAULT, cache_size: int = 2_000) -> None:
+        self.store = store
+        self.params = params
+        self._cache: OrderedDict[str, OwnerMemory] = OrderedDict()
+        self._cache_size = cache_size
+
+    def _state(self, user_id: str) -> OwnerMemory:
+        state = self._cache.get(user_id)
+        if state is None:
+            state = OwnerMemory.from_rows(user_id, self.store.load_owner(user_id))
+            self._cache[user_id] = state
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(user_id)
+        return state
+
+    def forget_cache(self) -> None:
+        """Drop every cached state (after a rebalance: another worker may have written them)."""
+        self._cache.clear()
+
+    def apply_batch(
+        self, partition: int, topic: str, events: Sequence[Positioned], upto: int | None = None
+    ) -> BatchResult:
+        """Fold events of one partition of ``topic`` (offset order) and commit them with their offset.
+
+        ``upto`` is the next offset the batch reaches when it ends with records that were not
+        events (dead-lettered); by default the offset after the last event.
+        """
+        done = self.store.checkpoint(partition).get(topic, 0)
+        todo = [e for e in events if e.offset >= done]
+        reach = upto if upto is not None else (events[-1].offset + 1 if events else done)
+        if not todo:
+            if reach > done:
+                self.store.commit(partition, [], {topic: reach})
+            return BatchResult(0, len(events), 0)
+        changes: list[Change] = []
+        touched: set[str] = set()
+        try:
+            for positioned in todo:
+                owner = positioned.event.user_id
+                touched.add(owner)
+                _, delta = apply(self._state(owner), positioned, self.params)
+                changes.extend(delta)
+            self.store.commit(partition, changes, {topic: max(reach, todo[-1].offset + 1)})
+        except BaseException:
+            for owner in touched:  # their cached states hold effects that were never stored
+                self._cache.pop(owner, None)
+            raise
+        return BatchResult(len(todo), len(events) - len(todo), len(changes))

@@ -1,0 +1,176 @@
+"""The store port, the row <-> Arrow mapping, and the choice of adapter by URL."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from adamem.errors import ConfigError
+from adamem.text import search_text
+from projections.folds.changes import Change, Delete, Upsert
+from projections.folds.rows import TABLES, Row, row_types
+
+__all__ = [
+    "TEXT_FIELDS",
+    "Hit",
+    "MemoryStore",
+    "arrow_schema",
+    "final_rows",
+    "open_store",
+    "row_from_dict",
+    "row_to_dict",
+]
+
+TEXT_FIELDS: dict[str, tuple[str, ...]] = {
+    "messages": ("speaker", "text"),
+    "episodic": ("content",),
+    "persona": ("value", "cluster"),
+    "graph_nodes": ("label",),
+}
+"""Fields whose words make a table's full-text ``tokens`` column."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search result: the row and its score (cosine similarity, or BM25)."""
+
+    row: Row
+    score: float
+
+
+class MemoryStore(Protocol):
+    """Rows of the memory tables, sharded by partition, with the log offsets they reflect."""
+
+    url: str
+
+    def bind(self, partitions: int) -> None:
+        """Fix the shard count to the log's partition count; a different count is refused (rebuild instead)."""
+
+    def checkpoint(self, partition: int) -> dict[str, int]:
+        """Next offset to apply per topic, for a shard (empty if it has never committed)."""
+
+    def commit(self, partition: int, changes: Sequence[Change], offsets: dict[str, int]) -> None:
+        """Apply changes and record ``offsets`` (topic -> next offset) atomically."""
+
+    def load_owner(self, user_id: str) -> list[Row]:
+        """Every row of an owner, in any order (the fold state is rebuilt from them)."""
+
+    def rows(self, table: str, user_id: str) -> list[Row]:
+        """Every row of one table for an owner."""
+
+    def owners(self) -> list[str]:
+        """Owners with any memory, sorted."""
+
+    def vector_search(self, table: str, user_id: str, vector: Sequence[float], k: int) -> list[Hit]:
+        """The ``k`` rows of an owner most similar to ``vector`` (cosine), best first."""
+
+    def text_search(self, table: str, user_id: str, query: str, k: int) -> list[Hit]:
+        """The ``k`` rows of an owner that best match ``query`` (BM25 over bilingual tokens), best first."""
+
+    def release(self, partitions: Sequence[int]) -> None:
+        """Forget cached handles of shards this process no longer (or newly) owns; the next use reopens them."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+def final_rows(changes: Sequence[Change]) -> dict[str, dict[str, Row | None]]:
+    """Net effect of a change list: per table, per id, the last row written or None if deleted."""
+    net: dict[str, dict[str, Row | None]] = {}
+    for change in changes:
+        if isinstance(change, Upsert):
+            net.setdefault(change.table, {})[change.row.id] = change.row
+        elif isinstance(change, Delete):
+            net.setdefault(change.table, {})[change.id] = None
+    return net
+
+
+def _arrow_type(hint: Any, dim: int) -> pa.DataType:
+    if hint is str:
+        return pa.string()
+    if hint is int:
+        return pa.int64()
+    if hint is float:
+        return pa.float64()
+    if hint is bool:
+        return pa.bool_()
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple and args and args[0] is float:
+        return pa.list_(pa.float32(), dim)
+    if origin is list and args:
+        return pa.list_(_arrow_type(args[0], dim))
+    raise ConfigError(f"row field type {hint!r} has no Arrow mapping")
+
+
+@functools.cache
+def _hints(table: str) -> dict[str, Any]:
+    return typing.get_type_hints(row_types()[table])
+
+
+def arrow_schema(table: str, dim: int) -> pa.Schema:
+    """Arrow schema of a table: the row's fields (``id`` the primary key) plus ``tokens`` for full text."""
+    fields = []
+    for name, hint in _hints(table).items():
+        if typing.get_origin(hint) is typing.ClassVar:
+            continue
+        if name == "id":
+            fields.append(
+                pa.field("id", pa.string(), nullable=False, metadata={"lance-schema:unenforced-primary-key": "true"})
+            )
+        else:
+            fields.append(pa.field(name, _arrow_type(hint, dim)))
+    if table in TEXT_FIELDS:
+        fields.append(pa.field("tokens", pa.string()))
+    return pa.schema(fields)
+
+
+def has_vector(table: str) -> bool:
+    """Whether the table has a ``vector`` column."""
+    return "vector" in _hints(table)
+
+
+def row_to_dict(table: str, row: Row, dim: int) -> dict[str, Any]:
+    """A row as a column dict; empty vectors become zeros, ``tokens`` is derived from the text fields."""
+    out = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
+    if "vector" in out:
+        vec = out["vector"]
+        out["vector"] = list(vec) if vec else [0.0] * dim
+    if table in TEXT_FIELDS:
+        out["tokens"] = search_text(" ".join(str(out[f]) for f in TEXT_FIELDS[table]))
+    return out
+
+
+def row_from_dict(table: str, data: dict[str, Any]) -> Row:
+    """The row of a column dict (the inverse of ``row_to_dict``)."""
+    cls = row_types()[table]
+    values = {}
+    for f in dataclasses.fields(cls):
+        value = data[f.name]
+        if f.name == "vector":
+            value = tuple(float(x) for x in value) if value is not None and any(value) else ()
+        elif isinstance(value, list):
+            value = list(value)
+        values[f.name] = value
+    return cls(**values)
+
+
+def open_store(url: str, *, read_only: bool = False) -> MemoryStore:
+    """The store for ``url``: ``memory://`` or a folder (LanceDB)."""
+    if url.startswith("memory://"):
+        from projections.store.memory import InMemoryStore
+
+        return InMemoryStore()
+    if "://" in url and not url.startswith(("file://", "lancedb://")):
+        raise ConfigError(f"store URL {url!r} is not memory://, lancedb://PATH or a folder path")
+    from projections.store.lance import LanceStore
+
+    return LanceStore(url.removeprefix("lancedb://").removeprefix("file://"), read_only=read_only)
+
+
+ALL_TABLES = TABLES

@@ -1,0 +1,321 @@
+"""The LanceDB store: one LanceDB database per shard (log partition), tables per layer.
+
+Layout: ``ROOT/meta.json`` (shard count, vector dimension) and ``ROOT/p<N>/`` per shard with the
+tables ``owners messages episodic persona graph_nodes graph_edges`` and ``checkpoints``.
+
+Exactly-once effect: a commit upserts (``merge_insert`` on the ``id`` primary key) and deletes
+per table, then writes one checkpoint row holding the log offsets *and the version of every
+table*. On open, a writer restores any table that is ahead of the last checkpoint (a crash
+between the table writes and the checkpoint), so the shard is exactly as of its checkpoint and
+the events after it are applied again. Writes are batched by the caller; ``optimize`` compacts
+and refreshes indexes every ``optimize_every`` commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import pyarrow as pa
+from lancedb.index import FTS
+
+from adamem.errors import StoreError
+from adamem.partitioning import partition_for
+from adamem.text import search_text
+from projections.folds.changes import Change, Upsert
+from projections.folds.rows import TABLES, Row
+from projections.store.base import (
+    TEXT_FIELDS,
+    Hit,
+    arrow_schema,
+    final_rows,
+    has_vector,
+    row_from_dict,
+    row_to_dict,
+)
+
+__all__ = ["LanceStore"]
+
+CHECKPOINTS = "checkpoints"
+# ``tokens`` is already lower-cased, stemmed and cut (adamem.text): the index only splits on spaces.
+_FTS = FTS(base_tokenizer="whitespace", stem=False, remove_stop_words=False, ascii_folding=False, with_position=False)
+_CKPT_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False, metadata={"lance-schema:unenforced-primary-key": "true"}),
+        pa.field("offsets", pa.string()),
+        pa.field("versions", pa.string()),
+        pa.field("commits", pa.int64()),
+    ]
+)
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class _Shard:
+    """One partition's LanceDB database and its open tables."""
+
+    def __init__(self, path: Path, dim: int, *, writer: bool) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        # Readers check for new versions on every query: a query after a commit never sees stale rows.
+        self.db = lancedb.connect(str(path), read_consistency_interval=None if writer else timedelta(0))
+        self.dim = dim
+        self.tables: dict[str, Any] = {}
+        self.fts_ready: set[str] = set()
+        self.commits = 0
+        names = set(self.db.list_tables(limit=1000).tables)
+        for name in (*TABLES, CHECKPOINTS):
+            if name in names:
+                self.tables[name] = self.db.open_table(name)
+        if writer:
+            self._recover()
+
+    def get(self, name: str) -> Any | None:
+        """An existing table's handle (opening one another process created since), or None."""
+        table = self.tables.get(name)
+        if table is None and name in self.db.list_tables(limit=1000).tables:
+            table = self.tables[name] = self.db.open_table(name)
+        return table
+
+    def table(self, name: str) -> Any:
+        if name not in self.tables:
+            schema = _CKPT_SCHEMA if name == CHECKPOINTS else arrow_schema(name, self.dim)
+            self.tables[name] = self.db.create_table(name, schema=schema, exist_ok=True)
+        return self.tables[name]
+
+    def checkpoint_row(self) -> dict[str, Any] | None:
+        table = self.tables.get(CHECKPOINTS)
+        if table is None:
+            return None
+        rows = table.to_arrow().to_pylist()
+        return rows[0] if rows else None
+
+    def _recover(self) -> None:
+        """Roll every table back to the versions the last checkpoint recorded."""
+        ckpt = self.checkpoint_row()
+        versions: dict[str, int] = json.loads(ckpt["versions"]) if ckpt else {}
+        self.commits = int(ckpt["commits"]) if ckpt else 0
+        for name in TABLES:
+            table = self.tables.get(name)
+            if table is None:
+                continue
+            want = versions.get(name)
+            if want is None:
+                if table.count_rows():
+                    table.delete("true")  # written after the last checkpoint: none of it counts
+            elif table.version != want:
+                table.restore(want)
+
+    def commit(self, changes: Sequence[Change], offsets: dict[str, int], optimize_every: int) -> None:
+        for name, rows in final_rows(changes).items():
+            table = self.table(name)
+            gone = [i for i, r in rows.items() if r is None]
+            kept = [row_to_dict(name, r, self.dim) for r in rows.values() if r is not None]
+            if gone:
+                for start in range(0, len(gone), 500):
+                    table.delete("id IN (" + ", ".join(_quote(i) for i in gone[start : start + 500]) + ")")
+            if kept:
+                data = pa.Table.from_pylist(kept, schema=table.schema)
+                table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+        for name in TEXT_FIELDS:
+            table = self.tables.get(name)
+            if table is None or name in self.fts_ready:
+                continue
+            if any(ix.index_type == "FTS" for ix in table.list_indices()):
+                self.fts_ready.add(name)
+            elif table.count_rows():
+                # Made once; rows added later are searched unindexed until ``optimize`` folds them in.
+                table.create_index("tokens", config=_FTS, replace=True)
+                self.fts_ready.add(name)
+        ckpt = self.checkpoint_row()
+        merged = {**(json.loads(ckpt["offsets"]) if ckpt else {}), **offsets}
+        versions = {name: self.tables[name].version for name in TABLES if name in self.tables}
+        self.commits += 1
+        row = {
+            "id": "checkpoint",
+            "offsets": json.dumps(merged, sort_keys=True),
+            "versions": json.dumps(versions, sort_keys=True),
+            "commits": self.commits,
+        }
+        ckpt_table = self.table(CHECKPOINTS)
+        ckpt_table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+            pa.Table.from_pylist([row], schema=_CKPT_SCHEMA)
+        )
+        if optimize_every and self.commits % optimize_every == 0:
+            self.optimize()
+
+    def optimize(self) -> None:
+        """Compact small fragments and bring indexes up to date (versions the checkpoint needs survive)."""
+        for name in TABLES:
+            table = self.tables.get(name)
+            if table is None or not table.count_rows():
+                continue
+            table.optimize()
+
+
+class LanceStore:
+    """Memory tables in LanceDB folders, sharded by partition."""
+
+    def __init__(self, root: str, *, read_only: bool = False, optimize_every: int = 50) -> None:
+        self.root = Path(root)
+        self.url = str(self.root)
+        self._read_only = read_only
+        self._optimize_every = optimize_every
+        self._shards: dict[int, _Shard] = {}
+        self._meta = self._read_meta()
+
+    def _read_meta(self) -> dict[str, int]:
+        path = self.root / "meta.json"
+        if not path.exists():
+            return {}
+        try:
+            meta: dict[str, int] = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise StoreError(f"{path} is unreadable ({exc}); rebuild the store with `adamem replay`") from exc
+        return meta
+
+    def _write_meta(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / "meta.json.tmp"
+        tmp.write_text(json.dumps(self._meta, sort_keys=True))
+        tmp.replace(self.root / "meta.json")
+
+    def bind(self, partitions: int) -> None:
+        """Fix the shard count (stored in meta.json)."""
+        have = self._meta.get("partitions")
+        if have and have != partitions:
+            raise StoreError(
+                f"store {self.root} has {have} shards but the log has {partitions} partitions; "
+                "rebuild it into a new folder with `adamem replay`"
+            )
+        if not have:
+            self._meta["partitions"] = partitions
+            self._write_meta()
+
+    def _shard(self, partition: int, *, create: bool) -> _Shard | None:
+        """The shard's handles; a writable store opens it as writer (recovering it to its checkpoint)."""
+        shard = self._shards.get(partition)
+        if shard is None:
+            path = self.root / f"p{partition}"
+            if not create and not path.exists():
+                return None
+            shard = _Shard(path, self._meta.get("dim", 0), writer=not self._read_only)
+            self._shards[partition] = shard
+        return shard
+
+    def _owner_shard(self, user_id: str) -> _Shard | None:
+        if not self._meta.get("partitions"):
+            self._meta = self._read_meta() or self._meta  # a writer elsewhere may have made it since
+        partitions = self._meta.get("partitions")
+        if not partitions:
+            return None
+        return self._shard(partition_for(user_id, partitions), create=False)
+
+    def checkpoint(self, partition: int) -> dict[str, int]:
+        """Next offset per topic for a shard."""
+        shard = self._shard(partition, create=not self._read_only)
+        ckpt = shard.checkpoint_row() if shard else None
+        return dict(json.loads(ckpt["offsets"])) if ckpt else {}
+
+    def commit(self, partition: int, changes: Sequence[Change], offsets: dict[str, int]) -> None:
+        """Apply changes, then record offsets and table versions in the checkpoint row."""
+        if self._read_only:
+            raise StoreError(f"store {self.root} was opened read-only")
+        if not self._meta.get("partitions"):
+            raise StoreError("store is not bound to a partition count; call bind() first")
+        if not self._meta.get("dim"):
+            vectors = [getattr(c.row, "vector", ()) for c in changes if isinstance(c, Upsert)]
+            dims = {len(v) for v in vectors if v}
+            if dims:
+                self._meta["dim"] = dims.pop()
+                self._write_meta()
+                for open_shard in self._shards.values():
+                    open_shard.dim = self._meta["dim"]
+        shard = self._shard(partition, create=True)
+        assert shard is not None
+        try:
+            shard.commit(changes, offsets, self._optimize_every)
+        except (OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
+            raise StoreError(f"commit to shard p{partition} of {self.root} failed: {exc}") from exc
+
+    def optimize(self) -> None:
+        """Compact and index every open shard."""
+        for shard in self._shards.values():
+            shard.optimize()
+
+    def load_owner(self, user_id: str) -> list[Row]:
+        """Every row of an owner."""
+        return [row for table in TABLES for row in self.rows(table, user_id)]
+
+    def rows(self, table: str, user_id: str) -> list[Row]:
+        """Rows of one table for an owner, in id order."""
+        shard = self._owner_shard(user_id)
+        t = shard.get(table) if shard else None
+        if t is None:
+            return []
+        data = t.search().where(f"user_id = {_quote(user_id)}").limit(None).to_arrow()
+        rows = [row_from_dict(table, r) for r in data.to_pylist()]
+        rows.sort(key=lambda r: r.id)
+        return rows
+
+    def owners(self) -> list[str]:
+        """Owners with any memory."""
+        found: set[str] = set()
+        for path in sorted(self.root.glob("p*")):
+            shard = self._shard(int(path.name[1:]), create=False)
+            table = shard.get("owners") if shard else None
+            if table is not None:
+                found.update(table.to_arrow().column("user_id").to_pylist())
+        return sorted(found)
+
+    def vector_search(self, table: str, user_id: str, vector: Sequence[float], k: int) -> list[Hit]:
+        """Cosine search over an owner's rows (prefiltered by owner)."""
+        shard = self._owner_shard(user_id)
+        t = shard.get(table) if shard else None
+        if t is None or not has_vector(table):
+            return []
+        res = (
+            t.search(list(vector), vector_column_name="vector")
+            .metric("cosine")
+            .where(f"user_id = {_quote(user_id)}", prefilter=True)
+            .limit(k)
+            .to_arrow()
+            .to_pylist()
+        )
+        hits = [Hit(row_from_dict(table, r), 1.0 - float(r["_distance"])) for r in res if any(r["vector"])]
+        hits.sort(key=lambda h: (-h.score, h.row.id))
+        return hits
+
+    def text_search(self, table: str, user_id: str, query: str, k: int) -> list[Hit]:
+        """BM25 full-text search over the owner's rows (whitespace index over bilingual tokens)."""
+        if table not in TEXT_FIELDS:
+            raise StoreError(f"table {table!r} has no full-text column; use one of {sorted(TEXT_FIELDS)}")
+        shard = self._owner_shard(user_id)
+        t = shard.get(table) if shard else None
+        terms = search_text(query)
+        if t is None or not terms:
+            return []
+        res = (
+            t.search(terms, query_type="fts", fts_columns="tokens")
+            .where(f"user_id = {_quote(user_id)}", prefilter=True)
+            .limit(k)
+            .to_arrow()
+            .to_pylist()
+        )
+        hits = [Hit(row_from_dict(table, r), float(r["_score"])) for r in res]
+        hits.sort(key=lambda h: (-h.score, h.row.id))
+        return hits
+
+    def release(self, partitions: Sequence[int]) -> None:
+        """Drop the handles of these shards; reopening a shard as writer recovers it to its checkpoint."""
+        for p in partitions:
+            self._shards.pop(p, None)
+
+    def close(self) -> None:
+        """Drop open handles."""
+        self._shards.clear()

@@ -1,0 +1,90 @@
+"""The in-memory store for unit tests; passes the same contract suite as LanceDB."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from adamem.errors import StoreError
+from adamem.partitioning import partition_for
+from adamem.text import search_text
+from projections.folds.changes import Change
+from projections.folds.rows import TABLES, Row
+from projections.store.base import TEXT_FIELDS, Hit, final_rows
+from projections.store.scoring import bm25_scores, cosine
+
+__all__ = ["InMemoryStore"]
+
+
+class InMemoryStore:
+    """Rows in dicts, one shard per partition; gone when the process ends."""
+
+    def __init__(self) -> None:
+        self.url = "memory://"
+        self._partitions = 0
+        self._shards: dict[int, dict[str, dict[str, Row]]] = {}
+        self._checkpoints: dict[int, dict[str, int]] = {}
+
+    def bind(self, partitions: int) -> None:
+        """Fix the shard count."""
+        if self._partitions and self._partitions != partitions:
+            raise StoreError(f"store has {self._partitions} shards, the log {partitions} partitions; rebuild it")
+        self._partitions = partitions
+
+    def _shard_of(self, user_id: str) -> dict[str, dict[str, Row]]:
+        if not self._partitions:
+            return {}
+        return self._shards.get(partition_for(user_id, self._partitions), {})
+
+    def checkpoint(self, partition: int) -> dict[str, int]:
+        """Next offset per topic for a shard."""
+        return dict(self._checkpoints.get(partition, {}))
+
+    def commit(self, partition: int, changes: Sequence[Change], offsets: dict[str, int]) -> None:
+        """Apply changes and record offsets (atomic: nothing can fail half-way in memory)."""
+        if not self._partitions:
+            raise StoreError("store is not bound to a partition count; call bind() first")
+        shard = self._shards.setdefault(partition, {t: {} for t in TABLES})
+        for table, rows in final_rows(changes).items():
+            target = shard.setdefault(table, {})
+            for id_, row in rows.items():
+                if row is None:
+                    target.pop(id_, None)
+                else:
+                    target[id_] = row
+        self._checkpoints[partition] = {**self._checkpoints.get(partition, {}), **offsets}
+
+    def load_owner(self, user_id: str) -> list[Row]:
+        """Every row of an owner."""
+        return [row for table in TABLES for row in self.rows(table, user_id)]
+
+    def rows(self, table: str, user_id: str) -> list[Row]:
+        """Rows of one table for an owner, in id order."""
+        rows = self._shard_of(user_id).get(table, {})
+        return [rows[i] for i in sorted(rows) if rows[i].user_id == user_id]
+
+    def owners(self) -> list[str]:
+        """Owners with any memory."""
+        return sorted({r.user_id for shard in self._shards.values() for r in shard.get("owners", {}).values()})
+
+    def vector_search(self, table: str, user_id: str, vector: Sequence[float], k: int) -> list[Hit]:
+        """Exact cosine search over an owner's rows."""
+        hits = [Hit(r, cosine(vector, r.vector)) for r in self.rows(table, user_id) if getattr(r, "vector", ())]  # type: ignore[union-attr]
+        hits.sort(key=lambda h: (-h.score, h.row.id))
+        return hits[:k]
+
+    def text_search(self, table: str, user_id: str, query: str, k: int) -> list[Hit]:
+        """BM25 over an owner's rows of the table (an owner's rows are the corpus)."""
+        if table not in TEXT_FIELDS:
+            raise StoreError(f"table {table!r} has no full-text column; use one of {sorted(TEXT_FIELDS)}")
+        rows = self.rows(table, user_id)
+        docs = [search_text(" ".join(str(getattr(r, f)) for f in TEXT_FIELDS[table])).split() for r in rows]
+        terms = search_text(query).split()
+        hits = [Hit(r, s) for r, s in zip(rows, bm25_scores(docs, terms), strict=True) if s > 0]
+        hits.sort(key=lambda h: (-h.score, h.row.id))
+        return hits[:k]
+
+    def release(self, partitions: Sequence[int]) -> None:
+        """Nothing is cached outside the shards themselves."""
+
+    def close(self) -> None:
+        """Nothing to release."""

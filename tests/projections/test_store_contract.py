@@ -1,0 +1,164 @@
+"""One contract for every projection store: in-memory and LanceDB (real tables in a temp folder)."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adamem.errors import StoreError
+from adamem.partitioning import partition_for
+from projections.folds.changes import Delete, Upsert
+from projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
+from projections.store import MemoryStore, open_store
+from projections.store.lance import LanceStore
+
+PARTITIONS = 2
+ADAPTERS = ["memory", "lancedb"]
+
+
+def make(cls: type[Row], **values: Any) -> Row:
+    """A row with every field defaulted by type, then the given values."""
+    defaults: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        hint = typing.get_type_hints(cls)[f.name]
+        origin = typing.get_origin(hint)
+        defaults[f.name] = {str: "", int: 0, float: 0.0, bool: False}.get(hint, () if origin is tuple else [])
+    defaults.update(values)
+    return cls(**defaults)
+
+
+def message(user: str, id_: str, text: str, vector: tuple[float, ...]) -> Row:
+    return make(MessageRow, id=id_, user_id=user, text=text, speaker="Ann", vector=vector, topics=["t"], seq=1)
+
+
+@pytest.fixture(params=ADAPTERS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
+    s = open_store("memory://" if request.param == "memory" else str(tmp_path / "store"))
+    s.bind(PARTITIONS)
+    yield s
+    s.close()
+
+
+def _commit(store: MemoryStore, user: str, changes: list[Any], offset: int) -> None:
+    p = partition_for(user, PARTITIONS)
+    store.commit(p, changes, {"analyses": offset})
+
+
+def test_upsert_is_by_id_and_delete_removes(store: MemoryStore) -> None:
+    a = message("alice", "m1", "I love hiking", (1.0, 0.0, 0.0))
+    _commit(store, "alice", [Upsert("messages", a), Upsert("owners", make(OwnerRow, id="alice", user_id="alice"))], 1)
+    _commit(store, "alice", [Upsert("messages", dataclasses.replace(a, text="I love climbing"))], 2)  # type: ignore[type-var]
+    rows = store.rows("messages", "alice")
+    assert [(r.id, r.text) for r in rows] == [("m1", "I love climbing")]  # type: ignore[union-attr]
+    _commit(store, "alice", [Delete("messages", "m1")], 3)
+    assert store.rows("messages", "alice") == []
+    assert store.owners() == ["alice"]
+
+
+def test_rows_round_trip_exactly(store: MemoryStore) -> None:
+    row = make(
+        EpisodicRow,
+        id="r1",
+        user_id="小明",
+        type="fact",
+        key="lives_in",
+        content="小明住在北京",
+        confidence=0.875,
+        source_message_ids=["a", "b"],
+        valid_from=5,
+        valid_to=-1,
+        vector=(0.5, -0.25, 0.125),
+        event_time=-1,
+        entities=["北京"],
+    )
+    _commit(store, "小明", [Upsert("episodic", row), Upsert("messages", message("小明", "m", "x", (1.0, 0.0, 0.0)))], 1)
+    assert store.rows("episodic", "小明") == [row]
+    assert store.load_owner("小明").count(row) == 1
+
+
+def test_owners_are_isolated(store: MemoryStore) -> None:
+    _commit(store, "alice", [Upsert("messages", message("alice", "a1", "secret of alice", (1.0, 0.0, 0.0)))], 1)
+    _commit(store, "bob", [Upsert("messages", message("bob", "b1", "secret of bob", (1.0, 0.0, 0.0)))], 1)
+    assert [r.id for r in store.rows("messages", "bob")] == ["b1"]
+    assert [h.row.id for h in store.vector_search("messages", "bob", (1.0, 0.0, 0.0), 10)] == ["b1"]
+    assert [h.row.id for h in store.text_search("messages", "bob", "secret", 10)] == ["b1"]
+
+
+def test_vector_search_ranks_by_cosine(store: MemoryStore) -> None:
+    rows = [
+        message("alice", "near", "a", (1.0, 0.1, 0.0)),
+        message("alice", "mid", "b", (0.6, 0.8, 0.0)),
+        message("alice", "far", "c", (0.0, 0.0, 1.0)),
+    ]
+    _commit(store, "alice", [Upsert("messages", r) for r in rows], 1)
+    hits = store.vector_search("messages", "alice", (1.0, 0.0, 0.0), 2)
+    assert [h.row.id for h in hits] == ["near", "mid"]
+    assert hits[0].score == pytest.approx(1 / (1.01**0.5), abs=1e-5)
+    assert hits[1].score == pytest.approx(0.6, abs=1e-5)
+
+
+def test_text_search_is_bm25_over_english_and_chinese(store: MemoryStore) -> None:
+    rows = [
+        message("alice", "gym", "I went to the gym yesterday", (1.0, 0.0, 0.0)),
+        message("alice", "lipids", "My check-up showed high blood lipids", (1.0, 0.0, 0.0)),
+        message("alice", "zh", "体检报告显示我血脂偏高", (1.0, 0.0, 0.0)),
+        message("alice", "other", "The weather is nice", (1.0, 0.0, 0.0)),
+    ]
+    _commit(store, "alice", [Upsert("messages", r) for r in rows], 1)
+    assert [h.row.id for h in store.text_search("messages", "alice", "blood lipid levels", 5)] == ["lipids"]
+    assert [h.row.id for h in store.text_search("messages", "alice", "我的血脂", 5)] == ["zh"]
+    assert store.text_search("messages", "alice", "nothing matches here", 5) == []
+    with pytest.raises(StoreError):
+        store.text_search("owners", "alice", "x", 5)
+
+
+def test_checkpoint_is_recorded_with_the_data(store: MemoryStore) -> None:
+    p = partition_for("alice", PARTITIONS)
+    assert store.checkpoint(p) == {}
+    _commit(store, "alice", [Upsert("messages", message("alice", "m1", "x", (1.0, 0.0, 0.0)))], 7)
+    store.commit(p, [], {"control": 3})
+    assert store.checkpoint(p) == {"analyses": 7, "control": 3}
+
+
+def test_a_different_partition_count_is_refused(store: MemoryStore) -> None:
+    _commit(store, "alice", [Upsert("messages", message("alice", "m1", "x", (1.0, 0.0, 0.0)))], 1)
+    with pytest.raises(StoreError, match="rebuild"):
+        store.bind(PARTITIONS + 1)
+
+
+def test_lancedb_rolls_back_a_commit_torn_before_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash between the table writes and the checkpoint row: on reopen the shard is as of the checkpoint."""
+    root = str(tmp_path / "store")
+    store = LanceStore(root)
+    store.bind(1)
+    store.commit(0, [Upsert("messages", message("alice", "m1", "kept", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    shard = store._shard(0, create=True)
+    assert shard is not None
+    original = shard.table
+
+    def crash_on_checkpoint(name: str) -> Any:
+        if name == "checkpoints":
+            raise OSError("simulated crash before the checkpoint")
+        return original(name)
+
+    monkeypatch.setattr(shard, "table", crash_on_checkpoint)
+    with pytest.raises(StoreError, match="simulated crash"):
+        store.commit(
+            0,
+            [Upsert("messages", message("alice", "m2", "lost", (0.0, 1.0, 0.0))), Delete("messages", "m1")],
+            {"analyses": 2},
+        )
+    store.close()
+
+    reopened = LanceStore(root)
+    assert reopened.checkpoint(0) == {"analyses": 1}  # opening as the writer recovers the shard
+    assert [r.text for r in reopened.rows("messages", "alice")] == ["kept"]  # type: ignore[union-attr]
+    reader = LanceStore(root, read_only=True)
+    assert [r.id for r in reader.rows("messages", "alice")] == ["m1"]
