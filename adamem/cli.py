@@ -8,7 +8,6 @@ import json
 import sys
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any
 
 from adamem.errors import AdaMemError, InputError
 from adamem.ingest import load_messages, read_input
@@ -21,6 +20,24 @@ PROGRESS_MIN = 200  # inputs at least this long get a progress bar
 
 def _settings(args: argparse.Namespace) -> Settings:
     return Settings.from_env(log_url=getattr(args, "log", None), store_url=getattr(args, "store", None))
+
+
+async def _project(args: argparse.Namespace) -> int:
+    from adamem.commands import run_project
+
+    return await run_project(_settings(args), follow=args.follow)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from adamem.commands import run_worker
+
+    return run_worker(_settings(args), loglevel=args.loglevel)
+
+
+def _memory(args: argparse.Namespace) -> int:
+    from adamem.commands import print_memory
+
+    return print_memory(_settings(args), args.user, args.layer, args.json)
 
 
 async def _publish(args: argparse.Namespace) -> int:
@@ -71,8 +88,9 @@ async def _log(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
+    from adamem.commands import print_memory, run_project
     from streams.log import open_log
-    from streams.publish import publish_messages, read_as_json
+    from streams.publish import publish_messages
 
     settings = _settings(args)
     data = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
@@ -81,22 +99,15 @@ async def _demo(args: argparse.Namespace) -> int:
     await log.start()
     try:
         report = await publish_messages(log, messages, settings)
-        print(f"published {report.messages} sample message(s) for {report.owners} owner(s) into {log.url}")
-        counts: dict[str, int] = {}
-        last: dict[str, Any] = {}
-        async for row in read_as_json(log, settings.topic("messages")):
-            if "event" in row:
-                counts[row["key"]] = counts.get(row["key"], 0) + 1
-                last[row["key"]] = row
-        for owner in sorted(counts):
-            ev = last[owner]["event"]
-            print(
-                f"  {owner}: {counts[owner]} message event(s) in the log; last at offset "
-                f"{last[owner]['offset']}: {ev['speaker']['name']}: {ev['text']}"
-            )
-        print(f"read them back with: adamem log tail --log {log.url} --user alice")
     finally:
         await log.stop()
+    print(f"published {report.messages} sample message(s) for {report.owners} owner(s) into {log.url}")
+    await run_project(settings, follow=False)
+    for owner in sorted({m.user_id for m in messages}):
+        print()
+        await asyncio.to_thread(print_memory, settings, owner, None, False)
+    print(f"\nmore: adamem memory alice --layer persona --store {settings.store_url}")
+    print(f"      adamem log tail --log {settings.log_url} --user xiaoming")
     return 0
 
 
@@ -121,8 +132,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--lines", type=int, default=10, help="records shown by tail")
     p.set_defaults(run=_log)
 
-    p = sub.add_parser("demo", help="the embedded default: publish the bundled sample and show it")
+    p = sub.add_parser("project", help="analyze and project pending events in-process (any log)")
+    p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.add_argument("--follow", action="store_true", help="keep following the log until interrupted")
+    p.set_defaults(run=_project)
+
+    p = sub.add_parser("worker", help="run the Faust worker (analyze + project agents) on Kafka")
+    p.add_argument("--log", help="kafka://host:port (default $ADAMEM_LOG)")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(run=_worker, sync=True)
+
+    p = sub.add_parser("memory", help="show a memory owner's four layers")
+    p.add_argument("user", help="memory owner (user_id)")
+    p.add_argument("--layer", choices=["working", "episodic", "persona", "graph"], help="list one layer's rows")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.set_defaults(run=_memory, sync=True)
+
+    p = sub.add_parser("demo", help="the embedded default: publish the sample, build memory, show it")
     p.add_argument("--log", help="folder of the embedded log (default ./data/log)")
+    p.add_argument("--store", help="store folder (default ./data/store)")
     p.set_defaults(run=_demo)
     return parser
 
@@ -131,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``adamem`` console script."""
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "sync", False):
+            return int(args.run(args))
         return int(asyncio.run(args.run(args)))
     except AdaMemError as exc:
         print(f"adamem: error: {exc}", file=sys.stderr)

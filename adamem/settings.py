@@ -32,6 +32,15 @@ class Settings:
     publish_batch: int = _env("ADAMEM_PUBLISH_BATCH", 500, "Messages per publish batch.")
     fsync: bool = _env("ADAMEM_FSYNC", True, "fsync the embedded log after every append.")
     kafka_timeout_s: float = _env("ADAMEM_KAFKA_TIMEOUT", 15.0, "Seconds to wait for the broker before failing.")
+    extractor: str = _env("ADAMEM_EXTRACTOR", "rules", "Extractor of the Memory Agent: rules (offline) or openai.")
+    embedder: str = _env("ADAMEM_EMBEDDER", "e5", "Embedder of the Memory Agent: e5 (offline, multilingual) or openai.")
+    llm_url: str = _env("ADAMEM_LLM_URL", "", "Base URL of an OpenAI-compatible endpoint (extractor=openai).")
+    llm_model: str = _env("ADAMEM_LLM_MODEL", "", "Chat model of the OpenAI-compatible extractor.")
+    llm_api_key: str = _env("ADAMEM_LLM_API_KEY", "", "API key of the OpenAI-compatible endpoint, if it needs one.")
+    embed_url: str = _env("ADAMEM_EMBED_URL", "", "Base URL of an OpenAI-compatible embeddings endpoint.")
+    embed_model: str = _env("ADAMEM_EMBED_MODEL", "", "Model of the OpenAI-compatible embedder.")
+    embed_dim: int = _env("ADAMEM_EMBED_DIM", 0, "Vector dimension of the OpenAI-compatible embedder.")
+    worker_batch: int = _env("ADAMEM_WORKER_BATCH", 256, "Messages per micro-batch in the worker's analyze agent.")
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:

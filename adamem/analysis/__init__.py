@@ -44,4 +44,7 @@ class Embedder(Protocol):
     dim: int
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order."""
+        """One vector per stored text (message, record), in order."""
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per question; asymmetric models (e5) embed queries differently."""

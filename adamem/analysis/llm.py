@@ -195,6 +195,10 @@ class OpenAICompatibleEmbedder:
             vectors.extend(self._vectors(answer, len(batch)))
         return vectors
 
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """Questions embed like stored texts (OpenAI-style embedding models are symmetric)."""
+        return self.embed(texts)
+
     def _vectors(self, answer: dict[str, Any], expected: int) -> list[list[float]]:
         url = f"{self._endpoint.base_url}/embeddings"
         data = answer.get("data")

@@ -89,7 +89,7 @@ class _Shard:
         return self.tables[name]
 
     def checkpoint_row(self) -> dict[str, Any] | None:
-        table = self.tables.get(CHECKPOINTS)
+        table = self.get(CHECKPOINTS)
         if table is None:
             return None
         rows = table.to_arrow().to_pylist()

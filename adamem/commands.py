@@ -1,0 +1,148 @@
+"""What the memory-building subcommands do: project, worker, memory and the demo's memory part."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sys
+from typing import Any
+
+from adamem.errors import ConfigError
+from adamem.events import ms_to_iso
+from adamem.runtime import build_agent
+from adamem.settings import Settings
+
+__all__ = ["print_memory", "run_project", "run_worker"]
+
+LAYERS = {"working": "messages", "episodic": "episodic", "persona": "persona", "graph": "graph_nodes"}
+
+
+async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) -> int:
+    """Analyze and project everything pending (``follow``: keep going until interrupted)."""
+    from projections.projector import Projector
+    from projections.store import open_store
+    from streams.log import open_log
+    from streams.pipeline import run_pipeline
+
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    store = open_store(settings.store_url)
+    try:
+        stats = await run_pipeline(log, Projector(store), build_agent(settings), settings, follow=follow)
+    finally:
+        store.close()
+        await log.stop()
+    if not quiet:
+        print(
+            f"analyzed {stats.analyzed} message(s), forwarded {stats.forwarded} control event(s), "
+            f"applied {stats.applied} event(s) to {store.url} ({stats.skipped} already applied, "
+            f"{stats.dead_lettered} dead-lettered)"
+        )
+    return 0
+
+
+def run_worker(settings: Settings, *, loglevel: str = "info") -> int:
+    """Run the Faust worker against the Kafka log until it is stopped (SIGINT/SIGTERM)."""
+    if not settings.log_url.startswith("kafka://"):
+        raise ConfigError(f"the worker needs a Kafka log (kafka://host:port), not {settings.log_url!r}")
+    import faust
+
+    from projections.projector import Projector
+    from projections.store import open_store
+    from streams.kafka_log import KafkaLog
+    from streams.worker import create_app
+
+    bootstrap = settings.log_url.removeprefix("kafka://").rstrip("/")
+    asyncio.run(KafkaLog(bootstrap, settings).ensure_topics())  # Faust does not create them
+    app = create_app(
+        settings,
+        bootstrap,
+        lambda: build_agent(settings),
+        lambda: Projector(open_store(settings.store_url)),
+        batch=settings.worker_batch,
+    )
+    faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    return 0
+
+
+def _row_json(row: Any) -> dict[str, Any]:
+    data = dataclasses.asdict(row)
+    data.pop("vector", None)
+    data.pop("extraction_json", None)
+    return data
+
+
+def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool) -> int:
+    """Show an owner's memory: a per-layer summary, or every row of one layer."""
+    from projections.folds.state import OwnerMemory
+    from projections.folds.summary import owner_summary
+    from projections.store import open_store
+
+    store = open_store(settings.store_url, read_only=True)
+    rows = store.load_owner(user)
+    if not rows:
+        print(
+            f"adamem: no memory for {user!r} in {store.url}; known owners: {', '.join(store.owners()) or 'none'}",
+            file=sys.stderr,
+        )
+        return 3
+    state = OwnerMemory.from_rows(user, rows)
+    if layer is not None:
+        selected = [
+            r for r in state.rows() if LAYERS[layer] == r.TABLE or (layer == "graph" and r.TABLE == "graph_edges")
+        ]
+        if layer == "working":
+            selected = sorted((r for r in selected if r.in_working), key=lambda r: r.working_seq)  # type: ignore[union-attr]
+        if as_json:
+            print(json.dumps([{"table": r.TABLE, **_row_json(r)} for r in selected], ensure_ascii=False, indent=1))
+        else:
+            for r in selected:
+                print(_row_line(r))
+        return 0
+    summary = owner_summary(state)
+    if as_json:
+        print(json.dumps(summary, ensure_ascii=False, indent=1))
+        return 0
+    print(_summary_text(summary))
+    return 0
+
+
+def _row_line(row: Any) -> str:
+    table = row.TABLE
+    if table == "messages":
+        return f"[{ms_to_iso(row.occurred_at)}] {row.speaker}: {row.text}"
+    if table == "episodic":
+        valid = "" if row.status == "active" else f" (superseded at {ms_to_iso(row.valid_to)})"
+        return f"{row.type:9} {row.confidence:.2f} {row.content}{valid}"
+    if table == "persona":
+        flags = ", ".join(f for f, on in (("stable", row.stable), ("disputed", row.disputed)) if on)
+        return (
+            f"{row.kind:18} {row.key}={row.value} strength {row.strength:.2f}, {row.mention_count} mention(s) {flags}"
+        )
+    if table == "graph_nodes":
+        return f"node {row.node_type:9} {row.label[:80]}"
+    return f"edge {row.edge_type:15} {row.weight:.2f} {row.src[:8]}→{row.dst[:8]} ({row.direction})"
+
+
+def _summary_text(s: dict[str, Any]) -> str:
+    ep, pe, gr = s["episodic"], s["persona"], s["graph"]
+    lines = [
+        f"{s['user_id']}: {s['archive']['messages']} message(s) archived, last event "
+        f"{ms_to_iso(s['last_event_time']) if s['last_event_time'] >= 0 else '-'}",
+        f"  working   {s['working']['size']} message(s) in the FIFO",
+        f"  episodic  {sum(ep['active'].values())} active {ep['active']}, {ep['superseded']} superseded",
+    ]
+    lines += [f"            - {r['type']}: {r['content']}" for r in ep["latest"]]
+    lines.append(f"  persona   {pe['traits']} trait(s), {pe['stable']} stable, {pe['disputed']} disputed")
+    lines += [
+        f"            - {t['key']}={t['value']} (strength {t['strength']:.2f}, {t['mentions']} mention(s)"
+        f"{', stable' if t['stable'] else ''})"
+        for t in pe["strongest"]
+    ]
+    lines.append(f"  graph     nodes {gr['nodes']}, edges {gr['edges']}")
+    if gr["top_topics"]:
+        lines.append(
+            "            top topics: " + ", ".join(f"{t['topic']} ({t['mentions']})" for t in gr["top_topics"])
+        )
+    return "\n".join(lines)

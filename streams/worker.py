@@ -1,0 +1,172 @@
+"""The Faust worker: the Memory Agent and the projections as stream agents over Kafka.
+
+One ``faust.App`` per process, made by ``create_app``; topics are declared once with raw bytes
+(the values are Avro single-object encoded; nothing is pickled). Both agents are thin: they take
+micro-batches of events (``take_events``, acked only after the batch is handled), decode them,
+call the same functions the in-process pipeline uses, and hand the results on.
+
+* ``analyze`` reads ``messages`` and ``control`` and writes ``MessageAnalyzed`` events (and the
+  forwarded control events) to ``analyses``, on the same partition: one ordered stream per owner.
+* ``project`` reads ``analyses`` and folds each partition's batch into the LanceDB shard of that
+  partition, which records the offsets with the rows; events below the shard's checkpoint are
+  skipped, so redelivery after a crash or rebalance changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import faust
+
+from adamem.analysis.agent import MemoryAgent
+from adamem.errors import AdaMemError
+from adamem.events import ChatMessage, MessageAnalyzed
+from adamem.serde import decode_event, encode_event
+from adamem.settings import Settings
+from projections.folds.apply import Positioned
+from projections.projector import Projector
+from streams.pipeline import ERROR_HEADER, SOURCE_HEADER
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("adamem.worker")
+
+
+def _source(event: Any) -> bytes:
+    m = event.message
+    return f"{m.topic}:{m.partition}:{m.offset}".encode()
+
+
+def create_app(
+    settings: Settings,
+    bootstrap: str,
+    agent_factory: Callable[[], MemoryAgent],
+    projector_factory: Callable[[], Projector],
+    *,
+    batch: int = 256,
+    within_s: float = 0.5,
+) -> faust.App:
+    """The Faust app with the ``analyze`` and ``project`` agents; models and stores are made lazily."""
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()  # tests drive agents in theirs
+    except RuntimeError:
+        loop = None  # the faust.Worker makes and owns its loop
+    app = faust.App(
+        f"{settings.topic_prefix}-worker",
+        broker=f"kafka://{bootstrap}",
+        store="memory://",
+        topic_partitions=settings.partitions,
+        topic_replication_factor=1,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        web_enabled=False,
+        stream_wait_empty=False,
+        value_serializer="raw",
+        key_serializer="raw",
+        loop=loop,
+    )
+    raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+    inputs = app.topic(settings.topic("messages"), settings.topic("control"), **raw)
+    analyses = app.topic(settings.topic("analyses"), **raw)
+    deadletter = app.topic(settings.topic("deadletter"), **raw)
+    made: dict[str, Any] = {}
+
+    def memory_agent() -> MemoryAgent:
+        if "agent" not in made:
+            made["agent"] = agent_factory()
+        return made["agent"]  # type: ignore[no-any-return]
+
+    def projector() -> Projector:
+        if "projector" not in made:
+            made["projector"] = projector_factory()
+            made["projector"].store.bind(settings.partitions)
+        return made["projector"]  # type: ignore[no-any-return]
+
+    async def to_deadletter(event: Any, error: str) -> None:
+        log.warning("dead-lettered %s: %s", _source(event).decode(), error)
+        await deadletter.send(
+            key=event.message.key,
+            value=event.message.value,
+            partition=event.message.partition,
+            headers=[(SOURCE_HEADER, _source(event)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])],
+        )
+
+    @app.agent(inputs, name="analyze")
+    async def analyze(stream: Any) -> None:
+        async for events in stream.take_events(batch, within=within_s):
+            await _analyze(events)
+
+    async def _analyze(events: Sequence[Any]) -> None:
+        good: list[tuple[Any, Any]] = []
+        for event in events:
+            try:
+                decoded = decode_event(event.message.value or b"")
+                key = (event.message.key or b"").decode("utf-8")
+                if isinstance(decoded, MessageAnalyzed):
+                    raise AdaMemError(f"a MessageAnalyzed event does not belong on {event.message.topic}")
+                if decoded.user_id != key:
+                    raise AdaMemError(f"record key {key!r} is not the event's owner {decoded.user_id!r}")
+            except (AdaMemError, UnicodeDecodeError) as exc:
+                await to_deadletter(event, f"{type(exc).__name__}: {exc}")
+                continue
+            good.append((event, decoded))
+        messages = [d for _, d in good if isinstance(d, ChatMessage)]
+        results = iter(await asyncio.to_thread(memory_agent().analyze, messages) if messages else [])
+        sends = []
+        for event, decoded in good:
+            value = encode_event(next(results)) if isinstance(decoded, ChatMessage) else event.message.value
+            sends.append(
+                await analyses.send(
+                    key=decoded.user_id.encode("utf-8"),
+                    value=value,
+                    partition=event.message.partition,
+                    headers=[(SOURCE_HEADER, _source(event))],
+                )
+            )
+        for fut in sends:
+            await fut  # acked by the broker before the batch's offsets may be committed
+
+    @app.agent(analyses, name="project")
+    async def project(stream: Any) -> None:
+        async for events in stream.take_events(batch * 4, within=within_s):
+            await _project(events)
+
+    async def _project(events: Sequence[Any]) -> None:
+        by_partition: dict[int, list[Positioned]] = defaultdict(list)
+        reach: dict[int, int] = {}
+        for event in events:
+            m = event.message
+            reach[m.partition] = max(reach.get(m.partition, 0), m.offset + 1)
+            try:
+                decoded = decode_event(m.value or b"")
+                if isinstance(decoded, ChatMessage):
+                    raise AdaMemError("a raw ChatMessage does not belong on the analyses topic")
+            except AdaMemError as exc:
+                await to_deadletter(event, f"{type(exc).__name__}: {exc}")
+                continue
+            by_partition[m.partition].append(Positioned(decoded, m.topic, m.partition, m.offset))
+        for partition in sorted(reach):
+            batch_events = sorted(by_partition.get(partition, []), key=lambda p: p.offset)
+            await asyncio.to_thread(
+                projector().apply_batch, partition, settings.topic("analyses"), batch_events, reach[partition]
+            )
+
+    async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
+        if "projector" in made:
+            made["projector"].forget_cache()
+            made["projector"].store.release(sorted({tp.partition for tp in revoked}))
+
+    async def on_assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
+        if "projector" in made:
+            made["projector"].forget_cache()
+            made["projector"].store.release(sorted({tp.partition for tp in assigned}))
+
+    app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
+    app.on_partitions_assigned.connect(on_assigned)  # type: ignore[arg-type]
+    app.adamem_agents = {"analyze": analyze, "project": project}  # type: ignore[attr-defined]
+    app.adamem_topics = {"inputs": inputs, "analyses": analyses, "deadletter": deadletter}  # type: ignore[attr-defined]
+    return app

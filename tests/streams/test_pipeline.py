@@ -1,0 +1,148 @@
+"""The in-process write path: analyze, forward control events, project, dead-letter, resume."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from adamem.analysis.agent import MemoryAgent
+from adamem.analysis.e5 import E5Embedder
+from adamem.analysis.rules import RuleExtractor
+from adamem.events import MemoryForgotten
+from adamem.ingest import load_messages
+from adamem.partitioning import partition_for
+from adamem.serde import encode_event
+from adamem.settings import Settings
+from projections.folds.rows import Row
+from projections.projector import Projector
+from projections.store import MemoryStore, open_store
+from streams.log import EventLog, OutgoingRecord, open_log
+from streams.pipeline import ERROR_HEADER, SOURCE_HEADER, project_pending, run_pipeline
+from streams.publish import publish_messages
+
+SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
+
+
+@functools.cache
+def _embedder() -> E5Embedder:
+    return E5Embedder()
+
+
+def agent() -> MemoryAgent:
+    return MemoryAgent(RuleExtractor(), _embedder())
+
+
+def snapshot(store: MemoryStore) -> dict[str, list[Row]]:
+    return {owner: sorted(store.load_owner(owner), key=lambda r: (r.TABLE, r.id)) for owner in store.owners()}
+
+
+async def _log(settings: Settings, name: str = "log") -> EventLog:
+    log = open_log(str(Path(settings.log_url).parent / name), settings)
+    await log.start()
+    return log
+
+
+async def test_sample_builds_all_four_layers(settings: Settings, tmp_path: Path) -> None:
+    log = await _log(settings)
+    await publish_messages(log, load_messages(SAMPLE, settings), settings)
+    store = open_store(str(tmp_path / "store"))
+    stats = await run_pipeline(log, Projector(store), agent(), settings)
+    assert (stats.analyzed, stats.applied, stats.dead_lettered) == (29, 29, 0)
+    tables = {r.TABLE for r in store.load_owner("alice")}
+    assert tables == {"owners", "messages", "episodic", "persona", "graph_nodes", "graph_edges"}
+    facts = [r.content for r in store.rows("episodic", "xiaoming") if r.type == "fact"]  # type: ignore[union-attr]
+    assert any("北京" in f for f in facts)
+    await log.stop()
+
+
+async def test_running_again_or_republishing_changes_nothing(settings: Settings, tmp_path: Path) -> None:
+    log = await _log(settings)
+    messages = load_messages(SAMPLE, settings)
+    await publish_messages(log, messages, settings)
+    store = open_store(str(tmp_path / "store"))
+    await run_pipeline(log, Projector(store), agent(), settings)
+    before = snapshot(store)
+    again = await run_pipeline(log, Projector(store), agent(), settings)
+    assert (again.analyzed, again.applied) == (0, 0)
+    await publish_messages(log, messages, settings)  # the same file published twice
+    dup = await run_pipeline(log, Projector(store), agent(), settings)
+    assert dup.analyzed == 29 and dup.applied == 29  # delivered again, recognised by event id
+    assert snapshot(store) == before
+    await log.stop()
+
+
+async def test_garbage_goes_to_the_dead_letter_topic_and_the_stream_goes_on(settings: Settings, tmp_path: Path) -> None:
+    log = await _log(settings)
+    messages = load_messages(SAMPLE, settings)[:6]
+    topic = settings.topic("messages")
+    await publish_messages(log, messages[:3], settings)
+    await log.append(
+        topic, [OutgoingRecord("alice", b"\xc3\x01garbage"), OutgoingRecord("alice", b"not avro at all, just text")]
+    )
+    await publish_messages(log, messages[3:], settings)
+    store = open_store(str(tmp_path / "store"))
+    stats = await run_pipeline(log, Projector(store), agent(), settings)
+    assert (stats.analyzed, stats.dead_lettered) == (6, 2)
+    assert len(store.rows("messages", "alice")) == 6
+    dead = [r async for r in log.read(settings.topic("deadletter"))]
+    assert [r.value for r in dead] == [b"\xc3\x01garbage", b"not avro at all, just text"]
+    headers = [dict(r.headers) for r in dead]
+    assert headers[0][SOURCE_HEADER] == f"{topic}:{partition_for('alice', 2)}:3".encode()
+    assert b"DecodeError" in headers[0][ERROR_HEADER] and b"marker" in headers[1][ERROR_HEADER]
+    await log.stop()
+
+
+async def test_replay_equals_live(settings: Settings, tmp_path: Path) -> None:
+    """Live: publish in chunks and project after each. Replay: fold the recorded log once."""
+    log = await _log(settings)
+    messages = load_messages(SAMPLE, settings)
+    live = open_store(str(tmp_path / "live"))
+    for chunk in (messages[:7], messages[7:20], messages[20:]):
+        await publish_messages(log, chunk, settings)
+        await run_pipeline(log, Projector(live), agent(), settings)
+    forget = MemoryForgotten(
+        "6f1c9a10-0000-4000-8000-000000000001", "alice", "message", 1_713_300_000_000, messages[3].event_id
+    )
+    await log.append(settings.topic("control"), [OutgoingRecord("alice", encode_event(forget))])
+    stats = await run_pipeline(log, Projector(live), agent(), settings)
+    assert stats.forwarded == 1
+    replayed = open_store(str(tmp_path / "replay"))
+    await run_pipeline(log, Projector(replayed), agent(), settings)  # analyses are recorded: nothing new
+    assert snapshot(replayed) == snapshot(live)
+    assert all(messages[3].event_id not in r.id for r in live.rows("messages", "alice"))
+    await log.stop()
+
+
+async def test_a_crash_mid_batch_loses_and_duplicates_nothing(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = await _log(settings)
+    await publish_messages(log, load_messages(SAMPLE, settings), settings)
+    reference = open_store(str(tmp_path / "ref"))
+    await run_pipeline(log, Projector(reference), agent(), settings)
+
+    crashing = open_store(str(tmp_path / "crash"))
+    real_commit = crashing.commit
+    calls = {"n": 0}
+
+    def commit_then_crash(partition: int, changes: list[object], offsets: dict[str, int]) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("simulated crash during a commit")
+        real_commit(partition, changes, offsets)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(crashing, "commit", commit_then_crash)
+    projector = Projector(crashing)
+    crashing.bind(log.partitions(settings.topic("analyses")))
+    with pytest.raises(OSError, match="simulated crash"):
+        for p in range(log.partitions(settings.topic("analyses"))):
+            await project_pending(log, projector, settings, p, batch=7)
+    monkeypatch.undo()
+    crashing.close()
+    restarted = open_store(str(tmp_path / "crash"))
+    await run_pipeline(log, Projector(restarted), agent(), settings)
+    assert snapshot(restarted) == snapshot(reference)
+    await log.stop()

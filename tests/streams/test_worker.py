@@ -1,0 +1,252 @@
+"""The Faust worker: agents under ``test_context`` and the real worker process on the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from adamem.analysis.agent import MemoryAgent
+from adamem.analysis.e5 import E5Embedder
+from adamem.analysis.rules import RuleExtractor
+from adamem.events import MessageAnalyzed
+from adamem.ingest import load_messages
+from adamem.serde import decode_event, encode_event
+from adamem.settings import Settings
+from projections.folds.rows import Row
+from projections.projector import Projector
+from projections.store import open_store
+from projections.store.lance import LanceStore
+from streams.log import open_log
+from streams.pipeline import ERROR_HEADER, run_pipeline
+from streams.publish import publish_messages
+from streams.worker import create_app
+from tests.conftest import LOCOMO
+
+SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
+
+
+@functools.cache
+def _embedder() -> E5Embedder:
+    return E5Embedder()
+
+
+def agent() -> MemoryAgent:
+    return MemoryAgent(RuleExtractor(), _embedder())
+
+
+def _capture(topic: Any, sink: list[dict[str, Any]]) -> None:
+    async def send(**kwargs: Any) -> asyncio.Future[None]:
+        sink.append(kwargs)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut.set_result(None)
+        return fut
+
+    topic.send = send
+
+
+@pytest.fixture
+def faust_apps() -> Iterator[list[Any]]:
+    """Apps made by a test; their idle consumer thread's event loop (never started here) is closed."""
+    apps: list[Any] = []
+    yield apps
+    for app in apps:
+        consumer = app._consumer
+        thread = getattr(consumer, "_thread", None) if consumer is not None else None
+        if thread is not None and not thread.thread_loop.is_running():
+            thread.thread_loop.close()
+
+
+async def test_analyze_agent_records_analyses_and_dead_letters_garbage(
+    settings: Settings, tmp_path: Path, faust_apps: list[Any]
+) -> None:
+    app = create_app(settings, "127.0.0.1:1", agent, lambda: Projector(open_store(str(tmp_path / "s"))), within_s=0.1)
+    app.finalize()
+    faust_apps.append(app)
+    sent: list[dict[str, Any]] = []
+    dead: list[dict[str, Any]] = []
+    _capture(app.adamem_topics["analyses"], sent)  # type: ignore[attr-defined]
+    _capture(app.adamem_topics["deadletter"], dead)  # type: ignore[attr-defined]
+    messages = load_messages(SAMPLE, settings)[:3]
+    async with app.adamem_agents["analyze"].test_context() as a:  # type: ignore[attr-defined]
+        for m in messages[:2]:
+            await a.put(encode_event(m), key=m.user_id.encode())
+        await a.put(b"\x00 definitely not avro", key=b"alice")
+        await a.put(encode_event(messages[2]), key=b"somebody-else")  # key must be the owner
+        for _ in range(100):
+            if len(sent) + len(dead) == 4:
+                break
+            await asyncio.sleep(0.1)
+    analyses = [decode_event(s["value"]) for s in sent]
+    assert [a.message.event_id for a in analyses if isinstance(a, MessageAnalyzed)] == [
+        m.event_id for m in messages[:2]
+    ]
+    assert all(len(a.embedding.vector) == 384 for a in analyses if isinstance(a, MessageAnalyzed))
+    assert [d["value"] for d in dead] == [b"\x00 definitely not avro", encode_event(messages[2])]
+    errors = [dict(d["headers"])[ERROR_HEADER] for d in dead]
+    assert b"DecodeError" in errors[0] and b"is not the event's owner" in errors[1]
+
+
+async def test_project_agent_folds_into_the_store(settings: Settings, tmp_path: Path, faust_apps: list[Any]) -> None:
+    store = open_store(str(tmp_path / "store"))
+    settings = Settings(topic_prefix=settings.topic_prefix, partitions=1)
+    app = create_app(settings, "127.0.0.1:1", agent, lambda: Projector(store), within_s=0.1)
+    app.finalize()
+    faust_apps.append(app)
+    analyses = agent().analyze(load_messages(SAMPLE, settings))
+    async with app.adamem_agents["project"].test_context() as p:  # type: ignore[attr-defined]
+        for a in analyses:
+            await p.put(encode_event(a), key=a.user_id.encode(), partition=0)
+        for _ in range(100):  # the batch is folded and committed in a worker thread
+            if store.checkpoint(0).get(settings.topic("analyses")) == len(analyses):
+                break
+            await asyncio.sleep(0.1)
+    assert len(store.rows("messages", "alice")) == 19
+    assert len(store.rows("messages", "xiaoming")) == 10
+    assert store.rows("persona", "alice")
+
+
+# ---- the real worker process against the real broker ------------------------------------------
+
+
+def _snapshot(store: LanceStore | Any) -> dict[str, list[Row]]:
+    return {o: sorted(store.load_owner(o), key=lambda r: (r.TABLE, r.id)) for o in store.owners()}
+
+
+@pytest.fixture
+def worker_env(settings: Settings, kafka_bootstrap: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "ADAMEM_LOG": f"kafka://{kafka_bootstrap}",
+        "ADAMEM_TOPIC_PREFIX": settings.topic_prefix,
+        "ADAMEM_PARTITIONS": str(settings.partitions),
+    }
+
+
+def _start_worker(env: dict[str, str], store: Path, log_file: Path) -> subprocess.Popen[bytes]:
+    exe = Path(sys.executable).with_name("adamem")
+    with log_file.open("ab") as out:
+        return subprocess.Popen(
+            [str(exe), "worker", "--store", str(store), "--loglevel", "warning"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        _stop(proc)
+
+
+async def _caught_up(settings: Settings, bootstrap: str, store_path: Path, messages: int, timeout: float) -> None:
+    log = open_log(f"kafka://{bootstrap}", settings)
+    await log.start()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            ends = await log.end_offsets(settings.topic("analyses"))
+            store = LanceStore(str(store_path), read_only=True)
+            done = {p: store.checkpoint(p).get(settings.topic("analyses"), 0) for p in ends}
+            if sum(ends.values()) >= messages and done == ends:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"worker did not catch up in {timeout}s: analyses {ends}, projected {done}")
+            await asyncio.sleep(1.0)
+    finally:
+        await log.stop()
+
+
+def _locomo_subset(settings: Settings, n: int) -> list[Any]:
+    doc = json.loads(LOCOMO.read_text())[:2]
+    from adamem.ingest import parse_locomo
+
+    return parse_locomo(doc, settings)[:n]
+
+
+@pytest.mark.kafka
+async def test_worker_end_to_end_with_dead_letters(
+    settings: Settings, kafka_bootstrap: str, worker_env: dict[str, str], workers: list[Any], tmp_path: Path
+) -> None:
+    messages = _locomo_subset(settings, 300) + load_messages(SAMPLE, settings)
+    log = open_log(f"kafka://{kafka_bootstrap}", settings)
+    await log.start()
+    await publish_messages(log, messages[:150], settings)
+    # An independent client writes garbage between good messages.
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "partitioner": "murmur2_random"})
+    for key in ("conv-26", "alice"):
+        producer.produce(settings.topic("messages"), key=key.encode(), value=b"\xc3\x01 broken bytes")
+    assert producer.flush(20) == 0
+    await publish_messages(log, messages[150:], settings)
+    await log.stop()
+
+    store_path = tmp_path / "worker-store"
+    workers.append(_start_worker(worker_env, store_path, tmp_path / "worker.log"))
+    await _caught_up(settings, kafka_bootstrap, store_path, len(messages), timeout=240)
+
+    live = LanceStore(str(store_path), read_only=True)
+    assert {o: len(live.rows("messages", o)) for o in live.owners()} == {"alice": 19, "conv-26": 300, "xiaoming": 10}
+    assert live.rows("persona", "alice") and live.rows("episodic", "conv-26") and live.rows("graph_edges", "xiaoming")
+
+    log = open_log(f"kafka://{kafka_bootstrap}", settings)
+    await log.start()
+    dead = [r async for r in log.read(settings.topic("deadletter"))]
+    assert sorted(r.key for r in dead) == ["alice", "conv-26"]
+    assert all(r.value == b"\xc3\x01 broken bytes" for r in dead)
+    # Replay equals live: folding the recorded analyses again in-process gives the same rows.
+    replay = open_store(str(tmp_path / "replay"))
+    await run_pipeline(log, Projector(replay), agent(), settings)
+    await log.stop()
+    assert _snapshot(replay) == _snapshot(live)
+
+
+@pytest.mark.kafka
+async def test_two_workers_in_one_group_produce_what_one_would(
+    settings: Settings, kafka_bootstrap: str, worker_env: dict[str, str], workers: list[Any], tmp_path: Path
+) -> None:
+    messages = _locomo_subset(settings, 200) + load_messages(SAMPLE, settings)
+    log = open_log(f"kafka://{kafka_bootstrap}", settings)
+    await log.start()
+    await publish_messages(log, messages, settings)
+    await log.stop()
+    store_path = tmp_path / "shared-store"
+    workers.append(_start_worker(worker_env, store_path, tmp_path / "w1.log"))
+    workers.append(_start_worker(worker_env, store_path, tmp_path / "w2.log"))
+    await _caught_up(settings, kafka_bootstrap, store_path, len(messages), timeout=240)
+    for proc in workers:
+        _stop(proc)
+    two = _snapshot(LanceStore(str(store_path), read_only=True))
+
+    log = open_log(f"kafka://{kafka_bootstrap}", settings)
+    await log.start()
+    one = open_store(str(tmp_path / "one"))
+    await run_pipeline(log, Projector(one), agent(), settings)  # the recorded analyses, folded once
+    await log.stop()
+    assert two == _snapshot(one)
+    assert sum(len(rows) for rows in two.values()) > 1000
