@@ -87,6 +87,22 @@ def test_console_script_reads_stdin_and_runs_the_demo(tmp_path: Path) -> None:
     data = "\n".join(json.dumps(r) for r in LINES).encode()
     out = subprocess.run([str(exe), "publish", "-"], input=data, capture_output=True, env=env, check=True)
     assert b"published 3 message(s)" in out.stdout
-    demo = subprocess.run([str(exe), "demo", "--log", str(tmp_path / "demo")], capture_output=True, check=True)
-    assert b"published 29 sample message(s) for 2 owner(s)" in demo.stdout
-    assert "小明" in demo.stdout.decode()
+    store = str(tmp_path / "store")
+    demo = subprocess.run(
+        [str(exe), "demo", "--log", str(tmp_path / "demo"), "--store", store], capture_output=True, check=True
+    )
+    out = demo.stdout.decode()
+    assert "published 29 sample message(s) for 2 owner(s)" in out
+    assert "alice: 19 message(s) archived" in out and "xiaoming: 10 message(s) archived" in out
+    assert "likes=spicy food" in out and "stable" in out
+    persona = subprocess.run(
+        [str(exe), "memory", "alice", "--layer", "persona", "--json", "--store", store], capture_output=True, check=True
+    )
+    traits = json.loads(persona.stdout)
+    assert {(t["key"], t["value"], t["stable"]) for t in traits} >= {("likes", "spicy food", True)}
+    missing = subprocess.run([str(exe), "memory", "nobody", "--store", store], capture_output=True)
+    assert missing.returncode == 3 and b"no memory for 'nobody'" in missing.stderr
+    working = subprocess.run(
+        [str(exe), "memory", "xiaoming", "--layer", "working", "--store", store], capture_output=True, check=True
+    )
+    assert working.stdout.decode().splitlines()[0].endswith("我刚从上海搬到北京，公司在海淀。")
