@@ -34,6 +34,29 @@ def _worker(args: argparse.Namespace) -> int:
     return run_worker(_settings(args), loglevel=args.loglevel)
 
 
+async def _replay(args: argparse.Namespace) -> int:
+    from adamem.commands import run_replay
+
+    layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
+    return await run_replay(
+        _settings(args),
+        layers=layers,
+        user=args.user,
+        until=args.until,
+        verify=args.verify,
+        view=args.view,
+        switch=not args.no_switch,
+    )
+
+
+async def _forget(args: argparse.Namespace) -> int:
+    from adamem.commands import run_forget
+
+    return await run_forget(
+        _settings(args), args.user, item=args.item, message=args.message, everything=args.all, reason=args.reason
+    )
+
+
 def _memory(args: argparse.Namespace) -> int:
     from adamem.commands import print_memory
 
@@ -150,6 +173,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.set_defaults(run=_memory, sync=True)
+
+    p = sub.add_parser("replay", help="rebuild memory from the recorded analyses into a new view and switch")
+    p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.add_argument("--layers", help="comma-separated: working,episodic,persona,graph (what is verified/replaced)")
+    p.add_argument("--user", help="rebuild only this owner, in place")
+    p.add_argument("--until", help="build memory as of an event time (ISO-8601) or a log offset; no switch")
+    p.add_argument("--verify", action="store_true", help="compare the rebuilt rows with the live ones")
+    p.add_argument("--view", help="name of the new view (default r<N>)")
+    p.add_argument("--no-switch", action="store_true", help="build the view but keep serving the current one")
+    p.set_defaults(run=_replay)
+
+    p = sub.add_parser("forget", help="publish a MemoryForgotten control event")
+    p.add_argument("user", help="memory owner")
+    p.add_argument("--item", help="a memory item id (episodic record, persona trait, graph node)")
+    p.add_argument("--message", help="a message event id: the message and all derived only from it")
+    p.add_argument("--all", action="store_true", help="everything of the owner")
+    p.add_argument("--reason", default="", help="why (kept for audit)")
+    p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
+    p.set_defaults(run=_forget)
 
     p = sub.add_parser("demo", help="the embedded default: publish the sample, build memory, show it")
     p.add_argument("--log", help="folder of the embedded log (default ./data/log)")

@@ -13,7 +13,7 @@ from adamem.events import ms_to_iso
 from adamem.runtime import build_agent
 from adamem.settings import Settings
 
-__all__ = ["print_memory", "run_project", "run_worker"]
+__all__ = ["print_memory", "run_forget", "run_project", "run_replay", "run_worker"]
 
 LAYERS = {"working": "messages", "episodic": "episodic", "persona": "persona", "graph": "graph_nodes"}
 
@@ -146,3 +146,108 @@ def _summary_text(s: dict[str, Any]) -> str:
             "            top topics: " + ", ".join(f"{t['topic']} ({t['mentions']})" for t in gr["top_topics"])
         )
     return "\n".join(lines)
+
+
+async def run_replay(
+    settings: Settings,
+    *,
+    layers: list[str] | None,
+    user: str | None,
+    until: str | None,
+    verify: bool,
+    view: str | None,
+    switch: bool,
+    quiet: bool = False,
+) -> int:
+    """Rebuild memory from the recorded analyses (see ``streams.replay``); 1 when verification found diffs."""
+    from adamem.ingest import parse_time
+    from projections.store.lance import LanceStore
+    from streams.log import open_log
+    from streams.replay import rebuild_owner, rebuild_view
+
+    until_offset = until_time = None
+    if until is not None:
+        if until.isdigit():
+            until_offset = int(until)
+        else:
+            try:
+                until_time = parse_time(until)
+            except ValueError as exc:
+                raise ConfigError(f"--until {until!r}: {exc}; or give a log offset (a whole number)") from exc
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    bar = None
+    try:
+        if user is not None:
+            store = LanceStore(settings.store_url)
+            report = await rebuild_owner(log, store, settings, user, layers=layers, verify_only=verify)
+        else:
+            total = sum((await log.end_offsets(settings.topic("analyses"))).values())
+            if not quiet and sys.stderr.isatty():
+                from tqdm import tqdm
+
+                bar = tqdm(total=total, unit="ev", desc="replaying", file=sys.stderr)
+            report = await rebuild_view(
+                log,
+                settings.store_url,
+                settings,
+                view=view,
+                until_offset=until_offset,
+                until_time=until_time,
+                verify=verify,
+                layers=layers,
+                switch=switch,
+                progress=bar.update if bar else None,
+            )
+    finally:
+        if bar is not None:
+            bar.close()
+        await log.stop()
+    print(f"rebuilt {report.view}: {report.events} event(s) folded, offsets {report.offsets}")
+    if report.verified is not None:
+        verdict = "equal to the live view" if report.verified else f"{len(report.diffs)} row(s) differ"
+        print(f"verify: {verdict}; checksum rebuilt {report.checksum[:16]} live {report.live_checksum[:16]}")
+        for d in report.diffs[:50]:
+            extra = f" fields {', '.join(d.fields)}" if d.fields else ""
+            print(f"  {d.kind:12} {d.owner} {d.table} {d.id}{extra}")
+        if len(report.diffs) > 50:
+            print(f"  ... and {len(report.diffs) - 50} more")
+    if report.switched:
+        print(f"switched: queries now read {report.view}" if user is None else f"replaced {user}'s rows")
+    elif user is None:
+        print(f"not switched; inspect with --view {report.view}")
+    return 0 if report.verified in (None, True) else 1
+
+
+async def run_forget(
+    settings: Settings, user: str, *, item: str | None, message: str | None, everything: bool, reason: str
+) -> int:
+    """Publish a MemoryForgotten control event for an item, a message, or the whole owner."""
+    import time
+    import uuid
+
+    from adamem.events import MemoryForgotten
+    from adamem.serde import encode_event
+    from streams.log import OutgoingRecord, open_log
+
+    chosen = [x for x in (item, message) if x is not None]
+    if len(chosen) + int(everything) != 1:
+        raise ConfigError("say exactly one of --item ID, --message ID or --all")
+    scope = "user" if everything else ("item" if item is not None else "message")
+    event = MemoryForgotten(
+        event_id=str(uuid.uuid4()),
+        user_id=user,
+        scope=scope,  # type: ignore[arg-type]
+        occurred_at=int(time.time() * 1000),
+        target_id=item or message,
+        reason=reason,
+        tenant=settings.default_tenant,
+    )
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    try:
+        [(p, off)] = await log.append(settings.topic("control"), [OutgoingRecord(user, encode_event(event))])
+    finally:
+        await log.stop()
+    print(f"published MemoryForgotten({scope}) {event.event_id} for {user} at {settings.topic('control')} p{p}:{off}")
+    return 0

@@ -25,7 +25,7 @@ from adamem.analysis.llm_schema import EXTRACTION_SCHEMA, SYSTEM_PROMPT, parse_e
 from adamem.errors import MalformedModelAnswer, ModelUnavailable
 from adamem.events import ChatMessage
 
-__all__ = [ "OpenAICompatibleEmbedder", "OpenAICompatibleExtractor"]
+__all__ = ["OpenAICompatibleEmbedder", "OpenAICompatibleExtractor"]
 
 
 class _Endpoint:

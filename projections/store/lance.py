@@ -1,7 +1,10 @@
 """The LanceDB store: one LanceDB database per shard (log partition), tables per layer.
 
-Layout: ``ROOT/meta.json`` (shard count, vector dimension) and ``ROOT/p<N>/`` per shard with the
-tables ``owners messages episodic persona graph_nodes graph_edges`` and ``checkpoints``.
+Layout: ``ROOT/CURRENT`` names the active view; ``ROOT/views/<view>/meta.json`` (shard count,
+vector dimension) and ``ROOT/views/<view>/p<N>/`` per shard with the tables ``owners messages
+episodic persona graph_nodes graph_edges`` and ``checkpoints``. A rebuild writes a new view
+beside the active one and switches by replacing ``CURRENT`` atomically: readers keep reading the
+old view until the switch and follow it on their next call.
 
 Exactly-once effect: a commit upserts (``merge_insert`` on the ``id`` primary key) and deletes
 per table, then writes one checkpoint row holding the log offsets *and the version of every
@@ -14,6 +17,7 @@ and refreshes indexes every ``optimize_every`` commits.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -38,7 +42,7 @@ from projections.store.base import (
     row_to_dict,
 )
 
-__all__ = ["LanceStore"]
+__all__ = ["DEFAULT_VIEW", "LanceStore", "current_view", "list_views", "switch_view"]
 
 CHECKPOINTS = "checkpoints"
 # ``tokens`` is already lower-cased, stemmed and cut (adamem.text): the index only splits on spaces.
@@ -158,19 +162,68 @@ class _Shard:
             table.optimize()
 
 
-class LanceStore:
-    """Memory tables in LanceDB folders, sharded by partition."""
+DEFAULT_VIEW = "main"
 
-    def __init__(self, root: str, *, read_only: bool = False, optimize_every: int = 50) -> None:
+
+def current_view(root: str | Path) -> str:
+    """Name of the active view of a store folder (``main`` when none was switched to)."""
+    path = Path(root) / "CURRENT"
+    try:
+        name = path.read_text().strip()
+    except FileNotFoundError:
+        return DEFAULT_VIEW
+    return name or DEFAULT_VIEW
+
+
+def list_views(root: str | Path) -> list[str]:
+    """Views present in a store folder."""
+    folder = Path(root) / "views"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
+def switch_view(root: str | Path, name: str) -> None:
+    """Make ``name`` the active view, atomically (write a temp file, fsync, rename)."""
+    if name not in list_views(root):
+        raise StoreError(f"store {root} has no view {name!r}; views: {list_views(root)}")
+    tmp = Path(root) / "CURRENT.tmp"
+    with tmp.open("w") as fo:
+        fo.write(name + "\n")
+        fo.flush()
+        os.fsync(fo.fileno())
+    tmp.replace(Path(root) / "CURRENT")
+
+
+class LanceStore:
+    """Memory tables in LanceDB folders, sharded by partition, in a switchable view."""
+
+    def __init__(
+        self, root: str, *, read_only: bool = False, optimize_every: int = 50, view: str | None = None
+    ) -> None:
         self.root = Path(root)
         self.url = str(self.root)
         self._read_only = read_only
         self._optimize_every = optimize_every
+        self._pinned = view
+        self.view = view or current_view(self.root)
         self._shards: dict[int, _Shard] = {}
         self._meta = self._read_meta()
 
+    @property
+    def dir(self) -> Path:
+        """Folder of the view this store reads and writes."""
+        return self.root / "views" / self.view
+
+    def _follow(self) -> None:
+        """Follow a switch of ``CURRENT`` (unless the view was pinned): drop handles of the old view."""
+        if self._pinned is None:
+            active = current_view(self.root)
+            if active != self.view:
+                self.view = active
+                self._shards.clear()
+                self._meta = self._read_meta()
+
     def _read_meta(self) -> dict[str, int]:
-        path = self.root / "meta.json"
+        path = self.dir / "meta.json"
         if not path.exists():
             return {}
         try:
@@ -180,13 +233,14 @@ class LanceStore:
         return meta
 
     def _write_meta(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / "meta.json.tmp"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / "meta.json.tmp"
         tmp.write_text(json.dumps(self._meta, sort_keys=True))
-        tmp.replace(self.root / "meta.json")
+        tmp.replace(self.dir / "meta.json")
 
     def bind(self, partitions: int) -> None:
         """Fix the shard count (stored in meta.json)."""
+        self._follow()
         have = self._meta.get("partitions")
         if have and have != partitions:
             raise StoreError(
@@ -201,7 +255,7 @@ class LanceStore:
         """The shard's handles; a writable store opens it as writer (recovering it to its checkpoint)."""
         shard = self._shards.get(partition)
         if shard is None:
-            path = self.root / f"p{partition}"
+            path = self.dir / f"p{partition}"
             if not create and not path.exists():
                 return None
             shard = _Shard(path, self._meta.get("dim", 0), writer=not self._read_only)
@@ -209,6 +263,7 @@ class LanceStore:
         return shard
 
     def _owner_shard(self, user_id: str) -> _Shard | None:
+        self._follow()
         if not self._meta.get("partitions"):
             self._meta = self._read_meta() or self._meta  # a writer elsewhere may have made it since
         partitions = self._meta.get("partitions")
@@ -218,6 +273,7 @@ class LanceStore:
 
     def checkpoint(self, partition: int) -> dict[str, int]:
         """Next offset per topic for a shard."""
+        self._follow()
         shard = self._shard(partition, create=not self._read_only)
         ckpt = shard.checkpoint_row() if shard else None
         return dict(json.loads(ckpt["offsets"])) if ckpt else {}
@@ -266,7 +322,8 @@ class LanceStore:
     def owners(self) -> list[str]:
         """Owners with any memory."""
         found: set[str] = set()
-        for path in sorted(self.root.glob("p*")):
+        self._follow()
+        for path in sorted(self.dir.glob("p*")):
             shard = self._shard(int(path.name[1:]), create=False)
             table = shard.get("owners") if shard else None
             if table is not None:

@@ -1,0 +1,277 @@
+"""Replay: rebuild memory from the recorded analyses, verify it, switch to it, travel in time.
+
+Replay folds the analyses topic again — no model is called (analyses are recorded). A full
+rebuild writes a new *view* of the store beside the active one (``ROOT/views/<name>``), up to
+exactly the offsets the active view has reached, so the two can be compared row by row
+(``--verify``); it then catches up to the end of the log and switches ``CURRENT`` atomically:
+queries are served from the old view until that moment. ``until`` builds a view as of an event
+time or a log offset and does not switch. A single owner can be rebuilt in place.
+
+Layers are rebuilt together: persona and graph are distilled from the same consolidation
+steps as episodic memory, so a fold of one layer alone would not be the same fold. ``layers``
+limits what is verified (and, for one owner, which tables are replaced).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from adamem.errors import AdaMemError, StoreError
+from adamem.events import ChatMessage, Event, MessageAnalyzed
+from adamem.serde import decode_event
+from adamem.settings import Settings
+from projections.folds.apply import Positioned, apply
+from projections.folds.changes import Delete, Upsert
+from projections.folds.rows import TABLES, Row
+from projections.folds.state import OwnerMemory
+from projections.projector import Projector
+from projections.store.base import MemoryStore
+from projections.store.lance import LanceStore, current_view, list_views, switch_view
+from streams.log import EventLog
+
+__all__ = [
+    "LAYER_TABLES",
+    "RebuildReport",
+    "RowDiff",
+    "diff_stores",
+    "rebuild_owner",
+    "rebuild_view",
+    "rows_checksum",
+]
+
+LAYER_TABLES: dict[str, tuple[str, ...]] = {
+    "working": ("owners", "messages"),
+    "episodic": ("episodic",),
+    "persona": ("persona",),
+    "graph": ("graph_nodes", "graph_edges"),
+}
+
+
+@dataclass(frozen=True)
+class RowDiff:
+    """One row that differs between two stores: only in one of them, or changed."""
+
+    owner: str
+    table: str
+    id: str
+    kind: str  # only_live | only_rebuilt | changed
+    fields: tuple[str, ...] = ()
+
+
+@dataclass
+class RebuildReport:
+    """What a rebuild did and found."""
+
+    view: str
+    events: int = 0
+    offsets: dict[int, int] = field(default_factory=dict)
+    verified: bool | None = None
+    checksum: str = ""
+    live_checksum: str = ""
+    diffs: list[RowDiff] = field(default_factory=list)
+    switched: bool = False
+
+
+def _canonical(row: Row) -> str:
+    return json.dumps(asdict(row), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def rows_checksum(rows: Sequence[Row]) -> str:
+    """SHA-256 over the canonical JSON of rows in (table, id) order: equal rows, equal checksum."""
+    digest = hashlib.sha256()
+    for row in sorted(rows, key=lambda r: (r.TABLE, r.id)):
+        digest.update(row.TABLE.encode() + b"\x1f" + _canonical(row).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def _tables(layers: Sequence[str] | None) -> set[str]:
+    if not layers:
+        return set(TABLES)
+    unknown = [layer for layer in layers if layer not in LAYER_TABLES]
+    if unknown:
+        raise AdaMemError(f"unknown layer(s) {unknown}; use {', '.join(LAYER_TABLES)}")
+    return {t for layer in layers for t in LAYER_TABLES[layer]}
+
+
+def store_rows(store: MemoryStore, tables: set[str], owners: Sequence[str] | None = None) -> list[Row]:
+    """Every row of the given tables for the given owners (default: all owners)."""
+    return [
+        r for o in (owners if owners is not None else store.owners()) for r in store.load_owner(o) if r.TABLE in tables
+    ]
+
+
+def diff_stores(
+    live: MemoryStore, rebuilt: MemoryStore, layers: Sequence[str] | None = None, owners: Sequence[str] | None = None
+) -> list[RowDiff]:
+    """Row-by-row differences between two stores over the chosen layers."""
+    tables = _tables(layers)
+    who = owners if owners is not None else sorted(set(live.owners()) | set(rebuilt.owners()))
+    a = {(r.user_id, r.TABLE, r.id): r for r in store_rows(live, tables, who)}
+    b = {(r.user_id, r.TABLE, r.id): r for r in store_rows(rebuilt, tables, who)}
+    diffs = []
+    for key in sorted(set(a) | set(b)):
+        if key not in b:
+            diffs.append(RowDiff(*key, "only_live"))
+        elif key not in a:
+            diffs.append(RowDiff(*key, "only_rebuilt"))
+        elif a[key] != b[key]:
+            da, db = asdict(a[key]), asdict(b[key])
+            diffs.append(RowDiff(*key, "changed", tuple(k for k in da if da[k] != db[k])))
+    return diffs
+
+
+def _keep(event: Event, until_time: int | None) -> bool:
+    if until_time is None:
+        return True
+    when = event.message.occurred_at if isinstance(event, MessageAnalyzed) else getattr(event, "occurred_at", 0)
+    return bool(when <= until_time)
+
+
+async def _fold_range(
+    log: EventLog,
+    projector: Projector,
+    settings: Settings,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    until_time: int | None = None,
+    user: str | None = None,
+    batch: int = 5000,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Fold analyses [start, end) of a partition into the projector's store; returns events folded."""
+    topic = settings.topic("analyses")
+    folded = 0
+    pos = start
+    while pos < end:
+        stop = min(end, pos + batch)
+        events: list[Positioned] = []
+        async for rec in log.read(topic, from_offsets={partition: pos}, until={partition: stop}, key=user):
+            try:
+                event = decode_event(rec.value)
+            except AdaMemError:
+                continue  # dead-lettered when it was first projected
+            if isinstance(event, ChatMessage) or not _keep(event, until_time):
+                continue
+            events.append(Positioned(event, rec.topic, rec.partition, rec.offset))
+        projector.apply_batch(partition, topic, events, upto=stop)
+        folded += len(events)
+        if progress is not None:
+            progress(stop - pos)
+        pos = stop
+    return folded
+
+
+async def rebuild_view(
+    log: EventLog,
+    root: str,
+    settings: Settings,
+    *,
+    view: str | None = None,
+    until_offset: int | None = None,
+    until_time: int | None = None,
+    verify: bool = False,
+    layers: Sequence[str] | None = None,
+    switch: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> RebuildReport:
+    """Rebuild every layer into a new view; verify against the active view; catch up; switch."""
+    active = current_view(root)
+    name = view or _next_view_name(root)
+    if name in list_views(root):
+        raise StoreError(f"view {name!r} already exists in {root}; pick another name")
+    topic = settings.topic("analyses")
+    ends = await log.end_offsets(topic)
+    live = LanceStore(root, read_only=True, view=active)
+    live_offsets = {p: live.checkpoint(p).get(topic, 0) for p in ends}
+    travel = until_offset is not None or until_time is not None
+    target = {p: min(end, until_offset) if until_offset is not None else end for p, end in ends.items()}
+    if verify and not travel:
+        target = live_offsets  # exactly where the live view is, so rows compare one to one
+    rebuilt = LanceStore(root, view=name, optimize_every=0)
+    rebuilt.bind(len(ends))
+    projector = Projector(rebuilt)
+    report = RebuildReport(view=name)
+    for p in sorted(ends):
+        report.events += await _fold_range(
+            log, projector, settings, p, 0, target[p], until_time=until_time, progress=progress
+        )
+    if verify:
+        tables = _tables(layers)
+        report.diffs = diff_stores(live, rebuilt, layers)
+        report.live_checksum = rows_checksum(store_rows(live, tables))
+        report.checksum = rows_checksum(store_rows(rebuilt, tables))
+        report.verified = not report.diffs
+    if not travel:
+        for p in sorted(ends):  # catch up with what arrived after the live view's position
+            ends_now = (await log.end_offsets(topic)).get(p, 0)
+            report.events += await _fold_range(log, projector, settings, p, target[p], ends_now, progress=progress)
+    report.offsets = {p: rebuilt.checkpoint(p).get(topic, 0) for p in sorted(ends)}
+    rebuilt.optimize()
+    if switch and not travel:
+        switch_view(root, name)
+        report.switched = True
+    return report
+
+
+def _next_view_name(root: str) -> str:
+    taken = set(list_views(root))
+    n = 1
+    while f"r{n}" in taken:
+        n += 1
+    return f"r{n}"
+
+
+async def rebuild_owner(
+    log: EventLog,
+    store: MemoryStore,
+    settings: Settings,
+    user: str,
+    *,
+    layers: Sequence[str] | None = None,
+    verify_only: bool = False,
+) -> RebuildReport:
+    """Fold one owner's recorded events again; report differences; replace their rows unless ``verify_only``."""
+    from adamem.partitioning import partition_for
+
+    topic = settings.topic("analyses")
+    partitions = log.partitions(topic)
+    p = partition_for(user, partitions)
+    upto = store.checkpoint(p).get(topic, 0)
+    state = OwnerMemory(user)
+    count = 0
+    async for rec in log.read(topic, from_offsets={p: 0}, until={p: upto}, key=user):
+        try:
+            event = decode_event(rec.value)
+        except AdaMemError:
+            continue
+        if isinstance(event, ChatMessage) or event.user_id != user:
+            continue
+        apply(state, Positioned(event, rec.topic, rec.partition, rec.offset))
+        count += 1
+    tables = _tables(layers)
+    fresh = [r for r in state.rows() if r.TABLE in tables]
+    current = [r for r in store.load_owner(user) if r.TABLE in tables]
+    report = RebuildReport(view=f"owner:{user}", events=count, offsets={p: upto})
+    report.checksum, report.live_checksum = rows_checksum(fresh), rows_checksum(current)
+    have = {(r.TABLE, r.id): r for r in current}
+    want = {(r.TABLE, r.id): r for r in fresh}
+    for key in sorted(set(have) | set(want)):
+        if key not in want:
+            report.diffs.append(RowDiff(user, key[0], key[1], "only_live"))
+        elif key not in have:
+            report.diffs.append(RowDiff(user, key[0], key[1], "only_rebuilt"))
+        elif have[key] != want[key]:
+            report.diffs.append(RowDiff(user, key[0], key[1], "changed"))
+    report.verified = not report.diffs
+    if not verify_only and report.diffs:
+        changes: list[Any] = [Delete(t, i) for (t, i) in have if (t, i) not in want]
+        changes += [Upsert(t, r) for (t, _), r in want.items() if have.get((t, r.id)) != r]
+        store.commit(p, changes, {})
+        report.switched = True
+    return report
