@@ -38,6 +38,7 @@ class Projector:
         self.params = params
         self._cache: OrderedDict[str, OwnerMemory] = OrderedDict()
         self._cache_size = cache_size
+        self._view: object = getattr(store, "view", None)
 
     def _state(self, user_id: str) -> OwnerMemory:
         state = self._cache.get(user_id)
@@ -63,6 +64,10 @@ class Projector:
         events (dead-lettered); by default the offset after the last event.
         """
         done = self.store.checkpoint(partition).get(topic, 0)
+        view = getattr(self.store, "view", None)
+        if view != self._view:  # the store followed a switch to a rebuilt view: cached states are stale
+            self._view = view
+            self.forget_cache()
         todo = [e for e in events if e.offset >= done]
         reach = upto if upto is not None else (events[-1].offset + 1 if events else done)
         if not todo:

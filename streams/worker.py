@@ -149,11 +149,33 @@ def create_app(
                 await to_deadletter(event, f"{type(exc).__name__}: {exc}")
                 continue
             by_partition[m.partition].append(Positioned(decoded, m.topic, m.partition, m.offset))
+        topic = settings.topic("analyses")
         for partition in sorted(reach):
             batch_events = sorted(by_partition.get(partition, []), key=lambda p: p.offset)
-            await asyncio.to_thread(
-                projector().apply_batch, partition, settings.topic("analyses"), batch_events, reach[partition]
-            )
+            first = min(e.message.offset for e in events if e.message.partition == partition)
+            done = (await asyncio.to_thread(projector().store.checkpoint, partition)).get(topic, 0)
+            if first > done:
+                # The store is behind the consumer group (a rebuilt view was switched to, or the
+                # store was replaced): the store is the truth about progress, so fill the gap.
+                batch_events = await _gap(partition, done, first) + batch_events
+            await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
+
+    async def _gap(partition: int, start: int, end: int) -> list[Positioned]:
+        from streams.kafka_log import KafkaLog
+
+        log.info("filling projection gap p%d:%d-%d from the log", partition, start, end)
+        reader = KafkaLog(bootstrap, settings)
+        out: list[Positioned] = []
+        async for rec in reader.read(
+            settings.topic("analyses"), from_offsets={partition: start}, until={partition: end}
+        ):
+            try:
+                decoded = decode_event(rec.value)
+            except AdaMemError:
+                continue  # dead-lettered when it was first consumed
+            if not isinstance(decoded, ChatMessage):
+                out.append(Positioned(decoded, rec.topic, rec.partition, rec.offset))
+        return out
 
     async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
         if "projector" in made:

@@ -250,3 +250,38 @@ async def test_two_workers_in_one_group_produce_what_one_would(
     await log.stop()
     assert two == _snapshot(one)
     assert sum(len(rows) for rows in two.values()) > 1000
+
+
+@pytest.mark.kafka
+async def test_worker_follows_a_switch_to_a_rebuilt_view(
+    settings: Settings, kafka_bootstrap: str, worker_env: dict[str, str], workers: list[Any], tmp_path: Path
+) -> None:
+    """Rebuild while the worker runs, switch, keep publishing: the worker continues in the new view."""
+    from streams.replay import rebuild_view
+
+    messages = _locomo_subset(settings, 160)
+    log = open_log(f"kafka://{kafka_bootstrap}", settings)
+    await log.start()
+    await publish_messages(log, messages[:80], settings)
+    store_path = tmp_path / "store"
+    workers.append(_start_worker(worker_env, store_path, tmp_path / "worker.log"))
+    await _caught_up(settings, kafka_bootstrap, store_path, 80, timeout=240)
+    report = await rebuild_view(log, str(store_path), settings, verify=True)
+    assert report.verified and report.switched
+    await publish_messages(log, messages[80:], settings)
+    await _caught_up(settings, kafka_bootstrap, store_path, 160, timeout=240)
+    # Switch to a view that is BEHIND the consumer group: the worker fills the gap from the log.
+    from projections.store.lance import switch_view
+
+    await rebuild_view(log, str(store_path), settings, until_offset=20, view="behind")
+    switch_view(str(store_path), "behind")
+    more = _locomo_subset(settings, 180)[160:]
+    await publish_messages(log, more, settings)
+    await _caught_up(settings, kafka_bootstrap, store_path, 180, timeout=240)
+    live = LanceStore(str(store_path), read_only=True)
+    assert live.view == "behind"
+    fresh = open_store(str(tmp_path / "fresh"))
+    await run_pipeline(log, Projector(fresh), agent(), settings)
+    await log.stop()
+    assert _snapshot(live) == _snapshot(fresh)
+    assert len(live.rows("messages", "conv-26")) == 180
