@@ -40,6 +40,12 @@ class Settings:
     embed_url: str = _env("ADAMEM_EMBED_URL", "", "Base URL of an OpenAI-compatible embeddings endpoint.")
     embed_model: str = _env("ADAMEM_EMBED_MODEL", "", "Model of the OpenAI-compatible embedder.")
     embed_dim: int = _env("ADAMEM_EMBED_DIM", 0, "Vector dimension of the OpenAI-compatible embedder.")
+    api_keys: str = _env("ADAMEM_API_KEYS", "", "Query service keys as tenant:key,tenant:key; empty runs it open.")
+    host: str = _env("ADAMEM_HOST", "127.0.0.1", "Address the query service listens on.")
+    port: int = _env("ADAMEM_PORT", 8000, "Port the query service listens on.")
+    worker_session_timeout_s: float = _env(
+        "ADAMEM_WORKER_SESSION_TIMEOUT", 10.0, "Seconds before the group drops a dead worker and rebalances."
+    )
     worker_batch: int = _env("ADAMEM_WORKER_BATCH", 256, "Messages per micro-batch in the worker's analyze agent.")
 
     @classmethod

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,6 +41,12 @@ log = logging.getLogger("adamem.worker")
 def _source(event: Any) -> bytes:
     m = event.message
     return f"{m.topic}:{m.partition}:{m.offset}".encode()
+
+
+def _datadir(settings: Settings) -> str:
+    if "://" in settings.store_url and not settings.store_url.startswith("file://"):
+        return os.path.join(tempfile.gettempdir(), f"{settings.topic_prefix}-faust")
+    return os.path.join(settings.store_url.removeprefix("file://"), ".faust")
 
 
 def create_app(
@@ -68,6 +76,10 @@ def create_app(
         value_serializer="raw",
         key_serializer="raw",
         loop=loop,
+        # A killed worker's partitions move after this, not after Faust's default 60 s.
+        broker_session_timeout=settings.worker_session_timeout_s,
+        # Faust's own state folder: beside the store, never in the working directory.
+        datadir=_datadir(settings),
     )
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
     inputs = app.topic(settings.topic("messages"), settings.topic("control"), **raw)

@@ -70,6 +70,8 @@ class _Shard:
         self.db = lancedb.connect(str(path), read_consistency_interval=None if writer else timedelta(0))
         self.dim = dim
         self.tables: dict[str, Any] = {}
+        self.writer = writer
+        self.pinned: dict[str, int] = {}
         self.fts_ready: set[str] = set()
         self.commits = 0
         names = set(self.db.list_tables(limit=1000).tables)
@@ -83,8 +85,35 @@ class _Shard:
         """An existing table's handle (opening one another process created since), or None."""
         table = self.tables.get(name)
         if table is None and name in self.db.list_tables(limit=1000).tables:
-            table = self.tables[name] = self.db.open_table(name)
+            try:
+                table = self.tables[name] = self.db.open_table(name)
+            except ValueError:  # its folder exists but its first version is still being written
+                return None
         return table
+
+    def pin(self) -> None:
+        """Readers: show every table as of the last checkpoint, never a commit half-written."""
+        if self.writer:
+            return
+        ckpt = self.checkpoint_row()
+        versions: dict[str, int] = json.loads(ckpt["versions"]) if ckpt else {}
+        if versions == self.pinned:
+            return
+        for name in TABLES:
+            table = self.get(name)
+            if table is None:
+                continue
+            if name in versions:
+                table.checkout(versions[name])
+        self.pinned = versions
+
+    def visible(self, name: str) -> Any | None:
+        """A table readers may see: one the last checkpoint covers (writers see their own tables)."""
+        if not self.writer:
+            self.pin()
+            if name not in self.pinned:
+                return None
+        return self.get(name)
 
     def table(self, name: str) -> Any:
         if name not in self.tables:
@@ -311,7 +340,7 @@ class LanceStore:
     def rows(self, table: str, user_id: str) -> list[Row]:
         """Rows of one table for an owner, in id order."""
         shard = self._owner_shard(user_id)
-        t = shard.get(table) if shard else None
+        t = shard.visible(table) if shard else None
         if t is None:
             return []
         data = t.search().where(f"user_id = {_quote(user_id)}").limit(None).to_arrow()
@@ -325,7 +354,7 @@ class LanceStore:
         self._follow()
         for path in sorted(self.dir.glob("p*")):
             shard = self._shard(int(path.name[1:]), create=False)
-            table = shard.get("owners") if shard else None
+            table = shard.visible("owners") if shard else None
             if table is not None:
                 found.update(table.to_arrow().column("user_id").to_pylist())
         return sorted(found)
@@ -333,7 +362,7 @@ class LanceStore:
     def vector_search(self, table: str, user_id: str, vector: Sequence[float], k: int) -> list[Hit]:
         """Cosine search over an owner's rows (prefiltered by owner)."""
         shard = self._owner_shard(user_id)
-        t = shard.get(table) if shard else None
+        t = shard.visible(table) if shard else None
         if t is None or not has_vector(table):
             return []
         res = (
@@ -353,7 +382,7 @@ class LanceStore:
         if table not in TEXT_FIELDS:
             raise StoreError(f"table {table!r} has no full-text column; use one of {sorted(TEXT_FIELDS)}")
         shard = self._owner_shard(user_id)
-        t = shard.get(table) if shard else None
+        t = shard.visible(table) if shard else None
         terms = search_text(query)
         if t is None or not terms:
             return []

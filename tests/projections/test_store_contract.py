@@ -157,6 +157,9 @@ def test_lancedb_rolls_back_a_commit_torn_before_its_checkpoint(
         )
     store.close()
 
+    early_reader = LanceStore(root, read_only=True)  # before any writer recovered the shard
+    assert [(r.id, r.text) for r in early_reader.rows("messages", "alice")] == [("m1", "kept")]  # type: ignore[union-attr]
+
     reopened = LanceStore(root)
     assert reopened.checkpoint(0) == {"analyses": 1}  # opening as the writer recovers the shard
     assert [r.text for r in reopened.rows("messages", "alice")] == ["kept"]  # type: ignore[union-attr]

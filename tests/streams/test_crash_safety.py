@@ -29,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import lancedb
 import pytest
 
 from adamem.analysis.agent import MemoryAgent
@@ -38,13 +39,13 @@ from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, Message
 from adamem.ingest import load_messages, parse_locomo
 from adamem.serde import decode_event, encode_event
 from adamem.settings import Settings
-from projections.folds.rows import EpisodicRow, Row
+from projections.folds.rows import TABLES, EpisodicRow, MessageRow, Row
 from projections.projector import Projector
 from projections.store import open_store
 from projections.store.lance import LanceStore
 from streams.kafka_log import KafkaLog
 from streams.log import OutgoingRecord
-from streams.pipeline import _resume_points, run_pipeline
+from streams.pipeline import SOURCE_HEADER, run_pipeline
 from streams.publish import publish_messages
 from tests.conftest import LOCOMO, REPO
 
@@ -54,6 +55,7 @@ SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl")
 PARTITIONS = 8
 # Small micro-batches: more commit points to land a kill between, and less work lost per kill.
 WORKER_BATCH = 32
+SESSION_TIMEOUT_S = 10
 SEED = 20_240_611
 CORRECTED = "crash-safety: corrected content"
 
@@ -71,8 +73,9 @@ def _snapshot(store: Any) -> dict[str, list[Row]]:
     return {o: sorted(store.load_owner(o), key=lambda r: (r.TABLE, r.id)) for o in store.owners()}
 
 
-def _locomo(settings: Settings, samples: int) -> list[ChatMessage]:
-    return parse_locomo(json.loads(LOCOMO.read_text())[:samples], settings)
+def _locomo(settings: Settings, sample: int, first: int) -> list[ChatMessage]:
+    """The first messages of one LoCoMo conversation (several sessions: session ends consolidate)."""
+    return parse_locomo(json.loads(LOCOMO.read_text())[sample], settings)[:first]
 
 
 # ---- worker processes ---------------------------------------------------------------------------
@@ -92,11 +95,14 @@ class Workers:
             "ADAMEM_TOPIC_PREFIX": settings.topic_prefix,
             "ADAMEM_PARTITIONS": str(settings.partitions),
             "ADAMEM_WORKER_BATCH": str(WORKER_BATCH),
+            # Faust's default (60 s) keeps a SIGKILLed member in the group, holding every partition,
+            # for a minute: each restart would wait that long to join.
+            "ADAMEM_WORKER_SESSION_TIMEOUT": str(SESSION_TIMEOUT_S),
         }
         exe = Path(sys.executable).with_name("adamem")
         with log_file.open("ab") as out:
             proc = subprocess.Popen(
-                [str(exe), "worker", "--store", str(store), "--loglevel", "warning"],
+                [str(exe), "worker", "--store", str(store), "--loglevel", "info"],
                 env=env,
                 cwd=self.tmp_path,  # Faust's app directory (<app id>-data) goes here, not into the repo
                 stdout=out,
@@ -144,25 +150,44 @@ class Progress:
     done: bool  # every input analyzed and every analysis projected
 
 
+async def _analyzed_upto(log: KafkaLog, settings: Settings) -> dict[tuple[str, int], int]:
+    """Next input offset per (input topic, partition) that the analyses' source headers account for."""
+    upto: dict[tuple[str, int], int] = {}
+    async for rec in log.read(settings.topic("analyses")):
+        for name, value in rec.headers:
+            if name == SOURCE_HEADER:
+                topic, partition, offset = value.decode().rsplit(":", 2)
+                key = (topic, int(partition))
+                upto[key] = max(upto.get(key, 0), int(offset) + 1)
+    return upto
+
+
 async def _progress(log: KafkaLog, settings: Settings, store: Path) -> Progress:
     analyses_topic = settings.topic("analyses")
     ends = await log.end_offsets(analyses_topic)
-    reader = LanceStore(str(store), read_only=True)
-    projected = {p: reader.checkpoint(p).get(analyses_topic, 0) for p in ends}
-    done = projected == ends
-    if done:  # only then is it worth reading where the analyzer stands, from the analyses' source headers
-        inputs = {t: await log.end_offsets(settings.topic(t)) for t in ("messages", "control")}
-        for p in ends:
-            analyzed = await _resume_points(log, settings, p)
-            for t, t_ends in inputs.items():
-                if analyzed.get(settings.topic(t), 0) != t_ends.get(p, 0):
-                    done = False
+    for _ in range(50):
+        try:
+            reader = LanceStore(str(store), read_only=True)
+            projected = {p: reader.checkpoint(p).get(analyses_topic, 0) for p in ends}
+            break
+        except ValueError:  # "Table ... was not found": the worker is creating it (no manifest yet)
+            await asyncio.sleep(0.1)
+    else:
+        raise AssertionError(f"the store {store} stayed unreadable")
+    inputs = {
+        (settings.topic(t), p): end
+        for t in ("messages", "control")
+        for p, end in (await log.end_offsets(settings.topic(t))).items()
+    }
+    # Every input gives at least one analysis: only then is it worth reading all the source headers.
+    done = projected == ends and sum(ends.values()) >= sum(inputs.values())
+    if done:
+        upto = await _analyzed_upto(log, settings)
+        done = all(upto.get(key, 0) == end for key, end in inputs.items())
     return Progress(sum(ends.values()), sum(projected.values()), done)
 
 
-async def _wait_for(
-    log: KafkaLog, settings: Settings, store: Path, until: Any, timeout: float, what: str
-) -> Progress:
+async def _wait_for(log: KafkaLog, settings: Settings, store: Path, until: Any, timeout: float, what: str) -> Progress:
     deadline = time.monotonic() + timeout
     while True:
         progress = await _progress(log, settings, store)
@@ -171,6 +196,49 @@ async def _wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not reached within {timeout}s ({progress})")
         await asyncio.sleep(0.5)
+
+
+def _ahead_of_checkpoint(store: Path) -> list[str]:
+    """Tables whose version is past what their shard's checkpoint recorded (diagnostics only).
+
+    After a kill this means the kill landed inside a commit (or after a compaction that the
+    checkpoint does not record); the next writer restores them to the checkpoint.
+    """
+    ahead = []
+    for shard in sorted(LanceStore(str(store), read_only=True).dir.glob("p*")):
+        db = lancedb.connect(str(shard))
+        names = set(db.list_tables(limit=1000).tables)
+        try:
+            if "checkpoints" not in names:
+                ahead += [f"{shard.name}/{n}" for n in sorted(names)]
+                continue
+            rows = db.open_table("checkpoints").to_arrow().to_pylist()
+            versions = json.loads(rows[0]["versions"]) if rows else {}
+            for name in sorted(names & set(TABLES)):
+                version = db.open_table(name).version
+                if version != versions.get(name):
+                    ahead.append(f"{shard.name}/{name}@{versions.get(name)}->{version}")
+        except ValueError:  # a table being created (no manifest yet): that is mid-commit too
+            ahead.append(f"{shard.name}: a table is being created")
+    return ahead
+
+
+async def _run_for(
+    log: KafkaLog, settings: Settings, store: Path, seconds: float, max_analyses: int, *, torn: bool
+) -> None:
+    """Let the worker run for ``seconds``, or until the analyses topic holds ``max_analyses`` records.
+
+    With ``torn``, then wait (at most 30 s more) until some shard is seen in the middle of a
+    commit, its tables written and its checkpoint not yet: a kill now tears that commit.
+    """
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if (await _progress(log, settings, store)).analyses >= max_analyses:
+            break
+        await asyncio.sleep(min(0.25, left))
+    deadline = time.monotonic() + 30
+    while torn and not _ahead_of_checkpoint(store) and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
 
 
 async def _published_analyses(log: KafkaLog, settings: Settings) -> Counter[str]:
@@ -205,9 +273,13 @@ def _control_events(live: LanceStore, messages: list[ChatMessage]) -> list[Memor
     events land on the analyses topic after the analyses they act on, whatever the timing.
     """
     alice = [m for m in messages if m.user_id == "alice"]
-    archived = {r.id for r in live.rows("messages", "alice")}
-    conv26 = sorted(live.rows("messages", "conv-26"), key=lambda r: r.seq)
-    records = [r for r in live.rows("episodic", "alice") if isinstance(r, EpisodicRow) and r.status == "active"]
+    try:
+        archived = {r.id for r in live.rows("messages", "alice")}
+        conv26 = [r for r in live.rows("messages", "conv-26") if isinstance(r, MessageRow)]
+        records = [r for r in live.rows("episodic", "alice") if isinstance(r, EpisodicRow) and r.status == "active"]
+    except ValueError:  # a table the worker is creating right now: ask again later
+        return None
+    conv26.sort(key=lambda r: r.seq)
     if len(archived) < len(alice) or len(conv26) < 10 or not records:
         return None
     record = records[0]
@@ -225,17 +297,20 @@ async def test_sigkilled_worker_restarts_to_the_uninterrupted_fold(
     settings: Settings, kafka_bootstrap: str, workers: Workers, tmp_path: Path
 ) -> None:
     settings = dataclasses.replace(settings, partitions=PARTITIONS)
-    messages = _locomo(settings, 2) + load_messages(SAMPLE, settings)
+    # Two LoCoMo conversations (conv-26, conv-30; 340 of their ~400 turns each) and the sample.
+    messages = _locomo(settings, 0, 340) + _locomo(settings, 1, 340) + load_messages(SAMPLE, settings)
     assert len(messages) > 700
     log = KafkaLog(kafka_bootstrap, settings)
     await log.start()
     try:
         await publish_messages(log, messages, settings)
         store = tmp_path / "live"
+        t0 = time.monotonic()
         rng = random.Random(SEED)
         delays = [rng.uniform(2.0, 8.0) for _ in range(rng.randint(3, 4))]
         controls: list[MemoryForgotten | MemoryCorrected] | None = None
         at_kill: list[Progress] = []
+        torn: list[list[str]] = []  # per kill, the tables a kill left ahead of their shard's checkpoint
         for n, delay in enumerate(delays):
             before = await _progress(log, settings, store)
             proc = workers.start(kafka_bootstrap, settings, store, tmp_path / f"worker-{n}.log")
@@ -250,9 +325,15 @@ async def test_sigkilled_worker_restarts_to_the_uninterrupted_fold(
             )
             if progress.done:
                 break
-            await asyncio.sleep(delay)
+            print(f"{time.monotonic() - t0:6.1f}s incarnation {n} at work: {progress}")
+            # Kill after the drawn delay, or earlier on a fast machine, so work is left for the next.
+            # Every other kill aims at the middle of a store commit.
+            await _run_for(log, settings, store, delay, progress.analyses + len(messages) // 6, torn=n % 2 == 1)
             Workers.kill(proc)
             at_kill.append(await _progress(log, settings, store))
+            print(f"{time.monotonic() - t0:6.1f}s killed incarnation {n}: {at_kill[-1]}")
+            torn.append(_ahead_of_checkpoint(store))
+            print(f"        tables ahead of their checkpoint: {torn[-1] or 'none'}")
             if controls is None:
                 controls = _control_events(LanceStore(str(store), read_only=True), messages)
                 if controls is not None:  # mid-ingest, between two incarnations
@@ -274,19 +355,22 @@ async def test_sigkilled_worker_restarts_to_the_uninterrupted_fold(
             assert controls is not None
             await log.append(settings.topic("control"), [OutgoingRecord(c.user_id, encode_event(c)) for c in controls])
         final = await _wait_for(log, settings, store, lambda p: p.done, 300, "the worker did not catch up")
+        print(f"{time.monotonic() - t0:6.1f}s caught up")
         workers.stop_all()
 
         live = _snapshot(LanceStore(str(store), read_only=True))
         replay = await _replay(log, settings, tmp_path / "replay")
+        print(f"{time.monotonic() - t0:6.1f}s replayed")
         analysed = await _published_analyses(log, settings)
     finally:
         await log.stop()
 
     print(f"kills at (analyses, projected): {[(p.analyses, p.projected) for p in at_kill]}; final {final}")
     print(f"duplicated analyses (re-analysed after a kill): {sum(c - 1 for c in analysed.values())}")
+    print(f"kills that tore a commit: {sum(1 for t in torn if t)} of {len(torn)}")
     # Kills landed mid-way: with analyses recorded and projected, but not all of them.
     assert len(at_kill) >= 3
-    assert any(0 < p.projected < final.analyses for p in at_kill)
+    assert 0 < at_kill[-1].projected < final.analyses  # the store the final incarnation started from
     assert any(0 < p.analyses < len(messages) for p in at_kill)
     # Nothing lost: every message was analysed (at least once) and is archived exactly once,
     # except the two forgotten ones.
@@ -304,24 +388,30 @@ async def test_sigkilled_worker_restarts_to_the_uninterrupted_fold(
 # ---- 2. the broker goes away and comes back under a running worker ------------------------------
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+def _free_port_pair() -> tuple[int, int]:
+    """Two free adjacent ports below the ephemeral range, so that no client connection takes one
+    of them as its local port while the broker is down (it must come back on the same port)."""
+
+    def free(port: int) -> bool:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+            return True
+
+    first = 19_092 + 2 * random.randrange(500)  # parallel runs seldom try the same pair
+    for port in [*range(first, 20_092, 2), *range(19_092, first, 2)]:
+        if free(port) and free(port + 1):
+            return port, port + 1
+    raise AssertionError("no two free adjacent ports in 19092-20093 for a private broker")
 
 
 class PrivateBroker:
     """A broker of this test only, run by deploy/kafka.sh in its own home on free ports."""
 
     def __init__(self, home: Path) -> None:
-        port, controller = _free_ports(2)
+        port, controller = _free_port_pair()
         self.bootstrap = f"127.0.0.1:{port}"
         self.env = {
             **os.environ,
@@ -356,7 +446,7 @@ async def test_worker_recovers_by_itself_when_the_broker_restarts(
 ) -> None:
     bootstrap = private_broker.bootstrap
     settings = dataclasses.replace(settings, partitions=PARTITIONS)
-    messages = _locomo(settings, 2)[419:] + load_messages(SAMPLE, settings)  # conv-30, alice, xiaoming
+    messages = _locomo(settings, 1, 400) + load_messages(SAMPLE, settings)  # conv-30, alice, xiaoming
     half = len(messages) // 2
     store = tmp_path / "live"
     log = KafkaLog(bootstrap, settings)
@@ -364,12 +454,15 @@ async def test_worker_recovers_by_itself_when_the_broker_restarts(
     try:
         await publish_messages(log, messages[:half], settings)
         proc = workers.start(bootstrap, settings, store, tmp_path / "worker.log")
-        await _wait_for(log, settings, store, lambda p: p.analyses > 0, 240, "the worker made no progress")
+        await _wait_for(log, settings, store, lambda p: p.projected > 0, 240, "the worker made no progress")
     finally:
         await log.stop()
 
     private_broker.stop()
-    await asyncio.sleep(5)  # the worker runs on without a broker
+    reader = LanceStore(str(store), read_only=True)
+    stopped_at = sum(reader.checkpoint(p).get(settings.topic("analyses"), 0) for p in range(PARTITIONS))
+    assert stopped_at < half, "the broker went away in the middle of the first half"
+    await asyncio.sleep(5)  # the worker runs on without a broker (longer than its session timeout, all told)
     assert proc.poll() is None, "the worker died while the broker was down"
     private_broker.start()
 
@@ -386,7 +479,10 @@ async def test_worker_recovers_by_itself_when_the_broker_restarts(
     finally:
         await log.stop()
 
-    print(f"final {final}; duplicated analyses: {sum(c - 1 for c in analysed.values())}")
+    print(
+        f"broker stopped with {stopped_at} analyses projected; final {final}; "
+        f"duplicated analyses: {sum(c - 1 for c in analysed.values())}"
+    )
     assert set(analysed) == {m.event_id for m in messages}
     assert _archive(live) == sorted(m.event_id for m in messages)
     assert live == replay

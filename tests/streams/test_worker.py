@@ -144,6 +144,7 @@ def _start_worker(env: dict[str, str], store: Path, log_file: Path) -> subproces
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            cwd=log_file.parent,
         )
 
 
