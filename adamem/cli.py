@@ -57,6 +57,27 @@ async def _forget(args: argparse.Namespace) -> int:
     )
 
 
+def _query(args: argparse.Namespace) -> int:
+    from adamem.commands import run_query
+
+    return run_query(
+        _settings(args), args.user, args.question, top_k=args.top_k, as_of=args.as_of, as_json=args.json, url=args.url
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from adamem.commands import run_serve
+
+    settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
+    return run_serve(settings, with_log=args.log is not None or "ADAMEM_LOG" in __import__("os").environ)
+
+
+async def _provenance(args: argparse.Namespace) -> int:
+    from adamem.commands import run_provenance
+
+    return await run_provenance(_settings(args), args.user, args.item, as_json=args.json)
+
+
 def _memory(args: argparse.Namespace) -> int:
     from adamem.commands import print_memory
 
@@ -130,7 +151,18 @@ async def _demo(args: argparse.Namespace) -> int:
         print()
         await asyncio.to_thread(print_memory, settings, owner, None, False)
     print(f"\nmore: adamem memory alice --layer persona --store {settings.store_url}")
+    print(f"      adamem query xiaoming '我为什么开始健身？' --store {settings.store_url}")
     print(f"      adamem log tail --log {settings.log_url} --user xiaoming")
+    if args.no_serve:
+        return 0
+    from adamem.commands import run_serve
+
+    base = f"http://{settings.host}:{settings.port}"
+    key = "" if not settings.api_keys else " -H 'X-API-Key: <your key>'"
+    print(f"\nserving the query API at {base} (OpenAPI: {base}/docs); Ctrl-C stops it. Try:")
+    print(f"  curl -s {base}/v1/users/alice/query{key} -H 'content-type: application/json' \\")
+    print('       -d \'{"question": "Why did I start working out?", "top_k": 5}\'')
+    await asyncio.to_thread(run_serve, settings, with_log=True)
     return 0
 
 
@@ -174,6 +206,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.set_defaults(run=_memory, sync=True)
 
+    p = sub.add_parser("serve", help="serve the HTTP query API (OpenAPI at /docs)")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.add_argument("--log", help="log to publish to and measure lag against (optional)")
+    p.add_argument("--host", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8000)")
+    p.set_defaults(run=_serve, sync=True)
+
+    p = sub.add_parser("query", help="ask a question about a user's memory")
+    p.add_argument("user", help="memory owner")
+    p.add_argument("question", help="the question, English or Chinese")
+    p.add_argument("--top-k", type=int, default=10)
+    p.add_argument("--as-of", help="memory as it was at an event time (ISO-8601) or ms")
+    p.add_argument("--json", action="store_true", help="the full answer as JSON")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.add_argument("--url", help="ask a running service instead, e.g. http://127.0.0.1:8000")
+    p.set_defaults(run=_query, sync=True)
+
+    p = sub.add_parser("provenance", help="walk from a memory item back to its messages and analyses")
+    p.add_argument("user", help="memory owner")
+    p.add_argument("item", help="item id (episodic record, persona trait, graph node or message event id)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.set_defaults(run=_provenance)
+
     p = sub.add_parser("replay", help="rebuild memory from the recorded analyses into a new view and switch")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
@@ -197,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the embedded default: publish the sample, build memory, show it")
     p.add_argument("--log", help="folder of the embedded log (default ./data/log)")
     p.add_argument("--store", help="store folder (default ./data/store)")
+    p.add_argument("--no-serve", action="store_true", help="build and show memory, then exit")
     p.set_defaults(run=_demo)
     return parser
 

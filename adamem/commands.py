@@ -13,7 +13,16 @@ from adamem.events import ms_to_iso
 from adamem.runtime import build_agent
 from adamem.settings import Settings
 
-__all__ = ["print_memory", "run_forget", "run_project", "run_replay", "run_worker"]
+__all__ = [
+    "print_memory",
+    "run_forget",
+    "run_project",
+    "run_provenance",
+    "run_query",
+    "run_replay",
+    "run_serve",
+    "run_worker",
+]
 
 LAYERS = {"working": "messages", "episodic": "episodic", "persona": "persona", "graph": "graph_nodes"}
 
@@ -250,4 +259,87 @@ async def run_forget(
     finally:
         await log.stop()
     print(f"published MemoryForgotten({scope}) {event.event_id} for {user} at {settings.topic('control')} p{p}:{off}")
+    return 0
+
+
+def build_retriever(settings: Settings) -> Any:
+    """A Retriever over the configured store (read-only) with the configured embedder."""
+    from adamem.runtime import build_embedder
+    from projections.store import open_store
+    from retrieval.service import Retriever
+
+    return Retriever(open_store(settings.store_url, read_only=True), build_embedder(settings))
+
+
+def run_query(
+    settings: Settings, user: str, question: str, *, top_k: int, as_of: str | None, as_json: bool, url: str | None
+) -> int:
+    """Ask a question in-process (or of a running service with ``url``) and print the evidence."""
+    from adamem.ingest import parse_time
+
+    if url is not None:
+        from adamem.client import MemoryClient
+
+        with MemoryClient(url, settings.api_keys.partition(":")[2].split(",")[0] or None) as client:
+            answer = client.query(user, question, top_k, as_of)
+    else:
+        retriever = build_retriever(settings)
+        try:
+            point = None if as_of is None else (int(as_of) if as_of.isdigit() else parse_time(as_of))
+            answer = retriever.query(user, question, top_k, point).to_dict()
+        finally:
+            retriever.close()
+    if as_json:
+        print(json.dumps(answer, ensure_ascii=False, indent=1))
+        return 0
+    route = answer["route"]
+    print(f"route: {route.get('route')} ({route.get('reason', '')}); whose: {answer['whose'].get('target', '')}")
+    for item in answer["items"]:
+        when = ms_to_iso(item["occurred_at"]) if item.get("occurred_at", -1) >= 0 else ""
+        print(f"{item['rank']:2}. [{item['layer']}/{item['kind']}] {item['score']:.3f} {when} {item['content'][:140]}")
+    print(f"timing (ms): {answer['timing_ms']}")
+    return 0
+
+
+def run_serve(settings: Settings, *, with_log: bool) -> int:
+    """Serve the HTTP API (uvicorn) until interrupted."""
+    import uvicorn
+
+    from api.app import create_app
+    from streams.log import open_log
+
+    log = open_log(settings.log_url, settings) if with_log else None
+    app = create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    return 0
+
+
+async def run_provenance(settings: Settings, user: str, item: str, *, as_json: bool) -> int:
+    """Walk from a memory item back to the analyses and messages that made it (the CLI twin of the API)."""
+    from api.provenance import trace
+    from streams.log import open_log
+
+    retriever = build_retriever(settings)
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    try:
+        out = await trace(retriever, log, settings, user, item)
+    finally:
+        await log.stop()
+        retriever.close()
+    if as_json:
+        print(json.dumps(out, ensure_ascii=False, indent=1))
+        return 0
+    print(f"{out['kind']} {item}: {out['content']}")
+    for m in out["messages"]:
+        a = m["analysis"]
+        pos = a.get("message_position", {})
+        print(f"  <- [{ms_to_iso(m['occurred_at'])}] {m['speaker']}: {m['text']}")
+        print(
+            f"     message {m['message_id']} ({m['conversation_id']}) at {pos.get('topic', '?')} "
+            f"p{pos.get('partition', '?')}:{pos.get('offset', '?')}; analysis {a.get('event_id', '')[:8]} by "
+            f"{a.get('analyzer', '')} at {a['topic']} p{a['partition']}:{a['offset']}"
+        )
+    if out["origin_event_id"]:
+        print(f"  <- control event {out['origin_event_id']}")
     return 0

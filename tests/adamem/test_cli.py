@@ -89,7 +89,9 @@ def test_console_script_reads_stdin_and_runs_the_demo(tmp_path: Path) -> None:
     assert b"published 3 message(s)" in out.stdout
     store = str(tmp_path / "store")
     demo = subprocess.run(
-        [str(exe), "demo", "--log", str(tmp_path / "demo"), "--store", store], capture_output=True, check=True
+        [str(exe), "demo", "--log", str(tmp_path / "demo"), "--store", store, "--no-serve"],
+        capture_output=True,
+        check=True,
     )
     out = demo.stdout.decode()
     assert "published 29 sample message(s) for 2 owner(s)" in out

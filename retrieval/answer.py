@@ -1,0 +1,150 @@
+"""What a query returns: ranked items with score breakdowns and provenance, the route, whose memory, timing.
+
+Every class is a frozen dataclass with a ``to_dict()`` that gives plain JSON types (the HTTP layer
+serialises it as is). Times are event-time milliseconds since the epoch; -1 means none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from projections.folds.rows import MessageRow
+from retrieval.config import Layer
+from retrieval.fusion import Breakdown, TimeWindow
+from retrieval.route import RoutePlan
+from retrieval.snapshot import AsOf
+from retrieval.whose import WhoseDecision
+
+__all__ = ["Answer", "Item", "PathStep", "Provenance", "Timing"]
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """A source message of an item and where it sits on the log."""
+
+    message_event_id: str
+    conversation_id: str
+    message_id: str
+    speaker: str
+    role: str
+    occurred_at: int
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    analyzer: str
+    analysis_event_id: str
+
+    @classmethod
+    def of(cls, m: MessageRow) -> Provenance:
+        """The provenance of an archived message."""
+        return cls(m.id, m.conversation_id, m.message_id, m.speaker, m.role, m.occurred_at, m.source_topic,
+                   m.source_partition, m.source_offset, m.analyzer, m.analysis_event_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "message_event_id": self.message_event_id, "conversation_id": self.conversation_id,
+            "message_id": self.message_id, "speaker": self.speaker, "role": self.role,
+            "occurred_at": self.occurred_at, "source_topic": self.source_topic,
+            "source_partition": self.source_partition, "source_offset": self.source_offset,
+            "analyzer": self.analyzer, "analysis_event_id": self.analysis_event_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PathStep:
+    """One node of a graph path; ``edge_type``/``weight`` describe the edge that led to it ("" for the seed)."""
+
+    node: str
+    node_type: str
+    label: str
+    edge_type: str = ""
+    weight: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"node": self.node, "node_type": self.node_type, "label": self.label, "edge_type": self.edge_type,
+                "weight": self.weight}
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One ranked piece of evidence."""
+
+    rank: int
+    layer: Layer
+    kind: str  # message | event | fact | attribute | preference | preference_cluster | trait | habit
+    id: str  # message event id, episodic record id or persona trait id
+    content: str
+    score: float
+    breakdown: Breakdown
+    speaker: str
+    role: str
+    occurred_at: int
+    event_time: int
+    provenance: tuple[Provenance, ...]
+    hop_path: tuple[PathStep, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "rank": self.rank, "layer": self.layer.value, "kind": self.kind, "id": self.id, "content": self.content,
+            "score": round(self.score, 6), "breakdown": self.breakdown.to_dict(), "speaker": self.speaker,
+            "role": self.role, "occurred_at": self.occurred_at, "event_time": self.event_time,
+            "provenance": [p.to_dict() for p in self.provenance], "hop_path": [s.to_dict() for s in self.hop_path],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Milliseconds spent per stage of one query."""
+
+    resolve: float = 0.0  # change token, snapshot, whose memory
+    route: float = 0.0
+    retrieve: float = 0.0  # question embedding, semantic cache, base retrieval
+    expand: float = 0.0
+    fuse: float = 0.0
+    total: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        """JSON-ready form, rounded to 0.01 ms."""
+        return {k: round(getattr(self, k), 2) for k in ("resolve", "route", "retrieve", "expand", "fuse", "total")}
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The ranked evidence for a question, and how it was found."""
+
+    user_id: str
+    question: str
+    items: tuple[Item, ...]
+    route: RoutePlan
+    whose: WhoseDecision
+    timing: Timing
+    reference_time: int
+    time_windows: tuple[TimeWindow, ...] = ()
+    as_of: AsOf | None = None
+    config: str = ""
+    cached: bool = False
+
+    def message_ids(self, limit: int | None = None) -> list[str]:
+        """Distinct source ``message_id``s of the items' provenance, in rank order (the evidence chain)."""
+        seen: dict[str, None] = {}
+        for item in self.items:
+            for p in item.provenance:
+                seen.setdefault(p.message_id, None)
+                if limit is not None and len(seen) >= limit:
+                    return list(seen)
+        return list(seen)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "user_id": self.user_id, "question": self.question, "config": self.config, "cached": self.cached,
+            "as_of": self.as_of.to_dict() if self.as_of is not None else None,
+            "reference_time": self.reference_time,
+            "time_windows": [{"start": w.start, "end": w.end, "text": w.text} for w in self.time_windows],
+            "whose": self.whose.to_dict(), "route": self.route.to_dict(),
+            "items": [i.to_dict() for i in self.items], "timing_ms": self.timing.to_dict(),
+        }

@@ -1,0 +1,230 @@
+"""Base retrieval: vector and BM25 search over persona traits, episodic records and archived messages.
+
+Candidates are the ``fetch_k`` best rows per table and per search (vector, BM25) that the view can
+see (active rows now; the rows valid then for as-of queries) and an explicit whose-memory
+restriction allows. Working memory is part of the archive (every message is archived), so it is
+searched with it. Two sources give the same candidates for the live view:
+
+- ``SearchSource.SNAPSHOT`` (default): in-process over the owner's cached snapshot — one matrix
+  product per table and an inverted index; exact, filtered before the cut, no store round trip;
+- ``SearchSource.STORE``: the store's ``vector_search`` / ``text_search`` ports, over-fetched
+  (``as_of_overfetch`` for as-of views) and filtered afterwards.
+
+The semantic score is computed here, the same way for every row, whichever store holds it: cosine
+from the stored float32 vector, BM25 from the owner-scoped index (LanceDB's own BM25 uses
+shard-wide statistics, so its scores only choose candidates). Then:
+
+- ``BaseFusion.RRF``: reciprocal-rank fusion of the cosine ranking (all tables together: one
+  embedder, comparable cosines) and the BM25 ranking (BM25 scaled by each table's best score),
+  divided by its maximum ``2 / (rrf_k + 1)``; an unranked modality contributes 0;
+- ``BaseFusion.MIX``: ``mix_vector_weight · cosine + (1 − mix_vector_weight) · scaled BM25``.
+
+Rows found later by graph expansion are scored by the same ``SemanticScorer``, ranked as if they
+had been inserted into the base lists (the base candidates keep their ranks). Whose-memory boosts
+then move the score toward 1: ``(1 − b)·s + b`` for rows of the speakers the question is about.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from adamem.text import tokenize
+from projections.folds.rows import EpisodicRow, MessageRow
+from projections.store.base import MemoryStore
+from retrieval.config import BaseFusion, RetrievalConfig, SearchSource, Subject
+from retrieval.index import Vector
+from retrieval.snapshot import MemoryRow, View
+from retrieval.whose import WhoseDecision
+
+__all__ = [
+    "QUESTION_WORDS_ZH",
+    "TABLES",
+    "Candidate",
+    "SemanticScorer",
+    "allowed",
+    "base_candidates",
+    "query_terms",
+    "side_of",
+    "speaker_of",
+]
+
+TABLES: tuple[str, ...] = ("persona", "episodic", "messages")
+"""Tables base retrieval searches."""
+
+QUESTION_WORDS_ZH = frozenset((
+    "什么", "为什么", "为何", "怎么", "怎么样", "怎样", "如何", "哪", "哪里", "哪儿", "哪个", "哪些", "谁", "几",
+    "多少", "是不是", "有没有", "什么时候", "时候", "吗", "呢", "吧",
+))
+"""Chinese interrogatives dropped from BM25 query terms (English ones are stop words of ``adamem.text`` already)."""
+
+
+def query_terms(question: str) -> list[str]:
+    """BM25 terms of a question: its search tokens without interrogatives."""
+    return [t for t in tokenize(question) if t not in QUESTION_WORDS_ZH]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A row that may answer the question, with its table and semantic score in [0, 1]."""
+
+    table: str
+    row: MemoryRow
+    semantic: float
+    cosine: float
+    bm25: float
+    origin: str = "base"  # base | graph (found only by graph expansion)
+
+
+def speaker_of(row: MemoryRow, user_names: Sequence[str]) -> tuple[str, str]:
+    """(speaker name, role) of a row; persona traits describe the owner (the user)."""
+    if isinstance(row, MessageRow):
+        return row.speaker, row.role
+    if isinstance(row, EpisodicRow):
+        return row.speaker, row.speaker_role
+    return (user_names[0] if user_names else ""), "user"
+
+
+def side_of(role: str) -> Subject:
+    """The whose-memory side of a speaker role: the user, or the other party."""
+    return Subject.USER if role == "user" else Subject.ASSISTANT
+
+
+def allowed(row: MemoryRow, whose: WhoseDecision, user_names: Sequence[str]) -> bool:
+    """Whether an explicit whose-memory restriction lets this row through."""
+    if not whose.restrict or whose.subject not in (Subject.USER, Subject.ASSISTANT):
+        return True
+    return side_of(speaker_of(row, user_names)[1]) is whose.subject
+
+
+class SemanticScorer:
+    """Scores any row of one query consistently: cosine, scaled BM25, and their fusion."""
+
+    def __init__(self, view: View, question: str, query_vector: Vector, config: RetrievalConfig,
+                 whose: WhoseDecision) -> None:
+        self.view = view
+        self.config = config
+        self.whose = whose
+        norm = float(np.linalg.norm(query_vector))
+        self.q: Vector = query_vector / norm if norm else query_vector
+        self.terms = query_terms(question)
+        snap = view.snapshot
+        self.user_names = tuple(sorted({m.speaker for m in snap.messages.values() if m.role == "user"}))
+        self._cosines: dict[str, Vector] = {}
+        self._bm25_max: dict[str, float] = {}
+        self._cos_desc: list[float] = []  # negated, ascending: base cosines best first
+        self._bm_desc: list[float] = []
+
+    def cosines(self, table: str) -> Vector:
+        """Cosine of the question with every row of a table (in the vector index's order)."""
+        found = self._cosines.get(table)
+        if found is None:
+            found = self._cosines[table] = self.view.snapshot.vector_index(table).cosines(self.q)
+        return found
+
+    def cosine(self, table: str, row: MemoryRow) -> float:
+        """Cosine similarity of the question and the row's vector (0 without a vector)."""
+        pos = self.view.snapshot.vector_index(table).position.get(row.id)
+        return float(self.cosines(table)[pos]) if pos is not None else 0.0
+
+    def bm25(self, table: str, row: MemoryRow) -> float:
+        """BM25 scaled by the table's best base candidate (0..1)."""
+        raw = self.view.snapshot.text_index(table).score(row.id, self.terms)
+        top = self._bm25_max.get(table, 0.0)
+        return min(1.0, raw / top) if top > 0 else 0.0
+
+    def calibrate(self, rows: Sequence[tuple[str, MemoryRow]]) -> None:
+        """Fix the BM25 scale and the base rankings from the base candidates."""
+        index = self.view.snapshot.text_index
+        for table, row in rows:
+            self._bm25_max[table] = max(self._bm25_max.get(table, 0.0), index(table).score(row.id, self.terms))
+        self._cos_desc = sorted(-self.cosine(t, r) for t, r in rows)
+        self._bm_desc = sorted(-b for t, r in rows if (b := self.bm25(t, r)) > 0)
+
+    def _boost(self, row: MemoryRow) -> float:
+        whose, b = self.whose, self.config.speaker_boost
+        name, role = speaker_of(row, self.user_names)
+        if whose.speakers:
+            return b if name in whose.speakers else 0.0
+        if whose.subject in (Subject.USER, Subject.ASSISTANT) and not whose.restrict:
+            return b if side_of(role) is whose.subject else 0.0
+        return 0.0
+
+    def candidate(self, table: str, row: MemoryRow, origin: str = "base") -> Candidate:
+        """The row scored as a candidate (``origin`` says how it was found)."""
+        cos, bm = self.cosine(table, row), self.bm25(table, row)
+        cfg = self.config
+        if cfg.base_fusion is BaseFusion.RRF:
+            k = cfg.rrf_k
+            s = 1.0 / (k + bisect.bisect_left(self._cos_desc, -cos) + 1)
+            if bm > 0:
+                s += 1.0 / (k + bisect.bisect_left(self._bm_desc, -bm) + 1)
+            semantic = s * (k + 1) / 2.0
+        else:
+            w = cfg.mix_vector_weight
+            semantic = w * max(0.0, cos) + (1 - w) * bm
+        boost = self._boost(row)
+        semantic = (1 - boost) * semantic + boost
+        return Candidate(table, row, min(1.0, max(0.0, semantic)), cos, bm, origin)
+
+    def usable(self, row: MemoryRow | None) -> bool:
+        """Whether a row is visible in the view and allowed by whose memory."""
+        return row is not None and self.view.visible(row) and allowed(row, self.whose, self.user_names)
+
+
+def _from_snapshot(scorer: SemanticScorer, table: str, k: int) -> list[MemoryRow]:
+    snap = scorer.view.snapshot
+    index = snap.vector_index(table)
+    cos = scorer.cosines(table)
+    out: list[MemoryRow] = []
+    taken = 0
+    for pos in np.argsort(-cos, kind="stable"):
+        row = snap.row(table, index.ids[pos])
+        if scorer.usable(row):
+            assert row is not None
+            out.append(row)
+            taken += 1
+            if taken >= k:
+                break
+    bm = snap.text_index(table).scores(scorer.terms) if scorer.terms else {}
+    taken = 0
+    for row_id in sorted(bm, key=lambda i: (-bm[i], i)):
+        row = snap.row(table, row_id)
+        if scorer.usable(row):
+            assert row is not None
+            out.append(row)
+            taken += 1
+            if taken >= k:
+                break
+    return out
+
+
+def _from_store(store: MemoryStore, scorer: SemanticScorer, question: str, table: str, k: int) -> list[MemoryRow]:
+    snap, user = scorer.view.snapshot, scorer.view.snapshot.user_id
+    hits = store.vector_search(table, user, scorer.q.tolist(), k)
+    if scorer.terms:
+        hits = hits + store.text_search(table, user, question, k)
+    rows = [snap.row(table, h.row.id) for h in hits]  # the snapshot's version: one consistent state per query
+    return [r for r in rows if r is not None and scorer.usable(r)]
+
+
+def base_candidates(store: MemoryStore, scorer: SemanticScorer, question: str) -> list[Candidate]:
+    """Search every table, keep what the view and whose memory allow, score, best first."""
+    view, cfg = scorer.view, scorer.config
+    found: dict[tuple[str, str], tuple[str, MemoryRow]] = {}
+    for table in TABLES:
+        if cfg.search is SearchSource.STORE:
+            k = cfg.fetch_k * (1 if view.live else cfg.as_of_overfetch)
+            rows = _from_store(store, scorer, question, table, k)
+        else:
+            rows = _from_snapshot(scorer, table, cfg.fetch_k)
+        for row in rows:
+            found.setdefault((table, row.id), (table, row))
+    rows_found = [found[key] for key in sorted(found)]
+    scorer.calibrate(rows_found)
+    out = [scorer.candidate(t, r) for t, r in rows_found]
+    out.sort(key=lambda c: (-c.semantic, c.table, c.row.id))
+    return out

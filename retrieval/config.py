@@ -1,0 +1,214 @@
+"""Parameters of retrieval (ARCHITECTURE.md section 4), as frozen dataclasses and enums.
+
+Vary a preset by copying, never by mutating it::
+
+    fast = dataclasses.replace(SEED_DEFAULT, top_k=5, max_hops=2)
+
+``SEED_DEFAULT`` holds the seed document's values (fusion 0.70 / 0.15 / 0.10 / 0.05);
+``PAPER_V2`` differs only in the fusion weights of the AdaMem paper (0.7 / 0.1 / 0.1 / 0.1).
+Values this module adds to the design are marked "added" and were tuned on the LoCoMo dev split
+(``bench/locomo_quick.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from adamem.errors import ConfigError
+
+__all__ = [
+    "PAPER_V2",
+    "SEED_DEFAULT",
+    "BaseFusion",
+    "CacheSettings",
+    "Direction",
+    "FusionWeights",
+    "Layer",
+    "RetrievalConfig",
+    "Route",
+    "SearchSource",
+    "Subject",
+]
+
+
+class Route(StrEnum):
+    """Which retrieval path a question takes."""
+
+    SEMANTIC = "semantic"  # base retrieval only
+    GRAPH = "graph"  # base retrieval, then graph expansion from its top hits
+    PERSONA = "persona"  # persona traits first, then base retrieval
+
+
+class Direction(StrEnum):
+    """Which way in event time graph expansion may walk from a seed."""
+
+    ANY = "any"
+    ANTECEDENT = "antecedent"  # causes come before effects: "why", "because", 为什么
+    CONSEQUENT = "consequent"  # "what happened after", 后来
+
+
+class Subject(StrEnum):
+    """Whose memory a question is about."""
+
+    USER = "user"  # the memory owner (role user)
+    ASSISTANT = "assistant"  # the other party: the assistant, or the other person of a two-person chat
+    BOTH = "both"
+    AMBIGUOUS = "ambiguous"
+
+
+class Layer(StrEnum):
+    """Where an answer item comes from."""
+
+    WORKING = "working"  # a message still in working memory
+    ARCHIVE = "archive"  # an archived message
+    EPISODIC = "episodic"  # an event, fact or attribute record
+    PERSONA = "persona"  # a persona trait
+    GRAPH = "graph"  # a message or record reached only through graph expansion
+
+
+class BaseFusion(StrEnum):
+    """How the vector and the BM25 ranking of base retrieval are combined."""
+
+    RRF = "rrf"  # reciprocal-rank fusion
+    MIX = "mix"  # weighted mix of the cosine and the max-normalised BM25 score
+
+
+class SearchSource(StrEnum):
+    """Where base retrieval finds its candidates."""
+
+    SNAPSHOT = "snapshot"  # in-process over the owner's cached snapshot (exact, filtered, fastest)
+    STORE = "store"  # the store's ``vector_search`` / ``text_search`` ports, over-fetched, then filtered
+
+
+@dataclass(frozen=True, slots=True)
+class FusionWeights:
+    """Weights of the final score's components; each component lies in [0, 1]."""
+
+    semantic: float
+    graph: float
+    temporal: float
+    fact: float
+
+    def __post_init__(self) -> None:
+        weights = (self.semantic, self.graph, self.temporal, self.fact)
+        if min(weights) < 0 or sum(weights) <= 0:
+            raise ConfigError(f"fusion weights must be non-negative and not all zero, got {weights}")
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSettings:
+    """Sizes and thresholds of the two caches (``retrieval.cache``)."""
+
+    hot_owners: int = 32
+    """Owner snapshots (rows, graph, indexes) kept in the LFU hot cache (0: reload on every query)."""
+    query_entries: int = 256
+    """Answers kept per owner in the semantic query cache (least frequently used evicted)."""
+    query_cosine: float = 0.92
+    """Cosine between question vectors at or above which a cached answer may be reused."""
+    query_same_terms: bool = True
+    """Also require the same content words (added: e5 puts 我住在哪里 / 我妹妹住在哪里 at 0.93)."""
+    query_cache: bool = True
+    """Switch the semantic query cache off (benchmarks, debugging)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalConfig:
+    """Every tunable number of retrieval, with the seed's default."""
+
+    name: str = "seed-default"
+    """Preset name, reported with every answer."""
+    top_k: int = 10
+    """Items returned when the caller does not say."""
+
+    # Base retrieval
+    search: SearchSource = SearchSource.SNAPSHOT
+    """Where candidates come from (added: the snapshot is loaded anyway for the graph; see base.py)."""
+    fetch_k: int = 40
+    """Rows fetched per table and per search (vector, BM25) before fusion (added)."""
+    base_fusion: BaseFusion = BaseFusion.RRF
+    """How vector and BM25 rankings are combined (added; measured on LoCoMo)."""
+    rrf_k: int = 60
+    """Reciprocal-rank-fusion constant (added; the usual 60 measured best on LoCoMo, 20 and 100 lower)."""
+    mix_vector_weight: float = 0.6
+    """Share of the cosine in ``BaseFusion.MIX`` (added)."""
+    as_of_overfetch: int = 4
+    """Fetch multiplier for as-of queries, whose hits are filtered by time afterwards (added)."""
+
+    # Whose memory
+    speaker_boost: float = 0.3
+    """Added to the semantic score of rows of the speaker(s) a question is about (added)."""
+    ambiguous_share: float = 0.5
+    """Share of top-k reserved for each side when whose-memory is ambiguous (added)."""
+
+    # Persona-first route
+    persona_first: int = 3
+    """Persona traits put first on the persona route (added)."""
+    persona_first_min: float = 0.35
+    """Semantic score a trait needs to be put first (added)."""
+    persona_evidence: int = 1
+    """Evidence messages shown per persona trait, most similar to the question first (added)."""
+
+    # Graph expansion
+    graph_seeds: int = 5
+    """Top base hits used as seeds."""
+    min_node_confidence: float = 0.6
+    """Nodes with a lower confidence are dropped."""
+    hop_decay: float = 0.85
+    """Score factor per hop."""
+    max_hops: int = 3
+    """Longest path from a seed."""
+    max_parallel_seeds: int = 4
+    """Seeds expanded at the same time."""
+    edge_priority: tuple[str, ...] = ("supports", "mentions", "temporal_next")
+    """Edge types walked, in priority order (expansion order and tie-break: earlier types first)."""
+    walk_other_edges: bool = False
+    """Also walk edge types not in ``edge_priority`` (speaker_related, same_topic, supersedes), after them (added)."""
+    min_edge_weight: float = 0.6
+    """Edges with a lower weight are pruned."""
+    hub_fanout: int = 8
+    """Messages a topic hub passes on to (added)."""
+    hub_by_relevance: bool = True
+    """Off the graph route, hubs pass on to their messages most similar to the question; on it (time and
+    cause questions), and always when off, to those nearest in time to the entering node (added)."""
+    graph_all_routes: bool = True
+    """Also expand (with weight ``fusion.graph``) on the semantic and persona routes (added)."""
+
+    # Fusion
+    fusion: FusionWeights = field(default_factory=lambda: FusionWeights(0.70, 0.15, 0.10, 0.05))
+    """Final score weights (seed: 0.70 semantic, 0.15 graph, 0.10 temporal, 0.05 fact support)."""
+    current_first: bool = True
+    """Off the time/cause route, rank messages whose records were all superseded (by then) last (added)."""
+    causal_order: bool = True
+    """On "why" questions, rank items later than the event asked about (the best base hit) last (added)."""
+    recency_half_life_days: float = 30.0
+    """Half-life of the recency score used when a question names no time (added)."""
+    fact_support_cap: int = 3
+    """Supporting records/evidence at which fact support reaches 1 (added)."""
+    dedupe_evidence: bool = True
+    """Drop an item whose evidence messages are all shown by higher-ranked items (added)."""
+
+    cache: CacheSettings = field(default_factory=CacheSettings)
+    """Cache sizes and thresholds."""
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1 or self.fetch_k < 1 or self.graph_seeds < 0 or self.max_hops < 0:
+            raise ConfigError(f"retrieval preset {self.name!r}: top_k, fetch_k must be >= 1, seeds and hops >= 0")
+        if not 0 < self.hop_decay <= 1:
+            raise ConfigError(f"retrieval preset {self.name!r}: hop_decay must be in (0, 1], got {self.hop_decay}")
+        if self.max_parallel_seeds < 1:
+            raise ConfigError(f"retrieval preset {self.name!r}: max_parallel_seeds must be >= 1")
+
+    def edge_rank(self, edge_type: str) -> int:
+        """Priority of an edge type: 0 is expanded first."""
+        try:
+            return self.edge_priority.index(edge_type)
+        except ValueError:
+            return len(self.edge_priority)
+
+
+SEED_DEFAULT = RetrievalConfig()
+"""The seed document's values (the default)."""
+
+PAPER_V2 = replace(SEED_DEFAULT, name="paper-v2", fusion=FusionWeights(0.7, 0.1, 0.1, 0.1))
+"""The AdaMem paper's fusion weights (0.7 semantic / 0.1 graph / 0.1 temporal / 0.1 fact support)."""

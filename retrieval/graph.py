@@ -1,0 +1,215 @@
+"""Graph expansion over an owner's memory graph (networkx), from the top base hits.
+
+Arcs: every stored edge is walked in its stored direction; ``direction='both'`` edges both ways;
+``mentions``, ``supports`` and ``supersedes`` are associations, so they are also walked from
+``dst`` back to ``src`` (topic → message, record → its message, event → fact). ``temporal_next``
+is walked only as stored: its backward rows carry their own (low) weights. Parallel rows between
+two nodes keep the best weight (ties: the higher-priority type).
+
+A path's score is ``seed score × Π edge weights × hop_decay ** hops`` for at most ``max_hops``
+hops. Nodes below ``min_node_confidence``, edges below ``min_edge_weight`` and nodes the view
+cannot see are never walked. ``Direction.ANTECEDENT`` only reaches nodes no later than the
+seed (a cause comes before its effect), ``CONSEQUENT`` only nodes no earlier. Topic nodes are
+hubs: walked through (to the ``hub_fanout`` messages nearest in time to the node that entered),
+never returned. Seeds expand in parallel (up to ``max_parallel_seeds``); results are merged in
+seed order, so the outcome does not depend on which finishes first.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+import networkx as nx
+
+from projections.folds.rows import GraphEdgeRow, GraphNodeRow
+from retrieval.config import Direction, RetrievalConfig
+
+__all__ = ["REVERSIBLE", "Hop", "MemoryGraph", "Reach", "expand"]
+
+REVERSIBLE = frozenset({"mentions", "supports", "supersedes"})
+"""Edge types also walked from ``dst`` to ``src``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """One step of a path: the node reached, over which edge type, with which weight."""
+
+    node: str
+    edge_type: str
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """The best path found to a node: its score, the seed it came from and the hops taken."""
+
+    node: str
+    score: float
+    seed: str
+    path: tuple[Hop, ...]
+
+    @property
+    def hops(self) -> int:
+        """Number of edges walked."""
+        return len(self.path)
+
+
+class MemoryGraph:
+    """An owner's graph as a ``networkx.DiGraph`` of walkable arcs, with per-topic time indexes."""
+
+    def __init__(self, nodes: Iterable[GraphNodeRow], edges: Iterable[GraphEdgeRow], config: RetrievalConfig) -> None:
+        g: nx.DiGraph = nx.DiGraph()
+        for n in sorted(nodes, key=lambda n: n.id):
+            g.add_node(n.id, type=n.node_type, confidence=n.confidence, time=n.occurred_at, ref=n.ref_id)
+        for e in sorted(edges, key=lambda e: e.id):
+            if e.src not in g or e.dst not in g:
+                continue
+            arcs = [(e.src, e.dst)]
+            if e.direction == "both" or (e.direction == "forward" and e.edge_type in REVERSIBLE):
+                arcs.append((e.dst, e.src))
+            rank = config.edge_rank(e.edge_type)
+            if rank == len(config.edge_priority) and not config.walk_other_edges:
+                continue
+            for u, v in arcs:
+                old = g.get_edge_data(u, v)
+                if old is None or (e.weight, -rank) > (old["weight"], -old["rank"]):
+                    g.add_edge(u, v, weight=e.weight, type=e.edge_type, rank=rank)
+        self.g = g
+        self._hub_times: dict[str, tuple[list[int], list[str]]] = {}
+        self._order: dict[str, list[tuple[int, str, float, str]]] = {}
+
+    def __contains__(self, node: object) -> bool:
+        return node in self.g
+
+    def node_type(self, node: str) -> str:
+        """Type of a node (message, topic, fact, attribute, event)."""
+        return str(self.g.nodes[node]["type"])
+
+    def time(self, node: str) -> int:
+        """Event time of a node."""
+        return int(self.g.nodes[node]["time"])
+
+    def arcs(self, node: str) -> list[tuple[int, str, float, str]]:
+        """Outgoing arcs as (priority rank, target, weight, type), in expansion order."""
+        order = self._order.get(node)
+        if order is None:
+            order = sorted((d["rank"], v, d["weight"], d["type"]) for v, d in self.g.adj[node].items())
+            self._order[node] = order
+        return order
+
+    def hub_neighbours(self, hub: str, near: int, fanout: int, direction: Direction, limit: int,
+                       skip: frozenset[str] = frozenset(), relevance: Callable[[str], float] | None = None
+                       ) -> list[str]:
+        """The ``fanout`` neighbours of a topic hub (not in ``skip``, within the direction limit).
+
+        The most ``relevance``-ant ones when a relevance is given (ties: nearest in time), else the
+        ones nearest in time to ``near``.
+        """
+        index = self._hub_times.get(hub)
+        if index is None:
+            pairs = sorted((self.time(v), v) for v in self.g.adj[hub])
+            index = ([t for t, _ in pairs], [v for _, v in pairs])
+            self._hub_times[hub] = index
+        times, ids = index
+        lo, hi = 0, len(ids)
+        if direction is Direction.ANTECEDENT:
+            hi = bisect.bisect_right(times, limit)
+        elif direction is Direction.CONSEQUENT:
+            lo = bisect.bisect_left(times, limit)
+        if relevance is not None:
+            ranked = sorted((-relevance(ids[i]), abs(times[i] - near), ids[i]) for i in range(lo, hi)
+                            if ids[i] not in skip)
+            return [v for _, _, v in ranked[:fanout]]
+        mid = min(max(bisect.bisect_left(times, near, lo, hi), lo), hi)
+        left, right = mid - 1, mid
+        out: list[str] = []
+        while len(out) < fanout and (left >= lo or right < hi):
+            take_left = right >= hi or (left >= lo and near - times[left] <= times[right] - near)
+            if take_left:
+                pick = ids[left]
+                left -= 1
+            else:
+                pick = ids[right]
+                right += 1
+            if pick not in skip:
+                out.append(pick)
+        return out
+
+
+def _expand_one(graph: MemoryGraph, seed: str, score: float, config: RetrievalConfig, direction: Direction,
+                usable: Callable[[str], bool], relevance: Callable[[str], float] | None) -> dict[str, Reach]:
+    """Best path (max score, then fewer hops, then higher-priority edges) to every node within the hop limit."""
+    limit = graph.time(seed)
+    best: dict[str, Reach] = {seed: Reach(seed, score, seed, ())}
+    layer: dict[str, Reach] = {seed: best[seed]}
+    for _ in range(config.max_hops):
+        nxt: dict[str, tuple[tuple[float, int, str], Reach]] = {}
+        for u in sorted(layer):
+            reach = layer[u]
+            visited = {seed, *(h.node for h in reach.path)}
+            arcs = graph.arcs(u)
+            if graph.node_type(u) == "topic":
+                entered = reach.path[-2].node if len(reach.path) >= 2 else seed
+                allowed = set(graph.hub_neighbours(u, graph.time(entered), config.hub_fanout, direction, limit,
+                                                   frozenset(visited), relevance))
+                arcs = [a for a in arcs if a[1] in allowed]
+            for rank, v, weight, edge_type in arcs:
+                if weight < config.min_edge_weight or v in visited or not usable(v):
+                    continue
+                if graph.node_type(v) != "topic":
+                    t = graph.time(v)
+                    if (direction is Direction.ANTECEDENT and t > limit) or (
+                            direction is Direction.CONSEQUENT and t < limit):
+                        continue
+                s = reach.score * weight * config.hop_decay
+                key = (s, -rank, u)
+                old = nxt.get(v)
+                if old is None or key[:2] > old[0][:2] or (key[:2] == old[0][:2] and u < old[0][2]):
+                    nxt[v] = (key, Reach(v, s, seed, (*reach.path, Hop(v, edge_type, weight))))
+        layer = {}
+        for v, (_, reach) in nxt.items():
+            known = best.get(v)
+            if known is None or reach.score > known.score:
+                best[v] = layer[v] = reach
+        if not layer:
+            break
+    del best[seed]
+    return best
+
+
+def expand(graph: MemoryGraph, seeds: Sequence[tuple[str, float]], config: RetrievalConfig,
+           direction: Direction = Direction.ANY, usable: Callable[[str], bool] = lambda _: True,
+           executor: Executor | None = None, related: Callable[[str, str], bool] = lambda _a, _b: False,
+           relevance: Callable[[str], float] | None = None) -> dict[str, Reach]:
+    """Expand every seed and keep, per node, the best reach from a seed other than the node itself.
+
+    ``seeds`` are (node id, score in [0, 1]) in rank order; seeds missing from the graph or not
+    ``usable`` are skipped. A reach from a seed ``related`` to the node (the same evidence: a
+    message and a record made from it) does not count. Ties between seeds go to the earlier seed.
+    ``relevance`` (node → relevance to the question) makes topic hubs pass on to their most
+    relevant messages instead of those nearest in time.
+    """
+    valid = [(n, s) for n, s in seeds if n in graph and usable(n) and
+             graph.g.nodes[n]["confidence"] >= config.min_node_confidence]
+
+    def ok(node: str) -> bool:
+        return bool(graph.g.nodes[node]["confidence"] >= config.min_node_confidence) and usable(node)
+
+    if executor is not None and len(valid) > 1:
+        futures = [executor.submit(_expand_one, graph, n, s, config, direction, ok, relevance) for n, s in valid]
+        results = [f.result() for f in futures]
+    else:
+        results = [_expand_one(graph, n, s, config, direction, ok, relevance) for n, s in valid]
+    merged: dict[str, Reach] = {}
+    for found in results:
+        for node in sorted(found):
+            reach = found[node]
+            if related(reach.seed, node):
+                continue
+            old = merged.get(node)
+            if old is None or reach.score > old.score:
+                merged[node] = reach
+    return merged

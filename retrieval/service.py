@@ -1,0 +1,346 @@
+"""The query service's API: ``Retriever(store, embedder).query(user_id, question)`` → ``Answer``.
+
+One query runs five stages, each timed:
+
+1. resolve — the owner's change token and snapshot (hot cache), the as-of view, whose memory;
+2. route — ``route_query``: semantic, graph (temporal/causal) or persona first;
+3. retrieve — embed the question, try the semantic query cache, base retrieval over every layer;
+4. expand — graph expansion from the top ``graph_seeds`` base hits;
+5. fuse — the four-part score, persona first, both sides when whose-memory is ambiguous, one item
+   per piece of new evidence, top-k, provenance.
+
+The service only reads: it never writes to the store. Open a LanceDB store read-only for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import numpy as np
+
+from adamem.analysis import Embedder
+from adamem.text import tokenize
+from projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
+from projections.folds.params import MemoryParameters
+from projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
+from projections.store.base import MemoryStore
+from retrieval.answer import Answer, Item, PathStep, Provenance, Timing
+from retrieval.base import Candidate, SemanticScorer, base_candidates, speaker_of
+from retrieval.cache import HotCache, QueryCache, Token, change_token, store_partitions
+from retrieval.config import SEED_DEFAULT, Direction, Layer, RetrievalConfig, Route, Subject
+from retrieval.errors import UnknownOwner
+from retrieval.fusion import (
+    PRESENT,
+    Breakdown,
+    TimeWindow,
+    fact_support,
+    fuse,
+    item_times,
+    temporal_score,
+    time_windows,
+)
+from retrieval.graph import MemoryGraph, Reach, expand
+from retrieval.route import RoutePlan, route_query
+from retrieval.snapshot import AsOf, MemoryRow, OwnerSnapshot, View
+from retrieval.whose import WhoseDecision, whose_memory
+
+__all__ = ["Retriever"]
+
+_Scored = tuple[float, Candidate, Breakdown, Reach | None]
+
+
+class Retriever:
+    """Adaptive retrieval over one store: whose memory, routing, base retrieval, graph expansion, fusion."""
+
+    def __init__(self, store: MemoryStore, embedder: Embedder, config: RetrievalConfig = SEED_DEFAULT, *,
+                 partitions: int | None = None, memory_params: MemoryParameters = MEMORY_DEFAULT) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.config = config
+        self.partitions = partitions
+        self.memory_params = memory_params
+        self._hot: HotCache[OwnerSnapshot, tuple[MessageRow, ...]] = HotCache(config.cache.hot_owners)
+        self._answers: QueryCache[Answer] = QueryCache(config.cache.query_entries, config.cache.query_cosine)
+        self._executor = ThreadPoolExecutor(config.max_parallel_seeds, thread_name_prefix="graph-expand")
+
+    def close(self) -> None:
+        """Stop the expansion threads."""
+        self._executor.shutdown(wait=True)
+
+    def token(self, user_id: str) -> Token:
+        """The owner's change token (the checkpoint of its shard)."""
+        return change_token(self.store, user_id, self.partitions or store_partitions(self.store))
+
+    def snapshot(self, user_id: str, token: Token | None = None) -> OwnerSnapshot:
+        """The owner's memory as of ``token`` (from the hot cache when fresh); raises ``UnknownOwner``."""
+        token = self.token(user_id) if token is None else token
+
+        def load() -> OwnerSnapshot:
+            return OwnerSnapshot(user_id, self.store.load_owner(user_id), self.memory_params)
+
+        snap = self._hot.snapshot(user_id, token, load)
+        if snap.owner is None and not snap.messages:
+            raise UnknownOwner(user_id, self.store.url, self.store.owners())
+        return snap
+
+    def working_memory(self, user_id: str) -> tuple[MessageRow, ...]:
+        """The owner's working memory, oldest first (pinned in the hot cache)."""
+        token = self.token(user_id)
+
+        def load() -> tuple[MessageRow, ...]:
+            rows = [r for r in self.store.rows("messages", user_id) if isinstance(r, MessageRow) and r.in_working]
+            return tuple(sorted(rows, key=lambda m: m.working_seq))
+
+        return self._hot.working(user_id, token, load)
+
+    async def aquery(self, user_id: str, question: str, top_k: int | None = None, as_of: int | AsOf | None = None,
+                     reference_time: int | None = None) -> Answer:
+        """``query`` in a worker thread, for asyncio callers."""
+        return await asyncio.to_thread(self.query, user_id, question, top_k, as_of, reference_time)
+
+    def query(self, user_id: str, question: str, top_k: int | None = None, as_of: int | AsOf | None = None,
+              reference_time: int | None = None) -> Answer:
+        """Ranked evidence for ``question`` from ``user_id``'s memory, now or ``as_of`` (event ms or ``AsOf``).
+
+        ``reference_time`` resolves time words in the question ("last week"); by default the
+        owner's clock (its newest event time, or the as-of time). Raises ``UnknownOwner``.
+        """
+        cfg = self.config
+        k = top_k or cfg.top_k
+        point = AsOf(time=as_of) if isinstance(as_of, int) else as_of
+        t0 = time.perf_counter()
+        token = self.token(user_id)
+        view = View(self.snapshot(user_id, token), point)
+        whose = whose_memory(question, view.snapshot.speakers)
+        now = view.now if reference_time is None else reference_time
+        t1 = time.perf_counter()
+        plan = route_query(question)
+        windows = time_windows(question, now)
+        t2 = time.perf_counter()
+        qvec = np.asarray(self.embedder.embed_query([question])[0], dtype=np.float64)
+        qvec = qvec / (float(np.linalg.norm(qvec)) or 1.0)
+        guard = self._guard(question, k, point, plan, whose, windows, now)
+        if cfg.cache.query_cache:
+            hit = self._answers.get(user_id, token, qvec, guard)
+            if hit is not None:
+                t3 = time.perf_counter()
+                timing = Timing(_ms(t0, t1), _ms(t1, t2), _ms(t2, t3), 0.0, 0.0, _ms(t0, t3))
+                return replace(hit, question=question, timing=timing, cached=True)
+        scorer = SemanticScorer(view, question, qvec, cfg, whose)
+        base = base_candidates(self.store, scorer, question)
+        t3 = time.perf_counter()
+        reaches: dict[str, Reach] = {}
+        candidates = {(c.table, c.row.id): c for c in base}
+        if plan.route is Route.GRAPH or cfg.graph_all_routes:
+            reaches = self._expand(view, scorer, base, plan)
+            self._add_reached(view, scorer, reaches, candidates)
+        t4 = time.perf_counter()
+        items = self._rank(view, scorer, candidates, reaches, plan, whose, windows, now, k, question)
+        t5 = time.perf_counter()
+        answer = Answer(user_id, question, tuple(items), plan, whose,
+                        Timing(_ms(t0, t1), _ms(t1, t2), _ms(t2, t3), _ms(t3, t4), _ms(t4, t5), _ms(t0, t5)),
+                        now, windows, point, cfg.name)
+        if cfg.cache.query_cache:
+            self._answers.put(user_id, token, qvec, guard, answer)
+        return answer
+
+    def _guard(self, question: str, k: int, point: AsOf | None, plan: RoutePlan, whose: WhoseDecision,
+               windows: tuple[TimeWindow, ...], now: int) -> Hashable:
+        terms = frozenset(tokenize(question)) if self.config.cache.query_same_terms else None
+        return (k, point, plan, whose, windows, now, terms)
+
+    # --- expansion -------------------------------------------------------------------------------
+
+    def _graph(self, view: View) -> MemoryGraph:
+        snap = view.snapshot
+        key = view.as_of
+        graph = snap.graphs.get(key)
+        if graph is None:
+            nodes = [n for n in snap.nodes.values() if view.node(n)]
+            edges = [e for e in snap.edges if view.edge(e)]
+            graph = MemoryGraph(nodes, edges, self.config)
+            if len(snap.graphs) >= 8:
+                snap.graphs.pop(next(k for k in snap.graphs if k is not None), None)
+            snap.graphs[key] = graph
+        return graph
+
+    def _seeds(self, view: View, scorer: SemanticScorer, base: Sequence[Candidate]) -> list[tuple[str, float]]:
+        snap = view.snapshot
+        seeds: dict[str, float] = {}
+        for c in base[: self.config.graph_seeds]:
+            if isinstance(c.row, PersonaRow):
+                nodes = [snap.node_of[m.id] for m in self._evidence(view, scorer, c.row) if m.id in snap.node_of]
+            else:
+                nodes = [snap.node_of[c.row.id]] if c.row.id in snap.node_of else []
+            for node in nodes:
+                seeds.setdefault(node, c.semantic)
+        return list(seeds.items())
+
+    def _expand(self, view: View, scorer: SemanticScorer, base: Sequence[Candidate], plan: RoutePlan
+                ) -> dict[str, Reach]:
+        graph, snap = self._graph(view), view.snapshot
+
+        def related(seed: str, node: str) -> bool:
+            return not snap.sources_of_node(seed).isdisjoint(snap.sources_of_node(node))
+
+        def relevance(node: str) -> float:
+            n = snap.nodes.get(node)
+            if n is None or n.node_type == "topic":
+                return 0.0
+            table = "messages" if n.node_type == "message" else "episodic"
+            row = snap.row(table, n.ref_id)
+            return scorer.cosine(table, row) if row is not None else 0.0
+
+        return expand(graph, self._seeds(view, scorer, base), self.config, plan.direction,
+                      executor=self._executor, related=related,
+                      relevance=relevance if self.config.hub_by_relevance and plan.route is not Route.GRAPH else None)
+
+    def _add_reached(self, view: View, scorer: SemanticScorer, reaches: dict[str, Reach],
+                     candidates: dict[tuple[str, str], Candidate]) -> None:
+        snap = view.snapshot
+        for node in sorted(reaches):
+            n = snap.nodes.get(node)
+            if n is None or n.node_type == "topic":
+                continue
+            table = "messages" if n.node_type == "message" else "episodic"
+            if (table, n.ref_id) in candidates:
+                continue
+            row = snap.row(table, n.ref_id)
+            if row is None or not scorer.usable(row):
+                continue
+            candidates[(table, row.id)] = scorer.candidate(table, row, origin="graph")
+
+    # --- fusion and answer ------------------------------------------------------------------------
+
+    def _rank(self, view: View, scorer: SemanticScorer, candidates: dict[tuple[str, str], Candidate],
+              reaches: dict[str, Reach], plan: RoutePlan, whose: WhoseDecision, windows: tuple[TimeWindow, ...],
+              now: int, k: int, question: str) -> list[Item]:
+        cfg, snap = self.config, view.snapshot
+        scored: list[_Scored] = []
+        # a cause is older than what it explains; recency only matters for questions about the present
+        recency = plan.direction is not Direction.ANTECEDENT and PRESENT.search(question) is not None
+        top = max(candidates.values(), key=lambda c: (c.origin == "base", c.semantic, c.row.id), default=None)
+        anchor = None if top is None or plan.direction is Direction.ANY else min(item_times(top.row))
+        anchor_conversation = _conversation(top.row) if top is not None else ""
+        for key in sorted(candidates):
+            c = candidates[key]
+            beside = bool(anchor_conversation) and _conversation(c.row) == anchor_conversation
+            node = snap.node_of.get(c.row.id) if not isinstance(c.row, PersonaRow) else None
+            reach = reaches.get(node) if node is not None else None
+            parts = Breakdown(c.semantic, reach.score if reach is not None else 0.0,
+                              temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction,
+                                             beside),
+                              fact_support(c.row, view, cfg))
+            scored.append((fuse(parts, cfg.fusion), c, parts, reach))
+        scored.sort(key=lambda s: (-s[0], s[1].table, s[1].row.id))
+        if plan.route is not Route.GRAPH and cfg.current_first:
+            # what a message stated and a newer message superseded is history: current evidence first
+            scored = ([s for s in scored if not _stale(view, s[1].row)] + [s for s in scored if _stale(view, s[1].row)])
+        if anchor is not None and plan.causal and not windows and cfg.causal_order:
+            # a cause is never later than its effect: later items go last
+            scored = [s for s in scored if s[2].temporal > 0] + [s for s in scored if s[2].temporal == 0]
+        if plan.route is Route.PERSONA:
+            first = [s for s in scored if s[1].table == "persona" and s[1].semantic >= cfg.persona_first_min]
+            first = first[: cfg.persona_first]
+            scored = first + [s for s in scored if s not in first]
+        chosen = self._select(view, scorer, scored, whose, k)
+        return [self._item(rank, view, scorer, s) for rank, s in enumerate(chosen, start=1)]
+
+    def _select(self, view: View, scorer: SemanticScorer, scored: list[_Scored], whose: WhoseDecision,
+                k: int) -> list[_Scored]:
+        """Top k, skipping items that add no new evidence; an ambiguous subject reserves room for both sides."""
+        cfg = self.config
+        fresh: list[_Scored] = []
+        covered: set[str] = set()
+        for s in scored:
+            ids = {p.id for p in self._sources(view, scorer, s[1].row)}
+            if cfg.dedupe_evidence and ids and ids <= covered:
+                continue
+            covered |= ids
+            fresh.append(s)
+            if len(fresh) >= k * 3:
+                break
+        if whose.subject is not Subject.AMBIGUOUS:
+            return fresh[:k]
+        quota = {Subject.USER: math.ceil(k * cfg.ambiguous_share)}
+        quota[Subject.ASSISTANT] = k - quota[Subject.USER]
+        picked: list[_Scored] = []
+        for s in fresh:
+            side = Subject.USER if speaker_of(s[1].row, scorer.user_names)[1] == "user" else Subject.ASSISTANT
+            if quota[side] > 0:
+                quota[side] -= 1
+                picked.append(s)
+        picked += [s for s in fresh if s not in picked][: k - len(picked)]
+        order = {id(s): i for i, s in enumerate(fresh)}
+        return sorted(picked, key=lambda s: order[id(s)])[:k]
+
+    def _evidence(self, view: View, scorer: SemanticScorer, trait: PersonaRow) -> list[MessageRow]:
+        snap = view.snapshot
+        msgs = [m for mid, _, _ in view.evidence(trait) if (m := snap.messages.get(mid)) is not None]
+        msgs.sort(key=lambda m: (-scorer.cosine("messages", m), -m.occurred_at, m.id))
+        return msgs[: self.config.persona_evidence]
+
+    def _sources(self, view: View, scorer: SemanticScorer, row: MemoryRow) -> list[MessageRow]:
+        if isinstance(row, MessageRow):
+            return [row]
+        if isinstance(row, EpisodicRow):
+            snap = view.snapshot
+            return [m for i in row.source_message_ids if (m := snap.messages.get(i)) is not None and view.message(m)]
+        return self._evidence(view, scorer, row)
+
+    def _item(self, rank: int, view: View, scorer: SemanticScorer, scored: _Scored) -> Item:
+        score, c, parts, reach = scored
+        row, snap = c.row, view.snapshot
+        provenance = tuple(Provenance.of(m) for m in self._sources(view, scorer, row))
+        path: tuple[PathStep, ...] = ()
+        if reach is not None:
+            steps = [PathStep(reach.seed, _ntype(snap, reach.seed), _label(snap, reach.seed))]
+            steps += [PathStep(h.node, _ntype(snap, h.node), _label(snap, h.node), h.edge_type, h.weight)
+                      for h in reach.path]
+            path = tuple(steps)
+        speaker, role = speaker_of(row, scorer.user_names)
+        if isinstance(row, MessageRow):
+            layer = Layer.WORKING if row.id in view.working_ids else Layer.ARCHIVE
+            kind, content, at, when = "message", row.text, row.occurred_at, -1
+        elif isinstance(row, EpisodicRow):
+            layer, kind, content, at, when = Layer.EPISODIC, row.type, row.content, row.occurred_at, row.event_time
+        else:
+            layer, kind, content, at, when = Layer.PERSONA, row.kind, _trait_text(row), row.last_seen, -1
+        if c.origin == "graph":
+            layer = Layer.GRAPH
+        return Item(rank, layer, kind, row.id, content, score, parts, speaker, role, at, when, provenance, path)
+
+
+def _ms(a: float, b: float) -> float:
+    return (b - a) * 1000.0
+
+
+def _stale(view: View, row: MemoryRow) -> bool:
+    return isinstance(row, MessageRow) and view.stale(row)
+
+
+def _conversation(row: MemoryRow) -> str:
+    return row.conversation_id if isinstance(row, (MessageRow, EpisodicRow)) else ""
+
+
+def _ntype(snap: OwnerSnapshot, node: str) -> str:
+    n = snap.nodes.get(node)
+    return n.node_type if n is not None else ""
+
+
+def _label(snap: OwnerSnapshot, node: str) -> str:
+    n = snap.nodes.get(node)
+    return n.label if n is not None else ""
+
+
+def _trait_text(t: PersonaRow) -> str:
+    if t.kind in ("preference", "preference_cluster"):
+        return f"{t.key} {t.value}"
+    if t.kind == "habit":
+        return t.value
+    return f"{t.key.replace('_', ' ')}: {t.value}"

@@ -1,0 +1,65 @@
+"""Routing: a frozen bilingual cue table sends each question to the semantic, graph or persona route."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval import Direction, Route, route_query
+
+G, P, S = Route.GRAPH, Route.PERSONA, Route.SEMANTIC
+ANY, BACK, FWD = Direction.ANY, Direction.ANTECEDENT, Direction.CONSEQUENT
+
+CASES: list[tuple[str, Route, Direction, tuple[str, ...]]] = [
+    # English: causal and temporal cues → graph
+    ("why did I start working out?", G, BACK, ("why",)),
+    ("Why did Caroline choose the adoption agency?", G, BACK, ("why",)),
+    ("What made me quit my job?", G, BACK, ("what made",)),
+    ("When did Caroline go to the LGBTQ support group?", G, ANY, ("when",)),
+    ("What did I do after the check-up?", G, FWD, ("after",)),
+    ("What was I doing before I moved to Beijing?", G, BACK, ("before",)),
+    ("How long have I been learning piano?", G, ANY, ("how long",)),
+    ("What did I eat two weeks ago?", G, ANY, ("ago",)),
+    ("Did I go to the gym since then?", G, FWD, ("since then",)),
+    ("Why do I like spicy food?", G, BACK, ("why",)),  # causal beats attribute
+    # English: attribute cues → persona first
+    ("What food do I like?", P, ANY, ("like",)),
+    ("What's my favourite band?", P, ANY, ("favourite",)),
+    ("Am I allergic to anything?", P, ANY, ("allergic",)),
+    ("What are my hobbies?", P, ANY, ("hobbies",)),
+    ("Do I prefer tea or coffee?", P, ANY, ("prefer",)),
+    # English: neither → semantic; an explicit reference's "before" is not a time
+    ("Where does my sister work?", S, ANY, ()),
+    ("What is the name of my cat?", S, ANY, ()),
+    ("You said before that I should rest more, what else?", S, ANY, ()),
+    # Chinese
+    ("我为什么开始健身？", G, BACK, ("为什么",)),
+    ("因为什么原因我换了工作？", G, BACK, ("因为", "原因")),
+    ("我上周做了什么？", G, ANY, ("上周",)),
+    ("我什么时候搬到北京的？", G, ANY, ("什么时候",)),
+    ("体检之后我做了什么？", G, FWD, ("之后",)),
+    ("我以前住在哪里？", G, BACK, ("以前",)),
+    ("我喜欢吃什么？", P, ANY, ("喜欢",)),
+    ("我的性格怎么样？", P, ANY, ("性格",)),
+    ("我有什么爱好？", P, ANY, ("爱好",)),
+    ("我对什么过敏？", P, ANY, ("过敏",)),
+    ("我妹妹叫什么名字？", S, ANY, ()),
+    ("你之前说过我应该吃什么？", S, ANY, ()),
+]
+
+
+@pytest.mark.parametrize(("question", "route", "direction", "cues"), CASES, ids=[c[0] for c in CASES])
+def test_route_of_question(question: str, route: Route, direction: Direction, cues: tuple[str, ...]) -> None:
+    plan = route_query(question)
+    assert (plan.route, plan.direction, plan.cues) == (route, direction, cues)
+    assert plan.reason
+
+
+def test_there_are_at_least_twenty_cases_in_both_languages() -> None:
+    assert len([c for c in CASES if c[0].isascii()]) >= 10
+    assert len([c for c in CASES if not c[0].isascii()]) >= 10
+
+
+def test_route_plan_is_json_ready() -> None:
+    assert route_query("我为什么开始健身？").to_dict() == {
+        "route": "graph", "direction": "antecedent", "cues": ["为什么"],
+        "reason": "causal cue(s) 为什么: graph expansion", "causal": True}

@@ -1,0 +1,69 @@
+"""The Retriever's API around a query: unknown owners, whose-memory restriction, persona first, working memory."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from adamem.analysis.e5 import E5Embedder
+from adamem.errors import AdaMemError
+from retrieval import Layer, Retriever, Route, Subject, UnknownOwner
+
+
+@pytest.fixture
+def retriever(motivating: Any, embedder: E5Embedder) -> Any:
+    r = Retriever(motivating.store, embedder, partitions=motivating.partitions)
+    yield r
+    r.close()
+
+
+def test_an_unknown_owner_is_a_clear_error(retriever: Retriever) -> None:
+    with pytest.raises(UnknownOwner, match=r"no memory for user 'nobody' in .*; known owners: sam, xiaolin") as err:
+        retriever.query("nobody", "why did I start working out?")
+    assert isinstance(err.value, AdaMemError) and err.value.user_id == "nobody"
+
+
+def test_an_explicit_reference_restricts_to_that_side(retriever: Retriever) -> None:
+    answer = retriever.query("sam", "What did you say about my plan?")
+    assert (answer.whose.subject, answer.whose.restrict) == (Subject.ASSISTANT, True)
+    assert answer.items and {i.role for i in answer.items} == {"assistant"}
+    mine = retriever.query("xiaolin", "我说过我的猫怎么了？")
+    assert (mine.whose.subject, mine.whose.restrict) == (Subject.USER, True)
+    assert {i.role for i in mine.items} == {"user"}
+
+
+def test_an_ambiguous_question_draws_from_both_sides(retriever: Retriever) -> None:
+    answer = retriever.query("sam", "What about the hotpot place?", top_k=6)
+    assert answer.whose.subject is Subject.AMBIGUOUS
+    roles = [i.role for i in answer.items]
+    assert roles.count("user") == 3 and roles.count("assistant") == 3
+
+
+def test_attribute_questions_put_persona_traits_first(build: Any, embedder: E5Embedder, moving: Any) -> None:
+    memory = build("persona")
+    memory.add(moving[0])
+    r = Retriever(memory.store, embedder, partitions=memory.partitions)
+    for question in ("What food do I like?", "我喜欢吃什么？"):
+        answer = r.query("alice", question)
+        assert answer.route.route is Route.PERSONA
+        first = answer.items[0]
+        assert (first.layer, first.kind) == (Layer.PERSONA, "preference")
+        assert first.content in ("likes spicy food", "likes sichuan hotpot")
+        assert [p.message_id for p in first.provenance] == ["alice-2024-03-04-3"]
+    r.close()
+
+
+def test_working_memory_is_served_oldest_first(retriever: Retriever, motivating: Any) -> None:
+    working = retriever.working_memory("sam")
+    assert 0 < len(working) <= 20
+    assert [m.working_seq for m in working] == sorted(m.working_seq for m in working)
+    assert working[-1].text == "I'm thinking about adopting a second cat."
+    assert retriever.working_memory("sam") is working  # pinned in the hot cache until the token moves
+
+
+def test_the_async_wrapper_gives_the_same_answer(retriever: Retriever) -> None:
+    sync = retriever.query("xiaolin", "我为什么开始健身？")
+    answer = asyncio.run(retriever.aquery("xiaolin", "我为什么开始健身？"))
+    assert [i.id for i in answer.items] == [i.id for i in sync.items] and answer.cached
