@@ -52,8 +52,9 @@ class Positioned:
     offset: int = -1
 
 
-def apply(state: OwnerMemory, envelope: Positioned | Event,
-          params: MemoryParameters = SEED_DEFAULT) -> tuple[OwnerMemory, list[Change]]:
+def apply(
+    state: OwnerMemory, envelope: Positioned | Event, params: MemoryParameters = SEED_DEFAULT
+) -> tuple[OwnerMemory, list[Change]]:
     """Fold one event into the owner's state (in place) and return the state and exactly what changed."""
     positioned = envelope if isinstance(envelope, Positioned) else Positioned(envelope)
     event = positioned.event
@@ -61,7 +62,8 @@ def apply(state: OwnerMemory, envelope: Positioned | Event,
     if owner != state.user_id:
         raise ForeignOwnerError(
             f"event {event.event_id} belongs to user {owner!r} but was applied to the state of "
-            f"{state.user_id!r}; route events by user_id (the partition key) to the owner's state")
+            f"{state.user_id!r}; route events by user_id (the partition key) to the owner's state"
+        )
     tx = Transaction(state)
     _handle(event, tx, positioned, params)
     return state, tx.changes()
@@ -70,8 +72,11 @@ def apply(state: OwnerMemory, envelope: Positioned | Event,
 def advance_clock(tx: Transaction, occurred_at: int, *, next_seq: int | None = None) -> OwnerRow:
     """Move the owner's event-time clock forward (never back) and return the written owner row."""
     owner = tx.state.owner or OwnerRow(tx.state.user_id, tx.state.user_id, -1, 0, [])
-    row = replace(owner, last_event_time=max(owner.last_event_time, occurred_at),
-                  next_seq=owner.next_seq if next_seq is None else next_seq)
+    row = replace(
+        owner,
+        last_event_time=max(owner.last_event_time, occurred_at),
+        next_seq=owner.next_seq if next_seq is None else next_seq,
+    )
     tx.put(row)
     return row
 
@@ -127,21 +132,43 @@ def _(event: MemoryCorrected, tx: Transaction, positioned: Positioned, params: M
 def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int) -> MessageRow:
     msg = event.message
     extraction: dict[str, Any] = {
-        "facts": [{"content": f.content, "type": f.type, "key": f.key, "confidence": f.confidence}
-                  for f in event.facts],
+        "facts": [
+            {"content": f.content, "type": f.type, "key": f.key, "confidence": f.confidence} for f in event.facts
+        ],
         "attributes": [{"key": a.key, "value": a.value, "confidence": a.confidence} for a in event.attributes],
-        "events": [{"content": e.content, "when": e.when, "when_text": e.when_text, "confidence": e.confidence}
-                   for e in event.events],
+        "events": [
+            {"content": e.content, "when": e.when, "when_text": e.when_text, "confidence": e.confidence}
+            for e in event.events
+        ],
     }
     return MessageRow(
-        id=msg.event_id, user_id=msg.user_id, tenant=msg.tenant, conversation_id=msg.conversation_id,
-        message_id=msg.message_id, speaker=msg.speaker.name, role=msg.speaker.role, text=msg.text,
-        occurred_at=msg.occurred_at, topics=list(event.topics), entities=list(event.entities), summary=event.summary,
-        sentiment=float(event.sentiment), dialog_act=event.dialog_act, certainty=event.certainty,
-        vector=float32_vector(event.embedding.vector), embedding_model=event.embedding.model,
-        analysis_event_id=event.event_id, analyzer=f"{event.analyzer.name}/{event.analyzer.version}",
-        generation=event.generation, source_topic=positioned.topic, source_partition=positioned.partition,
-        source_offset=positioned.offset, seq=seq, in_working=True, working_seq=seq, consolidated=False,
+        id=msg.event_id,
+        user_id=msg.user_id,
+        tenant=msg.tenant,
+        conversation_id=msg.conversation_id,
+        message_id=msg.message_id,
+        speaker=msg.speaker.name,
+        role=msg.speaker.role,
+        text=msg.text,
+        occurred_at=msg.occurred_at,
+        topics=list(event.topics),
+        entities=list(event.entities),
+        summary=event.summary,
+        sentiment=float(event.sentiment),
+        dialog_act=event.dialog_act,
+        certainty=event.certainty,
+        vector=float32_vector(event.embedding.vector),
+        embedding_model=event.embedding.model,
+        analysis_event_id=event.event_id,
+        analyzer=f"{event.analyzer.name}/{event.analyzer.version}",
+        generation=event.generation,
+        source_topic=positioned.topic,
+        source_partition=positioned.partition,
+        source_offset=positioned.offset,
+        seq=seq,
+        in_working=True,
+        working_seq=seq,
+        consolidated=False,
         extraction_json=json.dumps(extraction, ensure_ascii=False, sort_keys=True, separators=(",", ":")),
     )
 

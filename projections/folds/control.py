@@ -123,9 +123,14 @@ def _forget_messages(tx: Transaction, ids: set[str], params: MemoryParameters) -
         tx.put(replace(owner, forgotten_message_ids=sorted({*owner.forgotten_message_ids, *ids})))
     nodes = {node_id(state.user_id, "message", i) for i in ids}
     activities: set[str] = set()
-    for record in sorted((r for r in state.tables["episodic"].values()
-                          if isinstance(r, EpisodicRow) and not ids.isdisjoint(r.source_message_ids)),
-                         key=lambda r: r.id):
+    for record in sorted(
+        (
+            r
+            for r in state.tables["episodic"].values()
+            if isinstance(r, EpisodicRow) and not ids.isdisjoint(r.source_message_ids)
+        ),
+        key=lambda r: r.id,
+    ):
         current = state.record(record.id) or record
         if current.type == "event":
             activities.add(activity_of(current.content))
@@ -135,9 +140,16 @@ def _forget_messages(tx: Transaction, ids: set[str], params: MemoryParameters) -
         else:
             nodes |= _unlink(tx, current)
     clusters: set[tuple[str, str]] = set()
-    for trait in sorted((t for t in state.tables["persona"].values()
-                         if isinstance(t, PersonaRow) and t.kind in ("preference", "trait")
-                         and not ids.isdisjoint(t.evidence_message_ids)), key=lambda t: t.id):
+    for trait in sorted(
+        (
+            t
+            for t in state.tables["persona"].values()
+            if isinstance(t, PersonaRow)
+            and t.kind in ("preference", "trait")
+            and not ids.isdisjoint(t.evidence_message_ids)
+        ),
+        key=lambda t: t.id,
+    ):
         persona.drop_evidence(tx, trait, ids, params)
         if trait.kind == "preference":
             clusters.add((trait.key, trait.cluster))
@@ -156,21 +168,45 @@ def correct(tx: Transaction, event: MemoryCorrected, params: MemoryParameters) -
     record = state.record(event.item_id)
     if record is not None and record.status == "active":
         new_id = record_id(state.user_id, event.event_id, record.type, record.id)
-        new = replace(record, id=new_id, content=event.content, confidence=event.confidence, source_message_ids=[],
-                      occurred_at=at, valid_from=at, valid_to=-1, superseded_by="", supersedes=record.id,
-                      status="active", router="CORRECT", origin_event_id=event.event_id,
-                      attribute_value=event.content if record.type == "attribute" else record.attribute_value)
+        new = replace(
+            record,
+            id=new_id,
+            content=event.content,
+            confidence=event.confidence,
+            source_message_ids=[],
+            occurred_at=at,
+            valid_from=at,
+            valid_to=-1,
+            superseded_by="",
+            supersedes=record.id,
+            status="active",
+            router="CORRECT",
+            origin_event_id=event.event_id,
+            attribute_value=event.content if record.type == "attribute" else record.attribute_value,
+        )
         old = replace(record, status="superseded", valid_to=at, superseded_by=new_id)
         tx.put(old)
         tx.put(new)
         user = state.user_id
-        tx.put(GraphNodeRow(graph.record_node_id(new), user, new.type, new.id, new.content[:200], new.confidence,
-                            at, True))
+        tx.put(
+            GraphNodeRow(graph.record_node_id(new), user, new.type, new.id, new.content[:200], new.confidence, at, True)
+        )
         graph.set_record_node_active(tx, old)
         src, dst = graph.record_node_id(new), graph.record_node_id(old)
         if state.node(dst) is not None:
-            tx.put(GraphEdgeRow(edge_id(user, "supersedes", src, dst), user, src, dst, "supersedes",
-                                params.w_supersedes, "forward", at, ""))
+            tx.put(
+                GraphEdgeRow(
+                    edge_id(user, "supersedes", src, dst),
+                    user,
+                    src,
+                    dst,
+                    "supersedes",
+                    params.w_supersedes,
+                    "forward",
+                    at,
+                    "",
+                )
+            )
         if record.type == "event":
             persona.refresh_habit(tx, activity_of(record.content), params)
             persona.refresh_habit(tx, activity_of(new.content), params)
@@ -181,12 +217,26 @@ def correct(tx: Transaction, event: MemoryCorrected, params: MemoryParameters) -
     value = normalize(event.content) if trait.kind != "habit" else event.content.strip()
     cluster = persona.choose_cluster(tx, value) if trait.kind == "preference" else trait.cluster
     new_trait = replace(
-        trait, id=trait_id(state.user_id, "correction", event.event_id, trait.id), value=value, cluster=cluster,
-        members=[value], base_confidence=event.confidence, evidence_message_ids=[], evidence_confidences=[],
-        evidence_times=[], strength=event.confidence * math.log(trait.mention_count + 1), updated_at=at,
-        changed_at=at, disputed=False, status="active", superseded_by="", valid_to=-1)
-    stable = (new_trait.strength >= params.persona_stable_strength
-              and new_trait.mention_count >= params.persona_min_evidence)
+        trait,
+        id=trait_id(state.user_id, "correction", event.event_id, trait.id),
+        value=value,
+        cluster=cluster,
+        members=[value],
+        base_confidence=event.confidence,
+        evidence_message_ids=[],
+        evidence_confidences=[],
+        evidence_times=[],
+        strength=event.confidence * math.log(trait.mention_count + 1),
+        updated_at=at,
+        changed_at=at,
+        disputed=False,
+        status="active",
+        superseded_by="",
+        valid_to=-1,
+    )
+    stable = (
+        new_trait.strength >= params.persona_stable_strength and new_trait.mention_count >= params.persona_min_evidence
+    )
     tx.put(replace(trait, status="superseded", valid_to=at, superseded_by=new_trait.id, stable=False, changed_at=at))
     tx.put(replace(new_trait, stable=stable))
     if trait.kind == "preference":

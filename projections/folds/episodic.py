@@ -62,14 +62,31 @@ def items_of(extraction: dict[str, Any], occurred_at: int) -> list[Item]:
     """The items of a message's recorded extraction, facts first, then attributes, then events."""
     items: list[Item] = []
     for f in extraction.get("facts", ()):
-        items.append(Item("fact", normalize(f.get("key", "")), f["content"], normalize(f["content"]),
-                          float(f["confidence"]), fact_type=f.get("type", "")))
+        items.append(
+            Item(
+                "fact",
+                normalize(f.get("key", "")),
+                f["content"],
+                normalize(f["content"]),
+                float(f["confidence"]),
+                fact_type=f.get("type", ""),
+            )
+        )
     for a in extraction.get("attributes", ()):
         key, value = a["key"], a["value"]
         content = f"{key.replace('_', ' ')} {value}".strip()
         _, canonical, norm_value = attribute_identity(key, value)
-        items.append(Item("attribute", attribute_slot(key, value), content, f"{canonical}|{norm_value}",
-                          float(a["confidence"]), attribute_key=key, attribute_value=value))
+        items.append(
+            Item(
+                "attribute",
+                attribute_slot(key, value),
+                content,
+                f"{canonical}|{norm_value}",
+                float(a["confidence"]),
+                attribute_key=key,
+                attribute_value=value,
+            )
+        )
     for e in extraction.get("events", ()):
         when = e.get("when")
         when = -1 if when is None else int(when)

@@ -87,22 +87,40 @@ def link_arrival(tx: Transaction, m: MessageRow, params: MemoryParameters) -> No
 
     latest = index.speaker_latest.get(speaker_key(m))
     if latest is not None and latest[2] != m.conversation_id:
-        _edge(tx, "speaker_related", mnode, node_id(user, "message", latest[1]), params.w_speaker_related, "both",
-              at, m.id)
+        _edge(
+            tx,
+            "speaker_related",
+            mnode,
+            node_id(user, "message", latest[1]),
+            params.w_speaker_related,
+            "both",
+            at,
+            m.id,
+        )
 
 
-def link_record(tx: Transaction, m: MessageRow, record: EpisodicRow, replaced: EpisodicRow | None,
-                params: MemoryParameters) -> str:
+def link_record(
+    tx: Transaction, m: MessageRow, record: EpisodicRow, replaced: EpisodicRow | None, params: MemoryParameters
+) -> str:
     """Ensure the record's node and the m → record ``supports`` edge (+ ``supersedes``); returns the node id."""
     user = tx.state.user_id
     rnode = record_node_id(record)
     existing = tx.state.node(rnode)
-    node = GraphNodeRow(rnode, user, record.type, record.id, record.content[:_LABEL_CHARS], record.confidence,
-                        record.occurred_at, record.status == "active")
+    node = GraphNodeRow(
+        rnode,
+        user,
+        record.type,
+        record.id,
+        record.content[:_LABEL_CHARS],
+        record.confidence,
+        record.occurred_at,
+        record.status == "active",
+    )
     if existing is None:
         tx.put(node)
     weight = {"fact": params.w_supports_message_fact, "attribute": params.w_supports_message_attribute}.get(
-        record.type, params.w_supports_message_event)
+        record.type, params.w_supports_message_event
+    )
     _edge(tx, "supports", node_id(user, "message", m.id), rnode, weight, "forward", m.occurred_at, m.id)
     if replaced is not None:
         set_record_node_active(tx, replaced)
@@ -114,8 +132,18 @@ def set_record_node_active(tx: Transaction, record: EpisodicRow) -> None:
     """Mirror a record's status (active or not) on its graph node."""
     node = tx.state.node(record_node_id(record))
     if node is not None and node.active != (record.status == "active"):
-        tx.put(GraphNodeRow(node.id, node.user_id, node.node_type, node.ref_id, node.label, node.confidence,
-                            node.occurred_at, record.status == "active"))
+        tx.put(
+            GraphNodeRow(
+                node.id,
+                node.user_id,
+                node.node_type,
+                node.ref_id,
+                node.label,
+                node.confidence,
+                node.occurred_at,
+                record.status == "active",
+            )
+        )
 
 
 def _newest(tx: Transaction, ids: Iterable[str], limit: int) -> list[EpisodicRow]:
@@ -123,8 +151,14 @@ def _newest(tx: Transaction, ids: Iterable[str], limit: int) -> list[EpisodicRow
     return heapq.nlargest(limit, rows, key=lambda r: (r.occurred_at, r.id))
 
 
-def link_fact_events(tx: Transaction, m: MessageRow, facts: list[EpisodicRow], events: list[EpisodicRow],
-                     new_ids: set[str], params: MemoryParameters) -> None:
+def link_fact_events(
+    tx: Transaction,
+    m: MessageRow,
+    facts: list[EpisodicRow],
+    events: list[EpisodicRow],
+    new_ids: set[str],
+    params: MemoryParameters,
+) -> None:
     """``supports`` fact → event within m, and from/to the newest records sharing an entity with new ones."""
     index = tx.state.index
     pairs: set[tuple[str, str]] = {(f.id, e.id) for f in facts for e in events}
@@ -151,15 +185,17 @@ def remove_nodes(tx: Transaction, node_ids: set[str]) -> None:
     if not node_ids:
         return
     edges = tx.state.tables["graph_edges"]
-    touching = [e.id for e in edges.values()
-                if isinstance(e, GraphEdgeRow) and (e.src in node_ids or e.dst in node_ids)]
+    touching = [
+        e.id for e in edges.values() if isinstance(e, GraphEdgeRow) and (e.src in node_ids or e.dst in node_ids)
+    ]
     for eid in sorted(touching):
         tx.delete("graph_edges", eid)
     for nid in sorted(node_ids):
         tx.delete("graph_nodes", nid)
     mentioned = {e.dst for e in edges.values() if isinstance(e, GraphEdgeRow) and e.edge_type == "mentions"}
     nodes = tx.state.tables["graph_nodes"]
-    orphans = {n.id for n in nodes.values()
-               if isinstance(n, GraphNodeRow) and n.node_type == "topic" and n.id not in mentioned}
+    orphans = {
+        n.id for n in nodes.values() if isinstance(n, GraphNodeRow) and n.node_type == "topic" and n.id not in mentioned
+    }
     if orphans:
         remove_nodes(tx, orphans)

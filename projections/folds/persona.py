@@ -65,8 +65,9 @@ def _decay(now: int, t: int, params: MemoryParameters) -> float:
     return float(0.5 ** (max(0, now - t) / params.half_life_ms))
 
 
-def evidence_strength(confidences: Sequence[float], times: Sequence[int], mention_count: int, now: int,
-                      params: MemoryParameters) -> float:
+def evidence_strength(
+    confidences: Sequence[float], times: Sequence[int], mention_count: int, now: int, params: MemoryParameters
+) -> float:
     """``base_confidence * ln(mention_count + 1) * time_decay`` over the kept evidence."""
     if not confidences:
         return 0.0
@@ -92,20 +93,35 @@ def _vector(tx: Transaction, message_ids: Iterable[str], params: MemoryParameter
 
 
 def _finish(before: PersonaRow | None, row: PersonaRow, now: int, params: MemoryParameters) -> PersonaRow:
-    stable = (row.status == "active" and row.strength >= params.persona_stable_strength
-              and row.mention_count >= params.persona_min_evidence)
+    stable = (
+        row.status == "active"
+        and row.strength >= params.persona_stable_strength
+        and row.mention_count >= params.persona_min_evidence
+    )
     changed = before is None or (before.value, before.stable, before.disputed, before.status) != (
-        row.value, stable, row.disputed, row.status)
+        row.value,
+        stable,
+        row.disputed,
+        row.status,
+    )
     return replace(row, stable=stable, changed_at=now if changed else before.changed_at if before else now)
 
 
-def _settle(tx: Transaction, row: PersonaRow, current: float, prev: float, now: int,
-            params: MemoryParameters) -> PersonaRow:
+def _settle(
+    tx: Transaction, row: PersonaRow, current: float, prev: float, now: int, params: MemoryParameters
+) -> PersonaRow:
     if row.status != "active":
         return replace(row, strength=current)
     slot = trait_slot(row)
-    rivals = [r for r in (tx.state.trait(i) for i in tx.state.index.trait_slot.get(slot, ()) if i != row.id)
-              if r is not None] if slot else []
+    rivals = (
+        [
+            r
+            for r in (tx.state.trait(i) for i in tx.state.index.trait_slot.get(slot, ()) if i != row.id)
+            if r is not None
+        ]
+        if slot
+        else []
+    )
     if not rivals:
         return replace(row, strength=current, disputed=False)
     rival = max(rivals, key=lambda r: (strength_at(r, now, params), r.id))
@@ -128,8 +144,31 @@ def _settle(tx: Transaction, row: PersonaRow, current: float, prev: float, now: 
 
 
 def _blank(user: str, id: str, kind: str, key: str, value: str, cluster: str, at: int) -> PersonaRow:
-    return PersonaRow(id, user, kind, key, value, cluster, [value], 0.0, 0.0, 0, [], [], [], at, at, at, at,
-                      False, False, "active", "", -1, ())
+    return PersonaRow(
+        id,
+        user,
+        kind,
+        key,
+        value,
+        cluster,
+        [value],
+        0.0,
+        0.0,
+        0,
+        [],
+        [],
+        [],
+        at,
+        at,
+        at,
+        at,
+        False,
+        False,
+        "active",
+        "",
+        -1,
+        (),
+    )
 
 
 def choose_cluster(tx: Transaction, value: str) -> str:
@@ -145,8 +184,9 @@ def choose_cluster(tx: Transaction, value: str) -> str:
     return min(scores, key=lambda lab: (-scores[lab], lab))
 
 
-def observe_attribute(tx: Transaction, message_id: str, at: int, key: str, value: str, confidence: float,
-                      params: MemoryParameters) -> None:
+def observe_attribute(
+    tx: Transaction, message_id: str, at: int, key: str, value: str, confidence: float, params: MemoryParameters
+) -> None:
     """Count one attribute mention of a message as persona evidence."""
     kind, canonical, norm_value = attribute_identity(key, value)
     if not norm_value or not canonical or confidence <= params.add_threshold:
@@ -167,9 +207,18 @@ def observe_attribute(tx: Transaction, message_id: str, at: int, key: str, value
     confs = [*old.evidence_confidences, confidence][-cap:]
     times = [*old.evidence_times, at][-cap:]
     count = old.mention_count + 1
-    row = replace(old, evidence_message_ids=msgs, evidence_confidences=confs, evidence_times=times,
-                  mention_count=count, base_confidence=sum(confs) / len(confs), first_seen=min(old.first_seen, at),
-                  last_seen=max(old.last_seen, at), updated_at=now, vector=_vector(tx, msgs, params))
+    row = replace(
+        old,
+        evidence_message_ids=msgs,
+        evidence_confidences=confs,
+        evidence_times=times,
+        mention_count=count,
+        base_confidence=sum(confs) / len(confs),
+        first_seen=min(old.first_seen, at),
+        last_seen=max(old.last_seen, at),
+        updated_at=now,
+        vector=_vector(tx, msgs, params),
+    )
     current = evidence_strength(confs, times, count, now, params)
     prev = strength_at(old, now, params) if before is not None else 0.0
     tx.put(_finish(before, _settle(tx, row, current, prev, now, params), now, params))
@@ -182,8 +231,14 @@ def refresh_cluster(tx: Transaction, polarity: str, label: str, params: MemoryPa
     state, now = tx.state, tx.state.last_event_time
     aid = trait_id(state.user_id, "preference_cluster", polarity, label)
     before = state.trait(aid)
-    members = sorted((t for t in (state.trait(i) for i in state.index.cluster_members.get(label, ()))
-                      if t is not None and t.key == polarity), key=lambda t: t.id)
+    members = sorted(
+        (
+            t
+            for t in (state.trait(i) for i in state.index.cluster_members.get(label, ()))
+            if t is not None and t.key == polarity
+        ),
+        key=lambda t: t.id,
+    )
     values = sorted({t.value for t in members})
     if len(values) < 2:
         if before is not None and before.status == "active":
@@ -200,17 +255,26 @@ def refresh_cluster(tx: Transaction, polarity: str, label: str, params: MemoryPa
     old = before or _blank(state.user_id, aid, "preference_cluster", polarity, label, label, first_seen)
     # members asserted only by corrections carry no evidence list: fall back to their confidences
     base = sum(confs) / len(confs) if confs else sum(t.base_confidence for t in members) / len(members)
-    row = replace(old, members=values, evidence_message_ids=[e[1] for e in evidence], evidence_confidences=confs,
-                  evidence_times=times, mention_count=count, base_confidence=base, first_seen=first_seen,
-                  last_seen=max(t.last_seen for t in members), updated_at=now,
-                  vector=_vector(tx, (e[1] for e in evidence), params))
+    row = replace(
+        old,
+        members=values,
+        evidence_message_ids=[e[1] for e in evidence],
+        evidence_confidences=confs,
+        evidence_times=times,
+        mention_count=count,
+        base_confidence=base,
+        first_seen=first_seen,
+        last_seen=max(t.last_seen for t in members),
+        updated_at=now,
+        vector=_vector(tx, (e[1] for e in evidence), params),
+    )
     current = evidence_strength(confs, times, count, now, params) if confs else base * math.log(count + 1)
     prev = strength_at(old, now, params) if before is not None else 0.0
     tx.put(_finish(before, _settle(tx, row, current, prev, now, params), now, params))
 
 
 def habit_label(activity: str, times: Sequence[int], utc_offset_minutes: int = 0) -> str:
-    """"gym every Wednesday evening" style label of an activity's occurrence times."""
+    """ "gym every Wednesday evening" style label of an activity's occurrence times."""
     shifted = [t + utc_offset_minutes * 60_000 for t in times]
     weekday = _agreeing([(s // DAY_MS + 3) % 7 for s in shifted])  # 1970-01-01 was a Thursday
     part = _agreeing([_part_of_day((s % DAY_MS) // 3_600_000) for s in shifted])
@@ -253,10 +317,21 @@ def refresh_habit(tx: Transaction, activity: str, params: MemoryParameters) -> N
     msgs = [r.source_message_ids[0] if r.source_message_ids else r.id for r in kept]
     old = before or _blank(state.user_id, hid, "habit", "habit", activity, "", times[0])
     value = habit_label(activity, times, params.habit_utc_offset_minutes) if old.status == "active" else old.value
-    row = replace(old, value=value, members=[activity], evidence_message_ids=msgs, evidence_confidences=confs,
-                  evidence_times=times, mention_count=len(records), base_confidence=sum(confs) / len(confs),
-                  first_seen=times[0], last_seen=times[-1], updated_at=now, vector=_vector(tx, msgs, params),
-                  strength=evidence_strength(confs, times, len(records), now, params))
+    row = replace(
+        old,
+        value=value,
+        members=[activity],
+        evidence_message_ids=msgs,
+        evidence_confidences=confs,
+        evidence_times=times,
+        mention_count=len(records),
+        base_confidence=sum(confs) / len(confs),
+        first_seen=times[0],
+        last_seen=times[-1],
+        updated_at=now,
+        vector=_vector(tx, msgs, params),
+        strength=evidence_strength(confs, times, len(records), now, params),
+    )
     tx.put(_finish(before, row, now, params))
 
 
@@ -275,9 +350,19 @@ def drop_evidence(tx: Transaction, row: PersonaRow, message_ids: set[str], param
     times = [row.evidence_times[i] for i in keep]
     count = max(len(keep), row.mention_count - removed)
     strength = min(strength_at(row, now, params), evidence_strength(confs, times, count, now, params))
-    new = replace(row, evidence_message_ids=msgs, evidence_confidences=confs, evidence_times=times,
-                  mention_count=count, base_confidence=sum(confs) / len(confs), first_seen=min(times),
-                  last_seen=max(times), updated_at=now, strength=strength, vector=_vector(tx, msgs, params))
+    new = replace(
+        row,
+        evidence_message_ids=msgs,
+        evidence_confidences=confs,
+        evidence_times=times,
+        mention_count=count,
+        base_confidence=sum(confs) / len(confs),
+        first_seen=min(times),
+        last_seen=max(times),
+        updated_at=now,
+        strength=strength,
+        vector=_vector(tx, msgs, params),
+    )
     tx.put(_finish(row, new, now, params))
 
 

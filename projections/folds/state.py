@@ -146,7 +146,8 @@ class OwnerMemory:
             if row.user_id != user_id:
                 raise ForeignOwnerError(
                     f"row {row.TABLE}/{row.id} belongs to {row.user_id!r}, not to {user_id!r}; "
-                    "load each owner's rows into that owner's state")
+                    "load each owner's rows into that owner's state"
+                )
             state.tables[row.TABLE][row.id] = row
         return state
 

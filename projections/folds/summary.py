@@ -30,21 +30,33 @@ def owner_summary(state: OwnerMemory, top: int = 5) -> dict[str, Any]:
         "episodic": {
             "active": dict(sorted(Counter(r.type for r in active).items())),
             "superseded": sum(1 for r in records if r.status == "superseded"),
-            "latest": [{"id": r.id, "type": r.type, "content": r.content, "confidence": r.confidence}
-                       for r in sorted(active, key=lambda r: (r.valid_from, r.id), reverse=True)[:top]],
+            "latest": [
+                {"id": r.id, "type": r.type, "content": r.content, "confidence": r.confidence}
+                for r in sorted(active, key=lambda r: (r.valid_from, r.id), reverse=True)[:top]
+            ],
         },
         "persona": {
             "traits": len(active_traits),
             "stable": sum(1 for t in active_traits if t.stable),
             "disputed": sum(1 for t in active_traits if t.disputed),
-            "strongest": [{"id": t.id, "kind": t.kind, "key": t.key, "value": t.value,
-                           "strength": round(t.strength, 4), "mentions": t.mention_count, "stable": t.stable}
-                          for t in sorted(active_traits, key=lambda t: (-t.strength, t.id))[:top]],
+            "strongest": [
+                {
+                    "id": t.id,
+                    "kind": t.kind,
+                    "key": t.key,
+                    "value": t.value,
+                    "strength": round(t.strength, 4),
+                    "mentions": t.mention_count,
+                    "stable": t.stable,
+                }
+                for t in sorted(active_traits, key=lambda t: (-t.strength, t.id))[:top]
+            ],
         },
         "graph": {
             "nodes": dict(sorted(Counter(n.node_type for n in nodes).items())),
             "edges": dict(sorted(Counter(e.edge_type for e in edges).items())),
-            "top_topics": [{"topic": t, "mentions": c} for t, c in
-                           sorted(mentions.items(), key=lambda kv: (-kv[1], kv[0]))[:top]],
+            "top_topics": [
+                {"topic": t, "mentions": c} for t, c in sorted(mentions.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+            ],
         },
     }

@@ -85,33 +85,64 @@ class Chat:
     offset: int = 0
     counters: dict[str, int] = field(default_factory=dict)
 
-    def say(self, text: str, *, at: int, conv: str = "s1", speaker: str = "Alice", role: Role = "user",
-            topics: Sequence[str] = (), facts: Sequence[ExtractedFact] = (),
-            attributes: Sequence[ExtractedAttribute] = (), events: Sequence[ExtractedEvent] = (),
-            entities: Sequence[str] = (), message_id: str | None = None) -> Positioned:
+    def say(
+        self,
+        text: str,
+        *,
+        at: int,
+        conv: str = "s1",
+        speaker: str = "Alice",
+        role: Role = "user",
+        topics: Sequence[str] = (),
+        facts: Sequence[ExtractedFact] = (),
+        attributes: Sequence[ExtractedAttribute] = (),
+        events: Sequence[ExtractedEvent] = (),
+        entities: Sequence[str] = (),
+        message_id: str | None = None,
+    ) -> Positioned:
         """One analysed message."""
         n = self.counters[conv] = self.counters.get(conv, 0) + 1
         mid = message_id or f"{conv}-{n}"
         eid = message_event_id("default", self.user, conv, mid)
-        msg = ChatMessage(event_id=eid, user_id=self.user, conversation_id=conv, message_id=mid,
-                          speaker=Speaker(role=role, name=speaker), text=text, occurred_at=at)
+        msg = ChatMessage(
+            event_id=eid,
+            user_id=self.user,
+            conversation_id=conv,
+            message_id=mid,
+            speaker=Speaker(role=role, name=speaker),
+            text=text,
+            occurred_at=at,
+        )
         analysis = MessageAnalyzed(
-            event_id=analysis_event_id(eid, "test", "1", "g1"), message=msg,
-            analyzer=Analyzer(name="test", version="1"), embedding=Embedding(model="sha1-4", vector=vector_of(text)),
-            topics=tuple(topics), facts=tuple(facts), attributes=tuple(attributes), events=tuple(events),
-            entities=tuple(entities))
+            event_id=analysis_event_id(eid, "test", "1", "g1"),
+            message=msg,
+            analyzer=Analyzer(name="test", version="1"),
+            embedding=Embedding(model="sha1-4", vector=vector_of(text)),
+            topics=tuple(topics),
+            facts=tuple(facts),
+            attributes=tuple(attributes),
+            events=tuple(events),
+            entities=tuple(entities),
+        )
         return self._position(analysis)
 
     def forget(self, scope: Scope, target: str | None, *, at: int, n: int = 0) -> Positioned:
         """A ``MemoryForgotten`` control event."""
-        ev = MemoryForgotten(event_id=f"forget-{scope}-{target}-{n}", user_id=self.user, scope=scope,
-                             occurred_at=at, target_id=target)
+        ev = MemoryForgotten(
+            event_id=f"forget-{scope}-{target}-{n}", user_id=self.user, scope=scope, occurred_at=at, target_id=target
+        )
         return Positioned(ev, "adamem.control", 0, self._next())
 
     def correct(self, item_id: str, content: str, *, at: int, confidence: float = 1.0) -> Positioned:
         """A ``MemoryCorrected`` control event."""
-        ev = MemoryCorrected(event_id=f"correct-{item_id}-{at}", user_id=self.user, item_id=item_id,
-                             content=content, occurred_at=at, confidence=confidence)
+        ev = MemoryCorrected(
+            event_id=f"correct-{item_id}-{at}",
+            user_id=self.user,
+            item_id=item_id,
+            content=content,
+            occurred_at=at,
+            confidence=confidence,
+        )
         return Positioned(ev, "adamem.control", 0, self._next())
 
     def node(self, node_type: str, ref_id: str) -> str:
@@ -162,8 +193,20 @@ def scenario(user: str = "alice", weeks: int = 8, start_at: int = T0) -> list[Po
                 attributes.append(late)
                 facts.append(fact("the company is in Haidian, Beijing", 0.9))
             text = f"{'第' if chinese else 'turn '}{week}-{i} {' '.join(topics)}"
-            out.append(chat.say(text, at=at, conv=conv, speaker=speaker, role=role, topics=topics, facts=facts,
-                                attributes=attributes, events=events, entities=["Beijing"] if facts else []))
+            out.append(
+                chat.say(
+                    text,
+                    at=at,
+                    conv=conv,
+                    speaker=speaker,
+                    role=role,
+                    topics=topics,
+                    facts=facts,
+                    attributes=attributes,
+                    events=events,
+                    entities=["Beijing"] if facts else [],
+                )
+            )
             if i == 0:
                 firsts[week] = _mid(out[-1])
         if week == 4:
@@ -176,8 +219,9 @@ def scenario(user: str = "alice", weeks: int = 8, start_at: int = T0) -> list[Po
     return out
 
 
-def fold(events: Iterable[Positioned], state: OwnerMemory | None = None,
-         user: str = "alice") -> tuple[OwnerMemory, list[Change]]:
+def fold(
+    events: Iterable[Positioned], state: OwnerMemory | None = None, user: str = "alice"
+) -> tuple[OwnerMemory, list[Change]]:
     """Fold events into a (fresh) state; returns it and every change, in order."""
     state = state if state is not None else OwnerMemory(user)
     out: list[Change] = []

@@ -35,11 +35,17 @@ def node_labels(state: OwnerMemory) -> set[tuple[str, str]]:
 
 
 def two_sessions(chat: Chat) -> tuple[Positioned, Positioned, Positioned]:
-    m1 = chat.say("I'm vegetarian and I like tea.", at=T0, conv="s1", topics=["diet"],
-                  facts=[fact("is vegetarian", 0.9, key="diet")],
-                  attributes=[attr("diet", "vegetarian", 0.9), attr("likes", "tea", 0.9)])
-    m2 = chat.say("Tea again, please.", at=T0 + WEEK, conv="s2", topics=["drinks"],
-                  attributes=[attr("likes", "tea", 0.9)])
+    m1 = chat.say(
+        "I'm vegetarian and I like tea.",
+        at=T0,
+        conv="s1",
+        topics=["diet"],
+        facts=[fact("is vegetarian", 0.9, key="diet")],
+        attributes=[attr("diet", "vegetarian", 0.9), attr("likes", "tea", 0.9)],
+    )
+    m2 = chat.say(
+        "Tea again, please.", at=T0 + WEEK, conv="s2", topics=["drinks"], attributes=[attr("likes", "tea", 0.9)]
+    )
     m3 = chat.say("(later)", at=T0 + 2 * WEEK, conv="s3")
     return m1, m2, m3
 
@@ -59,11 +65,18 @@ def test_forgetting_a_message_removes_what_only_it_supported_and_recomputes_the_
     assert set(traits(state)) == {"likes=tea"}  # diet=vegetarian had no other evidence
     tea = traits(state)["likes=tea"]
     assert (tea.mention_count, tea.evidence_message_ids) == (1, [mid(m2)])
-    assert node_labels(state) == {("message", "Tea again, please."), ("message", "(later)"), ("topic", "drinks"),
-                                  ("attribute", "likes tea")}
+    assert node_labels(state) == {
+        ("message", "Tea again, please."),
+        ("message", "(later)"),
+        ("topic", "drinks"),
+        ("attribute", "likes tea"),
+    }
     node_ids = set(state.tables["graph_nodes"])
-    assert all(e.src in node_ids and e.dst in node_ids
-               for e in state.tables["graph_edges"].values() if isinstance(e, GraphEdgeRow))
+    assert all(
+        e.src in node_ids and e.dst in node_ids
+        for e in state.tables["graph_edges"].values()
+        if isinstance(e, GraphEdgeRow)
+    )
     deleted = {(c.table, c.id) for c in changes if isinstance(c, Delete)}
     assert ("messages", mid(m1)) in deleted
     assert {t for t, _ in deleted} == {"messages", "episodic", "persona", "graph_nodes", "graph_edges"}
@@ -105,8 +118,9 @@ def test_forgetting_a_trait_or_a_graph_node_by_id() -> None:
     tea = traits(state)["likes=tea"]
     state, _ = apply(state, chat.forget("item", tea.id, at=T0 + 3 * WEEK))
     assert "likes=tea" not in traits(state) and "likes tea" in records(state)  # only the trait goes
-    fact_node = next(n for n in state.tables["graph_nodes"].values()
-                     if isinstance(n, GraphNodeRow) and n.node_type == "fact")
+    fact_node = next(
+        n for n in state.tables["graph_nodes"].values() if isinstance(n, GraphNodeRow) and n.node_type == "fact"
+    )
     state, _ = apply(state, chat.forget("item", fact_node.id, at=T0 + 3 * WEEK))
     assert "is vegetarian" not in records(state) and fact_node.id not in state.tables["graph_nodes"]
 
@@ -114,25 +128,36 @@ def test_forgetting_a_trait_or_a_graph_node_by_id() -> None:
 def test_forgetting_the_newer_record_restores_the_one_it_superseded() -> None:
     chat = Chat()
     moved = chat.say("I moved to Beijing.", at=T0 + DAY, conv="s2", facts=[fact("lives in Beijing", key="lives_in")])
-    state, _ = fold([
-        chat.say("I live in Shanghai.", at=T0, conv="s1", facts=[fact("lives in Shanghai", key="lives_in")]),
-        moved,
-        chat.say("(later)", at=T0 + 2 * DAY, conv="s3"),
-        chat.forget("message", mid(moved), at=T0 + 3 * DAY),
-    ])
+    state, _ = fold(
+        [
+            chat.say("I live in Shanghai.", at=T0, conv="s1", facts=[fact("lives in Shanghai", key="lives_in")]),
+            moved,
+            chat.say("(later)", at=T0 + 2 * DAY, conv="s3"),
+            chat.forget("message", mid(moved), at=T0 + 3 * DAY),
+        ]
+    )
     (shanghai,) = records(state).values()
     assert (shanghai.content, shanghai.status, shanghai.valid_to, shanghai.superseded_by) == (
-        "lives in Shanghai", "active", -1, "")
-    assert any(n.active for n in state.tables["graph_nodes"].values()
-               if isinstance(n, GraphNodeRow) and n.label == "lives in Shanghai")
+        "lives in Shanghai",
+        "active",
+        -1,
+        "",
+    )
+    assert any(
+        n.active
+        for n in state.tables["graph_nodes"].values()
+        if isinstance(n, GraphNodeRow) and n.label == "lives in Shanghai"
+    )
 
 
 def test_a_correction_keeps_the_history() -> None:
     chat = Chat()
-    state, _ = fold([
-        chat.say("I live in Beijing.", at=T0, conv="s1", facts=[fact("lives in Beijing", 0.9, key="lives_in")]),
-        chat.say("(later)", at=T0 + DAY, conv="s2"),
-    ])
+    state, _ = fold(
+        [
+            chat.say("I live in Beijing.", at=T0, conv="s1", facts=[fact("lives in Beijing", 0.9, key="lives_in")]),
+            chat.say("(later)", at=T0 + DAY, conv="s2"),
+        ]
+    )
     old = records(state)["lives in Beijing"]
     correction = chat.correct(old.id, "lives in Tianjin", at=T0 + 2 * DAY, confidence=0.95)
     state, changes = apply(state, correction)
@@ -140,41 +165,64 @@ def test_a_correction_keeps_the_history() -> None:
     before, after = records(state)["lives in Beijing"], records(state)["lives in Tianjin"]
     assert (before.status, before.valid_to, before.superseded_by) == ("superseded", T0 + 2 * DAY, after.id)
     assert (after.status, after.router, after.confidence, after.valid_from, after.supersedes) == (
-        "active", "CORRECT", 0.95, T0 + 2 * DAY, old.id)
+        "active",
+        "CORRECT",
+        0.95,
+        T0 + 2 * DAY,
+        old.id,
+    )
     assert after.key == "lives_in" and after.origin_event_id == correction.event.event_id
     assert {c.table for c in changes if isinstance(c, Upsert)} == {"owners", "episodic", "graph_nodes", "graph_edges"}
     state, again = apply(state, correction)
     assert again == []
     # a later statement conflicts with the corrected record, not with the superseded one
-    state, _ = fold([chat.say("Tianjin is nice, but I'm in Beijing again", at=T0 + 3 * DAY, conv="s3",
-                              facts=[fact("lives in Beijing", 0.96, key="lives_in")]),
-                     chat.say("(later)", at=T0 + 4 * DAY, conv="s4")], state)
+    state, _ = fold(
+        [
+            chat.say(
+                "Tianjin is nice, but I'm in Beijing again",
+                at=T0 + 3 * DAY,
+                conv="s3",
+                facts=[fact("lives in Beijing", 0.96, key="lives_in")],
+            ),
+            chat.say("(later)", at=T0 + 4 * DAY, conv="s4"),
+        ],
+        state,
+    )
     active = [r.content for r in records(state).values() if r.status == "active"]
     assert active == ["lives in Beijing"] and records(state)["lives in Tianjin"].status == "superseded"
 
 
 def test_a_correction_of_a_chinese_trait_keeps_the_old_value_superseded() -> None:
     chat = Chat(user="xm")
-    state, _ = fold([
-        chat.say("我喜欢咖啡。", at=T0, conv="c1", speaker="小明", attributes=[attr("喜欢", "咖啡", 0.9)]),
-        chat.say("嗯", at=T0 + DAY, conv="c2", speaker="小明"),
-    ], user="xm")
+    state, _ = fold(
+        [
+            chat.say("我喜欢咖啡。", at=T0, conv="c1", speaker="小明", attributes=[attr("喜欢", "咖啡", 0.9)]),
+            chat.say("嗯", at=T0 + DAY, conv="c2", speaker="小明"),
+        ],
+        user="xm",
+    )
     coffee = traits(state)["likes=咖啡"]
     state, _ = apply(state, chat.correct(coffee.id, "绿茶", at=T0 + 2 * DAY))
     old, new = traits(state)["likes=咖啡"], traits(state)["likes=绿茶"]
     assert (old.status, old.superseded_by, old.valid_to) == ("superseded", new.id, T0 + 2 * DAY)
     assert (new.status, new.cluster, new.mention_count) == ("active", "coffee and tea", 1)
     # a later mention of the corrected value is evidence for the corrected trait
-    state, _ = fold([chat.say("绿茶真好", at=T0 + 3 * DAY, conv="c3", speaker="小明",
-                              attributes=[attr("喜欢", "绿茶", 0.9)]),
-                     chat.say("嗯", at=T0 + 4 * DAY, conv="c4", speaker="小明")], state)
+    state, _ = fold(
+        [
+            chat.say("绿茶真好", at=T0 + 3 * DAY, conv="c3", speaker="小明", attributes=[attr("喜欢", "绿茶", 0.9)]),
+            chat.say("嗯", at=T0 + 4 * DAY, conv="c4", speaker="小明"),
+        ],
+        state,
+    )
     assert traits(state)["likes=绿茶"].mention_count == 2
 
 
 def test_forgetting_an_event_occurrence_removes_a_habit_that_no_longer_recurs() -> None:
     chat = Chat()
-    gyms = [chat.say(f"gym {i}", at=T0 + 2 * DAY + i * WEEK, conv=f"g{i}", events=[event("went to the gym")])
-            for i in range(3)]
+    gyms = [
+        chat.say(f"gym {i}", at=T0 + 2 * DAY + i * WEEK, conv=f"g{i}", events=[event("went to the gym")])
+        for i in range(3)
+    ]
     state, _ = fold([*gyms, chat.say("(later)", at=T0 + 4 * WEEK, conv="end")])
     assert [t.kind for t in traits(state).values()] == ["habit"]
     state, _ = apply(state, chat.forget("message", mid(gyms[1]), at=T0 + 5 * WEEK))

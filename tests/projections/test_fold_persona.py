@@ -32,8 +32,10 @@ def traits(state: OwnerMemory, kind: str | None = None) -> dict[tuple[str, str],
 
 def weekly(chat: Chat, says: list[tuple[str, list[object]]], start: int = T0) -> list[Positioned]:
     """One message per weekly session, plus a final session that consolidates the last one."""
-    out = [chat.say(text, at=start + i * WEEK, conv=f"w{i}", attributes=a)  # type: ignore[arg-type]
-           for i, (text, a) in enumerate(says)]
+    out = [
+        chat.say(text, at=start + i * WEEK, conv=f"w{i}", attributes=a)  # type: ignore[arg-type]
+        for i, (text, a) in enumerate(says)
+    ]
     out.append(chat.say("(next week)", at=start + len(says) * WEEK, conv="end"))
     return out
 
@@ -73,11 +75,16 @@ def test_a_chinese_preference_said_three_times_becomes_stable() -> None:
 
 def test_similar_preferences_merge_into_a_cluster_trait() -> None:
     chat = Chat()
-    state, _ = fold(weekly(chat, [
-        ("I love Sichuan food.", [attr("likes", "Sichuan food", 0.9)]),
-        ("湖南菜也很好吃，我喜欢。", [attr("喜欢", "湖南菜", 0.9)]),
-        ("Hotpot night!", [attr("loves", "spicy hotpot", 0.9)]),
-    ]))
+    state, _ = fold(
+        weekly(
+            chat,
+            [
+                ("I love Sichuan food.", [attr("likes", "Sichuan food", 0.9)]),
+                ("湖南菜也很好吃，我喜欢。", [attr("喜欢", "湖南菜", 0.9)]),
+                ("Hotpot night!", [attr("loves", "spicy hotpot", 0.9)]),
+            ],
+        )
+    )
     items = traits(state, "preference")
     assert {v for (_, v) in items} == {"sichuan food", "湖南菜", "spicy hotpot"}
     assert all(t.cluster == "strong flavours" and not t.stable for t in items.values())
@@ -89,14 +96,21 @@ def test_similar_preferences_merge_into_a_cluster_trait() -> None:
 
 def test_values_outside_the_lexicon_cluster_by_shared_tokens() -> None:
     chat = Chat()
-    state, _ = fold(weekly(chat, [
-        ("Japanese ramen is the best.", [attr("likes", "Japanese ramen", 0.9)]),
-        ("And Japanese curry.", [attr("likes", "Japanese curry", 0.9)]),
-    ]))
+    state, _ = fold(
+        weekly(
+            chat,
+            [
+                ("Japanese ramen is the best.", [attr("likes", "Japanese ramen", 0.9)]),
+                ("And Japanese curry.", [attr("likes", "Japanese curry", 0.9)]),
+            ],
+        )
+    )
     items = traits(state, "preference")
     assert items[("likes", "japanese curry")].cluster == "japanese ramen"
     assert traits(state, "preference_cluster")[("likes", "japanese ramen")].members == [
-        "japanese curry", "japanese ramen"]
+        "japanese curry",
+        "japanese ramen",
+    ]
 
 
 def test_a_single_contrary_mention_is_ignored_as_an_outlier() -> None:
@@ -112,11 +126,15 @@ def test_a_single_contrary_mention_is_ignored_as_an_outlier() -> None:
 
 def test_equal_contrary_evidence_keeps_both_marked_disputed() -> None:
     chat = Chat()
-    state, _ = fold([
-        chat.say("I like durian.", at=T0, conv="s1", attributes=[attr("likes", "durian", 0.9)]),
-        chat.say("No wait, I dislike durian.", at=T0 + 60_000, conv="s1", attributes=[attr("dislikes", "durian", 0.9)]),
-        chat.say("(next day)", at=T0 + DAY, conv="s2"),
-    ])
+    state, _ = fold(
+        [
+            chat.say("I like durian.", at=T0, conv="s1", attributes=[attr("likes", "durian", 0.9)]),
+            chat.say(
+                "No wait, I dislike durian.", at=T0 + 60_000, conv="s1", attributes=[attr("dislikes", "durian", 0.9)]
+            ),
+            chat.say("(next day)", at=T0 + DAY, conv="s2"),
+        ]
+    )
     t = traits(state, "preference")
     assert t[("likes", "durian")].disputed and t[("dislikes", "durian")].disputed
     assert t[("dislikes", "durian")].strength == pytest.approx(0.9 * math.log(2) * decay(DAY - 60_000))
@@ -124,10 +142,15 @@ def test_equal_contrary_evidence_keeps_both_marked_disputed() -> None:
 
 def test_stronger_contrary_evidence_adjusts_gradually() -> None:
     chat = Chat()
-    state, _ = fold(weekly(chat, [
-        ("I like cilantro.", [attr("likes", "cilantro", 0.8)]),
-        ("Cilantro tastes like soap to me.", [attr("dislikes", "cilantro", 0.9)]),
-    ]))
+    state, _ = fold(
+        weekly(
+            chat,
+            [
+                ("I like cilantro.", [attr("likes", "cilantro", 0.8)]),
+                ("Cilantro tastes like soap to me.", [attr("dislikes", "cilantro", 0.9)]),
+            ],
+        )
+    )
     t = traits(state, "preference")
     old = 0.8 * math.log(2) * decay(WEEK) * decay(WEEK)  # written at week 1, decayed to week 2
     current = 0.9 * math.log(2) * decay(WEEK)
@@ -139,11 +162,16 @@ def test_stronger_contrary_evidence_adjusts_gradually() -> None:
 
 def test_a_single_valued_attribute_conflicts_with_its_other_values() -> None:
     chat = Chat()
-    state, _ = fold(weekly(chat, [
-        ("I'm a teacher.", [attr("occupation", "teacher", 0.75)]),
-        ("I'm a doctor now.", [attr("occupation", "doctor", 0.95)]),
-        ("(I also like tea)", [attr("hobby", "tea ceremony", 0.9)]),  # multi-valued: conflicts with nothing
-    ]))
+    state, _ = fold(
+        weekly(
+            chat,
+            [
+                ("I'm a teacher.", [attr("occupation", "teacher", 0.75)]),
+                ("I'm a doctor now.", [attr("occupation", "doctor", 0.95)]),
+                ("(I also like tea)", [attr("hobby", "tea ceremony", 0.9)]),  # multi-valued: conflicts with nothing
+            ],
+        )
+    )
     t = traits(state, "trait")
     old = 0.75 * math.log(2) * decay(2 * WEEK)
     current = 0.95 * math.log(2) * decay(WEEK)
@@ -155,8 +183,12 @@ def test_a_single_valued_attribute_conflicts_with_its_other_values() -> None:
 def test_a_recurring_event_becomes_a_habit() -> None:
     chat = Chat()
     wednesday_evening = T0 + 2 * DAY + 19 * HOUR
-    visits = [chat.say(f"Gym session {i}", at=wednesday_evening + i * WEEK, conv=f"g{i}",
-                       events=[event("went to the gym", 0.9)]) for i in range(3)]
+    visits = [
+        chat.say(
+            f"Gym session {i}", at=wednesday_evening + i * WEEK, conv=f"g{i}", events=[event("went to the gym", 0.9)]
+        )
+        for i in range(3)
+    ]
     state, _ = fold([*visits[:2], chat.say("(later)", at=wednesday_evening + 15 * DAY, conv="x")])
     assert traits(state, "habit") == {}
     state, _ = fold([visits[2], chat.say("(later)", at=wednesday_evening + 3 * WEEK, conv="y")], state)
@@ -168,8 +200,10 @@ def test_a_recurring_event_becomes_a_habit() -> None:
 def test_a_chinese_recurring_event_becomes_a_habit_with_a_looser_label() -> None:
     chat = Chat(user="xm")
     times = [T0 + 2 * DAY + 20 * HOUR, T0 + 9 * DAY + 7 * HOUR, T0 + 17 * DAY + 13 * HOUR]  # Wed, Wed, Thu
-    msgs = [chat.say("今天去健身房了", at=t, conv=f"c{i}", speaker="小明", events=[event("去健身房锻炼", 0.9)])
-            for i, t in enumerate(times)]
+    msgs = [
+        chat.say("今天去健身房了", at=t, conv=f"c{i}", speaker="小明", events=[event("去健身房锻炼", 0.9)])
+        for i, t in enumerate(times)
+    ]
     state, _ = fold([*msgs, chat.say("嗨", at=T0 + 30 * DAY, conv="end", speaker="小明")], user="xm")
     (habit,) = traits(state, "habit").values()
     assert habit.value == "gym every Wednesday"
@@ -184,15 +218,40 @@ def test_strength_decays_by_event_time() -> None:
 
 
 def _trait(i: int, *, stable: bool, changed_at: int) -> PersonaRow:
-    return PersonaRow(f"t{i}", "u", "preference", "likes", f"v{i}", "", [f"v{i}"], 1.0, 0.9, 3, [], [], [],
-                      T0, T0, changed_at, changed_at, stable, False, "active", "", -1, ())
+    return PersonaRow(
+        f"t{i}",
+        "u",
+        "preference",
+        "likes",
+        f"v{i}",
+        "",
+        [f"v{i}"],
+        1.0,
+        0.9,
+        3,
+        [],
+        [],
+        [],
+        T0,
+        T0,
+        changed_at,
+        changed_at,
+        stable,
+        False,
+        "active",
+        "",
+        -1,
+        (),
+    )
 
 
 def test_stability_index_is_the_weekly_change_rate_of_core_traits() -> None:
     week = (T0 + 4 * WEEK, T0 + 5 * WEEK)
     rows = [_trait(i, stable=True, changed_at=T0 + DAY) for i in range(8)]
-    rows += [_trait(8, stable=True, changed_at=T0 + 4 * WEEK + DAY),  # became core this week
-             _trait(9, stable=False, changed_at=T0 + 4 * WEEK + 2 * DAY)]  # lost stability this week
+    rows += [
+        _trait(8, stable=True, changed_at=T0 + 4 * WEEK + DAY),  # became core this week
+        _trait(9, stable=False, changed_at=T0 + 4 * WEEK + 2 * DAY),
+    ]  # lost stability this week
     rows.append(_trait(10, stable=False, changed_at=T0 + DAY))  # never core: not counted
     rows.append(replace(_trait(11, stable=True, changed_at=T0 + 6 * WEEK), first_seen=T0 + 6 * WEEK))  # future
     rate = stability_index(rows, *week)
@@ -203,9 +262,18 @@ def test_stability_index_is_the_weekly_change_rate_of_core_traits() -> None:
 
 def test_the_assistants_attributes_and_events_are_not_the_owners_persona() -> None:
     chat = Chat()
-    says = [chat.say("I love jazz, and I went to the gym.", at=T0 + i * WEEK, conv=f"a{i}", speaker="Assistant",
-                     role="assistant", attributes=[attr("likes", "jazz", 0.9)], events=[event("went to the gym")])
-            for i in range(3)]
+    says = [
+        chat.say(
+            "I love jazz, and I went to the gym.",
+            at=T0 + i * WEEK,
+            conv=f"a{i}",
+            speaker="Assistant",
+            role="assistant",
+            attributes=[attr("likes", "jazz", 0.9)],
+            events=[event("went to the gym")],
+        )
+        for i in range(3)
+    ]
     state, _ = fold([*says, chat.say("(later)", at=T0 + 3 * WEEK, conv="end")])
     assert traits(state) == {}
     assert {r.speaker_role for r in state.tables["episodic"].values()} == {"assistant"}  # type: ignore[union-attr]

@@ -33,7 +33,13 @@ def test_the_scenario_exercises_every_layer() -> None:
     assert {r.status for r in t["episodic"].values()} == {"active", "superseded"}  # type: ignore[union-attr]
     assert {r.kind for r in t["persona"].values()} >= {"preference", "habit"}  # type: ignore[union-attr]
     assert {e.edge_type for e in t["graph_edges"].values()} == {  # type: ignore[union-attr]
-        "mentions", "supports", "temporal_next", "same_topic", "speaker_related", "supersedes"}
+        "mentions",
+        "supports",
+        "temporal_next",
+        "same_topic",
+        "speaker_related",
+        "supersedes",
+    }
     assert {r.router for r in t["episodic"].values()} == {"ADD", "UPDATE", "CORRECT"}  # type: ignore[union-attr]
     assert len(t["messages"]) == sum(isinstance(e.event, MessageAnalyzed) for e in scenario()) - 1  # one forgotten
     first_tea = scenario()[4].event
@@ -83,8 +89,16 @@ def test_folds_read_no_clock_and_no_randomness(monkeypatch: pytest.MonkeyPatch) 
     class FrozenDateTime(datetime.datetime):
         now = utcnow = today = classmethod(forbidden)  # type: ignore[assignment]
 
-    for module, name in [(time, "time"), (time, "time_ns"), (time, "monotonic"), (time, "perf_counter"),
-                         (random, "random"), (random, "randint"), (uuid, "uuid1"), (uuid, "uuid4")]:
+    for module, name in [
+        (time, "time"),
+        (time, "time_ns"),
+        (time, "monotonic"),
+        (time, "perf_counter"),
+        (random, "random"),
+        (random, "randint"),
+        (uuid, "uuid1"),
+        (uuid, "uuid4"),
+    ]:
         monkeypatch.setattr(module, name, forbidden)
     monkeypatch.setattr(datetime, "datetime", FrozenDateTime)
     second, _ = fold(scenario())
@@ -92,13 +106,33 @@ def test_folds_read_no_clock_and_no_randomness(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_fold_modules_import_nothing_but_the_standard_library_and_adamem() -> None:
-    allowed_roots = {"adamem", "projections", "__future__", "collections", "dataclasses", "functools", "heapq",
-                     "json", "math", "re", "typing", "unicodedata", "uuid", "hashlib", "itertools", "operator", "array"}
+    allowed_roots = {
+        "adamem",
+        "projections",
+        "__future__",
+        "collections",
+        "dataclasses",
+        "functools",
+        "heapq",
+        "json",
+        "math",
+        "re",
+        "typing",
+        "unicodedata",
+        "uuid",
+        "hashlib",
+        "itertools",
+        "operator",
+        "array",
+    }
     for path in Path(folds_pkg.__file__).parent.glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            )
             for name in names:
                 assert name.split(".")[0] in allowed_roots, f"{path.name} imports {name}"
                 assert name.split(".")[0] not in {"time", "datetime", "random", "os"}
@@ -143,8 +177,14 @@ print(hashlib.sha256(repr((state.rows(), changes)).encode()).hexdigest())
 def test_two_processes_with_different_hash_seeds_produce_identical_rows_and_changes() -> None:
     root = Path(folds_pkg.__file__).parents[2]
     digests = {
-        subprocess.run([sys.executable, "-c", _DIGEST], capture_output=True, text=True, check=True, cwd=root,
-                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout.strip()
+        subprocess.run(
+            [sys.executable, "-c", _DIGEST],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
         for seed in ("1", "2", "12345")
     }
     assert len(digests) == 1

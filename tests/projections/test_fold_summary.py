@@ -26,5 +26,9 @@ def test_an_archived_message_records_its_analysis_and_log_position() -> None:
     state, _ = fold([chat.say("hi", at=T0), chat.say("there", at=T0 + 1)])
     second = sorted((m for m in state.tables["messages"].values() if isinstance(m, MessageRow)), key=lambda m: m.seq)[1]
     assert (second.source_topic, second.source_partition, second.source_offset, second.seq) == (
-        "adamem.analyses", 0, 1, 1)
+        "adamem.analyses",
+        0,
+        1,
+        1,
+    )
     assert second.analyzer == "test/1" and second.generation == "g1" and len(second.vector) == 4

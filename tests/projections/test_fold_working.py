@@ -52,11 +52,13 @@ def test_eviction_repeats_every_five_messages_past_capacity() -> None:
 
 def test_a_new_conversation_consolidates_the_previous_session_but_keeps_it_in_working_memory() -> None:
     chat = Chat()
-    state, _ = fold([
-        chat.say("I work at a startup.", at=T0, conv="s1", facts=[fact("works at a startup", key="employer")]),
-        chat.say("Nice!", at=T0 + 60_000, conv="s1", speaker="Assistant", role="assistant"),
-        chat.say("我在北京工作。", at=T0 + 120_000, conv="s1", facts=[fact("在北京工作", key="work_city")]),
-    ])
+    state, _ = fold(
+        [
+            chat.say("I work at a startup.", at=T0, conv="s1", facts=[fact("works at a startup", key="employer")]),
+            chat.say("Nice!", at=T0 + 60_000, conv="s1", speaker="Assistant", role="assistant"),
+            chat.say("我在北京工作。", at=T0 + 120_000, conv="s1", facts=[fact("在北京工作", key="work_city")]),
+        ]
+    )
     assert state.tables["episodic"] == {}
     state, _ = fold([chat.say("Back again", at=T0 + 5 * HOUR, conv="s2")], state)
     rows = _messages(state)
