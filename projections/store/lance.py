@@ -25,7 +25,7 @@ from typing import Any
 
 import lancedb
 import pyarrow as pa
-from lancedb.index import FTS
+from lancedb.index import FTS, IvfHnswSq
 
 from adamem.errors import StoreError
 from adamem.partitioning import partition_for
@@ -71,6 +71,7 @@ class _Shard:
         self.dim = dim
         self.tables: dict[str, Any] = {}
         self.writer = writer
+        self.vector_index_min_rows = 0
         self.pinned: dict[str, int] = {}
         self.fts_ready: set[str] = set()
         self.commits = 0
@@ -180,14 +181,25 @@ class _Shard:
             pa.Table.from_pylist([row], schema=_CKPT_SCHEMA)
         )
         if optimize_every and self.commits % optimize_every == 0:
-            self.optimize()
+            self.optimize(self.vector_index_min_rows)
 
-    def optimize(self) -> None:
-        """Compact small fragments and bring indexes up to date (versions the checkpoint needs survive)."""
+    def optimize(self, vector_index_min_rows: int = 0) -> None:
+        """Compact small fragments, bring indexes up to date, and index vectors of large tables.
+
+        Below ``vector_index_min_rows`` rows an exact (flat) cosine search is fast and exact; above
+        it an IVF_HNSW_SQ index (8-bit scalar quantised) keeps search fast and the index small.
+        """
         for name in TABLES:
             table = self.tables.get(name)
             if table is None or not table.count_rows():
                 continue
+            if (
+                vector_index_min_rows
+                and has_vector(name)
+                and table.count_rows() >= vector_index_min_rows
+                and not any(ix.columns == ["vector"] for ix in table.list_indices())
+            ):
+                table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
             table.optimize()
 
 
@@ -226,12 +238,19 @@ class LanceStore:
     """Memory tables in LanceDB folders, sharded by partition, in a switchable view."""
 
     def __init__(
-        self, root: str, *, read_only: bool = False, optimize_every: int = 50, view: str | None = None
+        self,
+        root: str,
+        *,
+        read_only: bool = False,
+        optimize_every: int = 50,
+        view: str | None = None,
+        vector_index_min_rows: int = 10_000,
     ) -> None:
         self.root = Path(root)
         self.url = str(self.root)
         self._read_only = read_only
         self._optimize_every = optimize_every
+        self._vector_index_min_rows = vector_index_min_rows
         self._pinned = view
         self.view = view or current_view(self.root)
         self._shards: dict[int, _Shard] = {}
@@ -288,6 +307,7 @@ class LanceStore:
             if not create and not path.exists():
                 return None
             shard = _Shard(path, self._meta.get("dim", 0), writer=not self._read_only)
+            shard.vector_index_min_rows = self._vector_index_min_rows
             self._shards[partition] = shard
         return shard
 
@@ -331,7 +351,7 @@ class LanceStore:
     def optimize(self) -> None:
         """Compact and index every open shard."""
         for shard in self._shards.values():
-            shard.optimize()
+            shard.optimize(self._vector_index_min_rows)
 
     def load_owner(self, user_id: str) -> list[Row]:
         """Every row of an owner."""

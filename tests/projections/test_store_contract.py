@@ -165,3 +165,22 @@ def test_lancedb_rolls_back_a_commit_torn_before_its_checkpoint(
     assert [r.text for r in reopened.rows("messages", "alice")] == ["kept"]  # type: ignore[union-attr]
     reader = LanceStore(root, read_only=True)
     assert [r.id for r in reader.rows("messages", "alice")] == ["m1"]
+
+
+def test_lancedb_indexes_vectors_of_large_tables_and_still_finds_the_nearest(tmp_path: Path) -> None:
+    store = LanceStore(str(tmp_path / "store"), vector_index_min_rows=300)
+    store.bind(1)
+    rows = [
+        message("alice", f"m{i:04d}", f"text {i}", (1.0, (i % 97) / 97.0, (i % 13) / 13.0, (i % 7) / 7.0))
+        for i in range(400)
+    ]
+    store.commit(0, [Upsert("messages", r) for r in rows], {"analyses": 1})
+    store.optimize()
+    shard = store._shard(0, create=False)
+    assert shard is not None
+    kinds = [ix.index_type for ix in shard.tables["messages"].list_indices()]
+    assert "IvfHnswSq" in kinds and "FTS" in kinds
+    store.commit(0, [], {"analyses": 2})  # the next checkpoint covers the indexed version
+    reader = LanceStore(str(tmp_path / "store"), read_only=True)
+    hits = reader.vector_search("messages", "alice", rows[123].vector, 3)  # type: ignore[union-attr]
+    assert hits[0].row.id == "m0123"
