@@ -111,9 +111,9 @@ class SemanticScorer:
         norm = float(np.linalg.norm(query_vector))
         self.q: Vector = query_vector / norm if norm else query_vector
         self.terms = query_terms(question)
-        snap = view.snapshot
-        self.user_names = tuple(sorted({m.speaker for m in snap.messages.values() if m.role == "user"}))
+        self.user_names = view.snapshot.user_names
         self._cosines: dict[str, Vector] = {}
+        self._bm25: dict[str, Vector] = {}
         self._bm25_max: dict[str, float] = {}
         self._cos_desc: list[float] = []  # negated, ascending: base cosines best first
         self._bm_desc: list[float] = []
@@ -130,17 +130,27 @@ class SemanticScorer:
         pos = self.view.snapshot.vector_index(table).position.get(row.id)
         return float(self.cosines(table)[pos]) if pos is not None else 0.0
 
+    def bm25_all(self, table: str) -> Vector:
+        """Raw BM25 of the question against every row of a table (in the text index's order)."""
+        found = self._bm25.get(table)
+        if found is None:
+            found = self._bm25[table] = self.view.snapshot.text_index(table).scores(self.terms)
+        return found
+
+    def bm25_raw(self, table: str, row: MemoryRow) -> float:
+        """Raw BM25 of one row."""
+        pos = self.view.snapshot.text_index(table).position.get(row.id)
+        return float(self.bm25_all(table)[pos]) if pos is not None else 0.0
+
     def bm25(self, table: str, row: MemoryRow) -> float:
         """BM25 scaled by the table's best base candidate (0..1)."""
-        raw = self.view.snapshot.text_index(table).score(row.id, self.terms)
         top = self._bm25_max.get(table, 0.0)
-        return min(1.0, raw / top) if top > 0 else 0.0
+        return min(1.0, self.bm25_raw(table, row) / top) if top > 0 else 0.0
 
     def calibrate(self, rows: Sequence[tuple[str, MemoryRow]]) -> None:
         """Fix the BM25 scale and the base rankings from the base candidates."""
-        index = self.view.snapshot.text_index
         for table, row in rows:
-            self._bm25_max[table] = max(self._bm25_max.get(table, 0.0), index(table).score(row.id, self.terms))
+            self._bm25_max[table] = max(self._bm25_max.get(table, 0.0), self.bm25_raw(table, row))
         self._cos_desc = sorted(-self.cosine(t, r) for t, r in rows)
         self._bm_desc = sorted(-b for t, r in rows if (b := self.bm25(t, r)) > 0)
 
@@ -189,10 +199,15 @@ def _from_snapshot(scorer: SemanticScorer, table: str, k: int) -> list[MemoryRow
             taken += 1
             if taken >= k:
                 break
-    bm = snap.text_index(table).scores(scorer.terms) if scorer.terms else {}
+    if not scorer.terms:
+        return out
+    bm = scorer.bm25_all(table)
+    text_ids = snap.text_index(table).ids
     taken = 0
-    for row_id in sorted(bm, key=lambda i: (-bm[i], i)):
-        row = snap.row(table, row_id)
+    for pos in np.argsort(-bm, kind="stable"):
+        if bm[pos] <= 0:
+            break
+        row = snap.row(table, text_ids[pos])
         if scorer.usable(row):
             assert row is not None
             out.append(row)

@@ -166,7 +166,7 @@ class RetrievalConfig:
     """Also walk edge types not in ``edge_priority`` (speaker_related, same_topic, supersedes), after them (added)."""
     min_edge_weight: float = 0.6
     """Edges with a lower weight are pruned."""
-    hub_fanout: int = 8
+    hub_fanout: int = 10
     """Messages a topic hub passes on to (added)."""
     hub_by_relevance: bool = True
     """Off the graph route, hubs pass on to their messages most similar to the question; on it (time and

@@ -23,11 +23,15 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import networkx as nx
+import numpy as np
 
 from projections.folds.rows import GraphEdgeRow, GraphNodeRow
 from retrieval.config import Direction, RetrievalConfig
 
-__all__ = ["REVERSIBLE", "Hop", "MemoryGraph", "Reach", "expand"]
+__all__ = ["REVERSIBLE", "Hop", "MemoryGraph", "Reach", "Relevance", "expand"]
+
+Relevance = Callable[[Sequence[str]], Sequence[float]]
+"""Relevance of nodes to the question, in the order given."""
 
 REVERSIBLE = frozenset({"mentions", "supports", "supersedes"})
 """Edge types also walked from ``dst`` to ``src``."""
@@ -101,8 +105,7 @@ class MemoryGraph:
         return order
 
     def hub_neighbours(self, hub: str, near: int, fanout: int, direction: Direction, limit: int,
-                       skip: frozenset[str] = frozenset(), relevance: Callable[[str], float] | None = None
-                       ) -> list[str]:
+                       skip: frozenset[str] = frozenset(), relevance: Relevance | None = None) -> list[str]:
         """The ``fanout`` neighbours of a topic hub (not in ``skip``, within the direction limit).
 
         The most ``relevance``-ant ones when a relevance is given (ties: nearest in time), else the
@@ -120,9 +123,16 @@ class MemoryGraph:
         elif direction is Direction.CONSEQUENT:
             lo = bisect.bisect_left(times, limit)
         if relevance is not None:
-            ranked = sorted((-relevance(ids[i]), abs(times[i] - near), ids[i]) for i in range(lo, hi)
-                            if ids[i] not in skip)
-            return [v for _, _, v in ranked[:fanout]]
+            span = ids[lo:hi]
+            scores = np.asarray(relevance(span), dtype=np.float64)
+            distance = np.abs(np.asarray(times[lo:hi], dtype=np.int64) - near)
+            chosen: list[str] = []
+            for i in np.lexsort((np.arange(len(span)), distance, -scores)):  # relevance, then time, then order
+                if span[i] not in skip:
+                    chosen.append(span[i])
+                    if len(chosen) == fanout:
+                        break
+            return chosen
         mid = min(max(bisect.bisect_left(times, near, lo, hi), lo), hi)
         left, right = mid - 1, mid
         out: list[str] = []
@@ -140,7 +150,7 @@ class MemoryGraph:
 
 
 def _expand_one(graph: MemoryGraph, seed: str, score: float, config: RetrievalConfig, direction: Direction,
-                usable: Callable[[str], bool], relevance: Callable[[str], float] | None) -> dict[str, Reach]:
+                usable: Callable[[str], bool], relevance: Relevance | None) -> dict[str, Reach]:
     """Best path (max score, then fewer hops, then higher-priority edges) to every node within the hop limit."""
     limit = graph.time(seed)
     best: dict[str, Reach] = {seed: Reach(seed, score, seed, ())}
@@ -183,13 +193,13 @@ def _expand_one(graph: MemoryGraph, seed: str, score: float, config: RetrievalCo
 def expand(graph: MemoryGraph, seeds: Sequence[tuple[str, float]], config: RetrievalConfig,
            direction: Direction = Direction.ANY, usable: Callable[[str], bool] = lambda _: True,
            executor: Executor | None = None, related: Callable[[str, str], bool] = lambda _a, _b: False,
-           relevance: Callable[[str], float] | None = None) -> dict[str, Reach]:
+           relevance: Relevance | None = None) -> dict[str, Reach]:
     """Expand every seed and keep, per node, the best reach from a seed other than the node itself.
 
     ``seeds`` are (node id, score in [0, 1]) in rank order; seeds missing from the graph or not
     ``usable`` are skipped. A reach from a seed ``related`` to the node (the same evidence: a
     message and a record made from it) does not count. Ties between seeds go to the earlier seed.
-    ``relevance`` (node → relevance to the question) makes topic hubs pass on to their most
+    ``relevance`` (nodes → their relevance to the question) makes topic hubs pass on to their most
     relevant messages instead of those nearest in time.
     """
     valid = [(n, s) for n, s in seeds if n in graph and usable(n) and

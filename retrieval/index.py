@@ -40,61 +40,56 @@ class TextIndex:
 
     def __init__(self, rows: Sequence[_Row], fields: tuple[str, ...], k1: float = 1.2, b: float = 0.75,
                  extra: Callable[[_Row], str] | None = None) -> None:
-        self._tf: dict[str, Counter[str]] = {}
-        self._len: dict[str, int] = {}
-        self._postings: dict[str, list[str]] = {}
-        for row in sorted(rows, key=lambda r: r.id):
+        ordered = sorted(rows, key=lambda r: r.id)
+        self.ids: list[str] = [r.id for r in ordered]
+        self.position: dict[str, int] = {r.id: i for i, r in enumerate(ordered)}
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        lengths = np.zeros(len(ordered), dtype=np.float64)
+        for i, row in enumerate(ordered):
             text = " ".join(str(getattr(row, f)) for f in fields)
             words = tokenize(f"{text} {extra(row)}" if extra is not None else text)
-            counts = Counter(words)
-            self._tf[row.id] = counts
-            self._len[row.id] = len(words)
-            for term in counts:
-                self._postings.setdefault(term, []).append(row.id)
-        n = len(rows)
-        self._idf = {t: math.log(1 + (n - len(ids) + 0.5) / (len(ids) + 0.5)) for t, ids in self._postings.items()}
-        self._avg = (sum(self._len.values()) / n or 1.0) if n else 1.0
-        self._k1, self._b = k1, b
+            lengths[i] = len(words)
+            for term, count in Counter(words).items():
+                rows_of, counts = postings.setdefault(term, ([], []))
+                rows_of.append(i)
+                counts.append(count)
+        n = len(ordered)
+        avg = float(lengths.mean()) if n and lengths.mean() > 0 else 1.0
+        self._norm = k1 * (1 - b + b * lengths / avg)  # per row: the length part of the denominator
+        self._k1 = k1
+        self._postings = {t: (np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.float64))
+                          for t, (r, c) in postings.items()}
+        self._idf = {t: math.log(1 + (n - len(r) + 0.5) / (len(r) + 0.5)) for t, (r, _) in postings.items()}
 
-    def score(self, row_id: str, terms: Iterable[str]) -> float:
-        """BM25 of one row against the query terms (0 for an unknown row)."""
-        tf = self._tf.get(row_id)
-        if tf is None:
-            return 0.0
-        norm = self._k1 * (1 - self._b + self._b * self._len[row_id] / self._avg)
-        s = 0.0
-        for t in set(terms):
-            f = tf.get(t, 0)
-            if f:
-                s += self._idf[t] * f * (self._k1 + 1) / (f + norm)
-        return s
-
-    def scores(self, terms: Iterable[str]) -> dict[str, float]:
-        """BM25 of every row containing at least one query term."""
-        unique = set(terms)
-        ids = {i for t in unique for i in self._postings.get(t, ())}
-        return {i: self.score(i, unique) for i in sorted(ids)}
+    def scores(self, terms: Iterable[str]) -> Vector:
+        """BM25 of every row against the query terms, in ``ids`` order (0 where no term occurs)."""
+        out = np.zeros(len(self.ids), dtype=np.float64)
+        for t in sorted(set(terms)):
+            found = self._postings.get(t)
+            if found is not None:
+                rows, tf = found
+                out[rows] += self._idf[t] * tf * (self._k1 + 1) / (tf + self._norm[rows])
+        return out
 
 
 class VectorIndex:
-    """One table's vectors as an L2-normalised float64 matrix (zero rows for rows without a vector)."""
+    """One table's vectors as an L2-normalised float32 matrix (zero rows for rows without a vector)."""
 
     def __init__(self, rows: Sequence[_Row]) -> None:
         ordered = sorted(rows, key=lambda r: r.id)
         self.ids: list[str] = [r.id for r in ordered]
         self.position: dict[str, int] = {r.id: i for i, r in enumerate(ordered)}
         dim = max((len(r.vector) for r in ordered), default=0)
-        matrix = np.zeros((len(ordered), dim), dtype=np.float64)
+        matrix = np.zeros((len(ordered), dim), dtype=np.float32)
         for i, r in enumerate(ordered):
             if r.vector and len(r.vector) == dim:
                 matrix[i] = r.vector
         norms = np.linalg.norm(matrix, axis=1)
         norms[norms == 0] = 1.0
-        self.matrix: npt.NDArray[np.float64] = matrix / norms[:, None]
+        self.matrix: npt.NDArray[np.float32] = matrix / norms[:, None]
 
     def cosines(self, query: Vector) -> Vector:
-        """Cosine of the (unit) query vector with every row, in ``ids`` order."""
+        """Cosine of the (unit) query vector with every row, in ``ids`` order (float32 product, float64 out)."""
         if self.matrix.shape[0] == 0 or self.matrix.shape[1] != query.shape[0]:
             return np.zeros(self.matrix.shape[0], dtype=np.float64)
-        result: Vector = self.matrix @ query
-        return result
+        return (self.matrix @ query.astype(np.float32)).astype(np.float64)

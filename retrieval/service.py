@@ -6,8 +6,12 @@ One query runs five stages, each timed:
 2. route — ``route_query``: semantic, graph (temporal/causal) or persona first;
 3. retrieve — embed the question, try the semantic query cache, base retrieval over every layer;
 4. expand — graph expansion from the top ``graph_seeds`` base hits;
-5. fuse — the four-part score, persona first, both sides when whose-memory is ambiguous, one item
-   per piece of new evidence, top-k, provenance.
+5. fuse — the four-part score, then three ordering rules, each a stable partition of the ranking:
+   persona traits first on the persona route; off the time/cause route, messages whose records
+   were all superseded last; on a "why" question, items later than the event asked about (and not
+   said in its conversation) last. Then one item per piece of new evidence (an item whose
+   evidence messages are all shown already is dropped), both sides when whose-memory is
+   ambiguous, top-k, provenance. Scores are therefore not always monotone in rank.
 
 The service only reads: it never writes to the store. Open a LanceDB store read-only for it.
 """
@@ -72,6 +76,11 @@ class Retriever:
         """Stop the expansion threads."""
         self._executor.shutdown(wait=True)
 
+    def warm_up(self) -> None:
+        """Load the lazy parts once (jieba's dictionary, ~0.7 s; the embedder) so the first query is not slow."""
+        tokenize("预热 warm up")
+        self.embedder.embed_query(["warm up"])
+
     def token(self, user_id: str) -> Token:
         """The owner's change token (the checkpoint of its shard)."""
         return change_token(self.store, user_id, self.partitions or store_partitions(self.store))
@@ -81,6 +90,7 @@ class Retriever:
         token = self.token(user_id) if token is None else token
 
         def load() -> OwnerSnapshot:
+            """Every row of the owner, from the store."""
             return OwnerSnapshot(user_id, self.store.load_owner(user_id), self.memory_params)
 
         snap = self._hot.snapshot(user_id, token, load)
@@ -93,6 +103,7 @@ class Retriever:
         token = self.token(user_id)
 
         def load() -> tuple[MessageRow, ...]:
+            """The owner's working-memory rows, from the store."""
             rows = [r for r in self.store.rows("messages", user_id) if isinstance(r, MessageRow) and r.in_working]
             return tuple(sorted(rows, key=lambda m: m.working_seq))
 
@@ -186,15 +197,18 @@ class Retriever:
         graph, snap = self._graph(view), view.snapshot
 
         def related(seed: str, node: str) -> bool:
+            """A seed and a node standing on the same messages (a message and its own record)."""
             return not snap.sources_of_node(seed).isdisjoint(snap.sources_of_node(node))
 
-        def relevance(node: str) -> float:
-            n = snap.nodes.get(node)
-            if n is None or n.node_type == "topic":
-                return 0.0
-            table = "messages" if n.node_type == "message" else "episodic"
-            row = snap.row(table, n.ref_id)
-            return scorer.cosine(table, row) if row is not None else 0.0
+        cosines, positions = scorer.cosines("messages"), snap.message_position
+
+        def relevance(nodes: Sequence[str]) -> Sequence[float]:
+            """Cosine of each message node with the question (0 for other nodes)."""
+            if not len(cosines):
+                return [0.0] * len(nodes)
+            index = np.fromiter((positions.get(n, -1) for n in nodes), dtype=np.int64, count=len(nodes))
+            found: list[float] = np.where(index >= 0, cosines[index], 0.0).tolist()
+            return found
 
         return expand(graph, self._seeds(view, scorer, base), self.config, plan.direction,
                       executor=self._executor, related=related,

@@ -90,6 +90,22 @@ class OwnerSnapshot:
         return tuple(sorted({(m.speaker, m.role) for m in self.messages.values()}))
 
     @cached_property
+    def user_names(self) -> tuple[str, ...]:
+        """Names the owner speaks under (role user), sorted."""
+        return tuple(sorted({name for name, role in self.speakers if role == "user"}))
+
+    @cached_property
+    def working_now(self) -> frozenset[str]:
+        """Ids of the messages in working memory now."""
+        return frozenset(m.id for m in self.messages.values() if m.in_working)
+
+    @cached_property
+    def message_position(self) -> dict[str, int]:
+        """Row of each message node in the messages vector index (for vectorised hub relevance)."""
+        position = self.vector_index("messages").position
+        return {node: position[mid] for mid, node in self.node_of.items() if mid in position}
+
+    @cached_property
     def node_of(self) -> dict[str, str]:
         """Graph node id of every message and record id."""
         out = {mid: node_id(self.user_id, "message", mid) for mid in self.messages}
@@ -259,7 +275,7 @@ class View:
     def working_ids(self) -> frozenset[str]:
         """Messages in working memory at this point (the FIFO replayed over the visible messages)."""
         if self.as_of is None:
-            return frozenset(m.id for m in self.snapshot.messages.values() if m.in_working)
+            return self.snapshot.working_now
         seen = [m for m in self.snapshot.by_seq if self.message(m)]
         n, cap, batch = len(seen), self.snapshot.params.working_capacity, self.snapshot.params.eviction_batch
         keep = n if n <= cap else cap + 1 - batch + (n - cap - 1) % batch
