@@ -9,6 +9,7 @@
     ├── LogError                the event log (embedded files or Kafka) cannot do what was asked
     │   └── BrokerUnavailable   no Kafka broker answers at the bootstrap address
     ├── StoreError              a projection store cannot do what was asked
+    ├── UnknownOwner            a query named an owner with no memory (HTTP 404)
     └── ModelError              an extractor or embedder model failed
         ├── ModelUnavailable    an OpenAI-compatible endpoint could not be reached or kept failing
         └── MalformedModelAnswer  an endpoint answered with something that is not the requested JSON
@@ -31,6 +32,7 @@ __all__ = [
     "ModelUnavailable",
     "SchemaError",
     "StoreError",
+    "UnknownOwner",
     "UnknownSchemaError",
 ]
 
@@ -89,3 +91,15 @@ class ModelUnavailable(ModelError):
 
 class MalformedModelAnswer(ModelError):
     """An OpenAI-compatible endpoint answered with something that is not the requested JSON."""
+
+
+class UnknownOwner(AdaMemError):
+    """A query named a memory owner the store holds no memory for."""
+
+    def __init__(self, user_id: str, store_url: str, known: list[str]) -> None:
+        self.user_id = user_id
+        shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
+        super().__init__(
+            f"no memory for user {user_id!r} in {store_url}; known owners: {shown or 'none'}. "
+            "Check the user_id, or publish and project that user's messages first"
+        )
