@@ -45,8 +45,11 @@ def _source(event: Any) -> bytes:
 
 def _datadir(settings: Settings) -> str:
     if "://" in settings.store_url and not settings.store_url.startswith("file://"):
-        return os.path.join(tempfile.gettempdir(), f"{settings.topic_prefix}-faust")
-    return os.path.join(settings.store_url.removeprefix("file://"), ".faust")
+        path = os.path.join(tempfile.gettempdir(), f"{settings.topic_prefix}-faust")
+    else:
+        path = os.path.join(settings.store_url.removeprefix("file://"), ".faust")
+    os.makedirs(path, exist_ok=True)  # Faust expects its folder to exist
+    return path
 
 
 def create_app(
