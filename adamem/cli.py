@@ -251,6 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.set_defaults(run=_forget)
 
+    from bench.cli import register as register_bench
+
+    register_bench(sub)
+
     p = sub.add_parser("demo", help="the embedded default: publish the sample, build memory, show it")
     p.add_argument("--log", help="folder of the embedded log (default ./data/log)")
     p.add_argument("--store", help="store folder (default ./data/store)")

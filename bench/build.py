@@ -1,0 +1,50 @@
+"""Building memory the way users do: publish to a log, then analyze + project in-process (``run_pipeline``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from adamem.analysis.agent import MemoryAgent
+from adamem.events import ChatMessage
+from adamem.settings import Settings
+from projections.projector import Projector
+from projections.store import open_store
+from streams.log import open_log
+from streams.pipeline import PipelineStats, run_pipeline
+from streams.publish import publish_messages
+
+__all__ = ["Built", "build_memory"]
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a build did and how long each step took."""
+
+    messages: int
+    publish_s: float
+    pipeline_s: float
+    stats: PipelineStats
+
+
+async def _build(messages: Sequence[ChatMessage], settings: Settings, agent: MemoryAgent) -> Built:
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    store = open_store(settings.store_url)
+    try:
+        t0 = time.perf_counter()
+        await publish_messages(log, messages, settings)
+        t1 = time.perf_counter()
+        stats = await run_pipeline(log, Projector(store), agent, settings)
+        t2 = time.perf_counter()
+    finally:
+        store.close()
+        await log.stop()
+    return Built(len(messages), t1 - t0, t2 - t1, stats)
+
+
+def build_memory(messages: Sequence[ChatMessage], settings: Settings, agent: MemoryAgent) -> Built:
+    """Publish ``messages`` to ``settings.log_url`` and run the in-process pipeline into ``settings.store_url``."""
+    return asyncio.run(_build(messages, settings, agent))

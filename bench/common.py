@@ -1,0 +1,301 @@
+"""What every benchmark shares: machine facts, result files, tables, LoCoMo input, owners by cycling turns,
+a memoising embedder, process memory and folder sizes."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from adamem.analysis import Embedder
+from adamem.events import ChatMessage, message_event_id
+from adamem.ingest import parse_locomo
+from adamem.settings import Settings
+
+__all__ = [
+    "DEFAULT_LOCOMO",
+    "REPO",
+    "RESULTS",
+    "CachingEmbedder",
+    "LoadSampler",
+    "dir_size",
+    "free_port",
+    "git_commit",
+    "load_locomo",
+    "locomo_messages",
+    "machine_facts",
+    "print_table",
+    "proc_memory",
+    "spread",
+    "write_result",
+]
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+DEFAULT_LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+DAY_MS = 86_400_000
+
+
+def git_commit() -> dict[str, Any]:
+    """HEAD of the checkout and whether the work tree has changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True,
+            timeout=10,
+        )
+        return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "", "dirty": None}
+
+
+def _mem_total_mb() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
+
+
+def machine_facts() -> dict[str, Any]:
+    """Cores, RAM, load average, Python, OS and the date: printed next to every figure."""
+    return {
+        "cores": os.cpu_count(),
+        "ram_mb": _mem_total_mb(),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+class LoadSampler:
+    """Samples the 1-minute load average every few seconds while a benchmark runs (min / mean / max)."""
+
+    def __init__(self, every_s: float = 5.0) -> None:
+        self.every_s = every_s
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="load-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append(os.getloadavg()[0])
+            if self._stop.wait(self.every_s):
+                return
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> dict[str, float]:
+        """Minimum, mean and maximum of the 1-minute load average seen."""
+        s = self.samples or [os.getloadavg()[0]]
+        return {"min": round(min(s), 2), "mean": round(sum(s) / len(s), 2), "max": round(max(s), 2)}
+
+
+def write_result(name: str, payload: dict[str, Any], argv: Sequence[str], *, started: dict[str, Any],
+                 load: LoadSampler | None = None, out: str | None = None) -> Path:
+    """Write ``bench/results/<name>.json`` (or ``out``) with the command, commit and machine facts."""
+    doc = {
+        "benchmark": name,
+        "command": "adamem bench " + " ".join(shlex.quote(a) for a in argv),
+        "git": git_commit(),
+        "machine": started,
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "load_during": load.summary() if load is not None else None,
+        **payload,
+    }
+    path = Path(out) if out else RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, ensure_ascii=False, default=str) + "\n")
+    return path
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+    return str(value)
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, file: Any = None) -> None:
+    """A Markdown table on stdout."""
+    out = file or sys.stdout
+    print("| " + " | ".join(headers) + " |", file=out)
+    print("|" + "---|" * len(headers), file=out)
+    for row in rows:
+        print("| " + " | ".join(_cell(v) for v in row) + " |", file=out)
+
+
+def load_locomo(path: str | Path) -> list[dict[str, Any]]:
+    """The samples of a LoCoMo-format file (a list of samples, or one sample)."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    return doc if isinstance(doc, list) else [doc]
+
+
+def locomo_messages(samples: Sequence[dict[str, Any]], settings: Settings) -> list[ChatMessage]:
+    """Every turn as a ``ChatMessage`` (owner = sample_id, message_id = dia_id), via the CLI's own parser."""
+    return parse_locomo(list(samples), settings, "locomo")
+
+
+def spread(base: Sequence[ChatMessage], n: int, owners: int, prefix: str) -> list[ChatMessage]:
+    """``n`` messages for ``owners`` owners, made by cycling ``base`` in order.
+
+    Owner ``i`` gets a run of consecutive turns (so every owner holds coherent dialogue). Each pass
+    over ``base`` is a new conversation id, and every conversation is shifted in event time to start
+    a day after the previous one ended, so every owner's messages are in time order. Event ids are
+    derived from the new owner, conversation and message id, so they are all distinct.
+    """
+    if not base or n <= 0 or owners <= 0:
+        return []
+    per = -(-n // owners)
+    out: list[ChatMessage] = []
+    shift = 0
+    last = -1
+    prev_conv = None
+    for i in range(n):
+        m = base[i % len(base)]
+        rnd = i // len(base)
+        conv = f"{m.conversation_id.split('/')[0]}#{rnd}"
+        if conv != prev_conv:  # a new conversation block starts after the previous one
+            start = m.occurred_at
+            shift = max(0, last + DAY_MS - start) if last >= 0 else 0
+            prev_conv = conv
+        at = m.occurred_at + shift
+        last = max(last, at)
+        owner = f"{prefix}{i // per:04d}"
+        conv_id = f"{conv}/{m.conversation_id.partition('/')[2]}"
+        out.append(
+            dataclasses.replace(
+                m,
+                user_id=owner,
+                conversation_id=conv_id,
+                occurred_at=at,
+                event_id=message_event_id(m.tenant, owner, conv_id, m.message_id),
+            )
+        )
+    return out
+
+
+class CachingEmbedder:
+    """An embedder that remembers the vector of every text it has embedded (texts repeat when turns are cycled).
+
+    The vectors are the wrapped embedder's own; only repeated texts are served from memory. Hits
+    and misses are counted so a result can say how much was cached.
+    """
+
+    def __init__(self, inner: Embedder, *, queries: bool = True, passages: bool = True) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self._queries = queries
+        self._passages = passages
+        self._p: dict[str, list[float]] = {}
+        self._q: dict[str, list[float]] = {}
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+
+    def _get(self, memo: dict[str, list[float]], texts: Sequence[str], fn: Any) -> list[list[float]]:
+        with self._lock:
+            todo = list(dict.fromkeys(t for t in texts if t not in memo))
+            self.hits += len(texts) - sum(1 for t in texts if t in todo)
+            self.misses += sum(1 for t in texts if t in todo)
+        if todo:
+            vectors = fn(todo)
+            with self._lock:
+                memo.update(zip(todo, vectors, strict=True))
+        return [memo[t] for t in texts]
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Passage vectors, memoised."""
+        if not self._passages:
+            return self.inner.embed(texts)
+        return self._get(self._p, texts, self.inner.embed)
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """Query vectors, memoised."""
+        if not self._queries:
+            return self.inner.embed_query(texts)
+        return self._get(self._q, texts, self.inner.embed_query)
+
+    def stats(self) -> dict[str, int]:
+        """Texts served from memory and texts embedded."""
+        return {"hits": self.hits, "misses": self.misses}
+
+
+def proc_memory(pid: int) -> dict[str, int]:
+    """Resident memory of a live process from /proc: VmRSS (now) and VmHWM (peak), in MB."""
+    out: dict[str, int] = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key.lower() + "_mb"] = int(rest.split()[0]) // 1024
+    except OSError:
+        pass
+    return out
+
+
+def tree_memory(pid: int) -> dict[str, int]:
+    """VmRSS/VmHWM of a process plus its children (e.g. a console-script wrapper), summed, in MB."""
+    total: dict[str, int] = {}
+    pids = [pid]
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pids += [int(c) for c in children]
+    except OSError:
+        pass
+    for p in pids:
+        for k, v in proc_memory(p).items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def dir_size(path: str | Path) -> int:
+    """Bytes of all files under a folder (a file's own size for a file; 0 if missing)."""
+    p = Path(path)
+    if p.is_file():
+        return p.stat().st_size
+    if not p.exists():
+        return 0
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout_s: float = 60.0) -> bool:
+    """Wait until something listens on 127.0.0.1:port."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            time.sleep(0.2)
+    return False

@@ -1,0 +1,369 @@
+"""``adamem bench locomo``: evidence recall@k and answer-token coverage on a LoCoMo-format file.
+
+Every conversation is ingested through the real pipeline (publish to an embedded log in a temp
+folder → Memory Agent → projections into LanceDB); every question is asked through the
+``Retriever`` the query service uses. On the same ingested data the run also measures ablations
+(``RetrievalConfig`` variants, and a store view without persona/episodic rows) and two flat
+baselines over the raw turns (dense with the same e5 vectors, and BM25).
+
+Recall@k: the answer's items are flattened, in rank order, into distinct source message ids
+(``dia_id``; each item contributes its provenance in order); the first k are compared with the
+question's evidence ids. The answer asked for is the one for ``top_k = k``. Coverage@k: share of the
+gold answer's content words found in the retrieved text — the first k messages, each written as
+``speaker (date): text [image: caption]``, plus the contents of the items that brought them.
+
+Baselines: ``flat-dense`` ranks the stored turns by cosine of the e5 query vector with the turn
+vectors the system stored; ``flat-bm25`` by Okapi BM25 over the project's tokens of speaker and
+text; ``flat-bm25-ref`` follows the protocol of the shared reference figures (lower-case words of
+``speaker (session date-time): text [image: caption]``), a check that the evaluator reproduces them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adamem.analysis.agent import MemoryAgent
+from adamem.events import ChatMessage
+from adamem.runtime import build_embedder, build_extractor
+from adamem.settings import Settings
+from adamem.text import tokenize
+from bench.build import build_memory
+from bench.common import (
+    DEFAULT_LOCOMO,
+    CachingEmbedder,
+    LoadSampler,
+    load_locomo,
+    locomo_messages,
+    machine_facts,
+    print_table,
+    write_result,
+)
+from bench.metrics import CATEGORIES, coverage, flatten, mean, parse_evidence, recall_at, summary_ms, words
+from projections.folds.rows import MessageRow, Row
+from projections.store import open_store
+from projections.store.base import Hit, MemoryStore
+from projections.store.scoring import bm25_scores
+from retrieval import SEED_DEFAULT, Answer, FusionWeights, RetrievalConfig, Retriever
+
+__all__ = ["MessagesOnly", "main", "run", "system_configs"]
+
+HIDDEN = frozenset({"persona", "episodic"})
+OVERALL = "1-4"
+
+
+class MessagesOnly:
+    """A read-only view of a store without the persona and episodic layers (the "messages only" ablation).
+
+    ``RetrievalConfig`` has no switch for the searched layers, so the ablation hides their rows from
+    the retriever: base retrieval searches messages only and graph expansion cannot surface records.
+    """
+
+    def __init__(self, inner: MemoryStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+
+    def bind(self, partitions: int) -> None:  # pragma: no cover - read-only use
+        self.inner.bind(partitions)
+
+    def checkpoint(self, partition: int) -> dict[str, int]:
+        return self.inner.checkpoint(partition)
+
+    def commit(self, partition: int, changes: Any, offsets: dict[str, int]) -> None:  # pragma: no cover
+        raise RuntimeError("the messages-only view is read-only")
+
+    def load_owner(self, user_id: str) -> list[Row]:
+        return [r for r in self.inner.load_owner(user_id) if r.TABLE not in HIDDEN]
+
+    def rows(self, table: str, user_id: str) -> list[Row]:
+        return [] if table in HIDDEN else self.inner.rows(table, user_id)
+
+    def owners(self) -> list[str]:
+        return self.inner.owners()
+
+    def vector_search(self, table: str, user_id: str, vector: Sequence[float], k: int) -> list[Hit]:
+        return [] if table in HIDDEN else self.inner.vector_search(table, user_id, vector, k)
+
+    def text_search(self, table: str, user_id: str, query: str, k: int) -> list[Hit]:
+        return [] if table in HIDDEN else self.inner.text_search(table, user_id, query, k)
+
+    def release(self, partitions: Sequence[int]) -> None:
+        self.inner.release(partitions)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    @property
+    def view(self) -> str:
+        """The inner store's active view (part of the retriever's change token)."""
+        return str(getattr(self.inner, "view", ""))
+
+    @property
+    def _meta(self) -> Any:
+        return getattr(self.inner, "_meta", None)
+
+
+def system_configs(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, tuple[RetrievalConfig, bool]]:
+    """The full system and its ablations: name → (config, messages-only view)."""
+    return {
+        "full": (base, False),
+        "no-graph": (replace(base, name=f"{base.name}/no-graph", graph_seeds=0), False),
+        "no-fusion": (replace(base, name=f"{base.name}/semantic-only", fusion=FusionWeights(1.0, 0.0, 0.0, 0.0)),
+                      False),
+        "messages-only": (replace(base, name=f"{base.name}/messages-only"), True),
+    }
+
+
+def _date(ms: int) -> str:
+    d = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    return f"{d.day} {d.strftime('%B %Y')}"
+
+
+def render(m: ChatMessage) -> str:
+    """A turn as shown to a reader: ``speaker (date): text [image: caption]``."""
+    caption = m.metadata.get("blip_caption")
+    text = f"{m.speaker.name} ({_date(m.occurred_at)}): {m.text}"
+    return f"{text} [image: {caption}]" if caption else text
+
+
+def reference_texts(doc: dict[str, Any]) -> dict[str, str]:
+    """Turns as the shared reference figures index them: ``speaker (session date-time): text [image: caption]``."""
+    conv = doc.get("conversation") or {}
+    out: dict[str, str] = {}
+    for key, turns in conv.items():
+        if not re.fullmatch(r"session_\d+", key) or not isinstance(turns, list):
+            continue
+        date = conv.get(f"{key}_date_time", "")
+        for t in turns:
+            if isinstance(t, dict) and t.get("dia_id"):
+                text = f"{t.get('speaker', '')} ({date}): {t.get('text', '')}"
+                out[str(t["dia_id"])] = f"{text} [image: {t['blip_caption']}]" if t.get("blip_caption") else text
+    return out
+
+
+class Tally:
+    """Recall and coverage of one system, per k and category; latencies per route."""
+
+    def __init__(self) -> None:
+        self.recall: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        self.cover: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        self.latency: dict[str, list[float]] = defaultdict(list)
+
+    def add(self, k: int, cat: int, ranked: Sequence[str], gold: Sequence[str], answer: Any,
+            texts: Sequence[str]) -> None:
+        self.recall[k][cat].append(recall_at(ranked, gold, k))
+        if cat != 5:
+            c = coverage(answer, texts)
+            if c is not None:
+                self.cover[k][cat].append(c)
+
+    def table(self, which: dict[int, dict[int, list[float]]]) -> dict[str, dict[str, float | None]]:
+        out: dict[str, dict[str, float | None]] = {}
+        for k, per in sorted(which.items()):
+            row: dict[str, float | None] = {}
+            for cat in CATEGORIES:
+                m = mean(per.get(cat, []))
+                row[str(cat)] = None if m is None else round(100 * m, 2)
+            core = [v for cat in (1, 2, 3, 4) for v in per.get(cat, [])]
+            m = mean(core)
+            row[OVERALL] = None if m is None else round(100 * m, 2)
+            out[str(k)] = row
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        ks = sorted(self.recall)
+        n = {str(c): len(self.recall[ks[0]].get(c, [])) for c in CATEGORIES} if ks else {}
+        return {
+            "recall": self.table(self.recall),
+            "coverage": self.table(self.cover),
+            "n": n,
+            "latency_ms": {route: dict(summary_ms(v)) for route, v in sorted(self.latency.items())},
+        }
+
+
+def _order(scores: Sequence[float]) -> list[int]:
+    """Indexes by score, best first; ties in stored order."""
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+
+
+def _answer_view(answer: Answer, k: int, text_of: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(ranked message ids, retrieved texts for coverage@k) of a system answer."""
+    ranked = flatten([[p.message_id for p in item.provenance] for item in answer.items])
+    top = set(ranked[:k])
+    texts = [text_of[mid] for mid in ranked[:k] if mid in text_of]
+    for item in answer.items:  # the items that brought the first k messages (their own words count too)
+        if any(p.message_id in top for p in item.provenance) and item.kind != "message":
+            texts.append(item.content)
+    return ranked, texts
+
+
+def run(data: str | Path, ks: Sequence[int] = (5, 10, 25), *, samples: Sequence[str] | None = None,
+        work: str | None = None, systems: Sequence[str] | None = None, limit: int | None = None,
+        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Build memory from ``data`` with the real pipeline and measure every system and baseline."""
+    say = progress or (lambda s: None)
+    ks = sorted(set(ks))
+    docs = load_locomo(data)
+    if samples:
+        docs = [d for d in docs if d.get("sample_id") in set(samples)]
+    root = Path(work) if work else Path(tempfile.mkdtemp(prefix="adamem-bench-locomo-"))
+    settings = Settings.from_env(log_url=str(root / "log"), store_url=str(root / "store"), fsync=False)
+    messages = locomo_messages(docs, settings)
+    embedder = CachingEmbedder(build_embedder(settings), passages=False)  # questions repeat across systems
+    reused = (root / "store").exists()
+    build: dict[str, Any] = {"reused": reused, "work": str(root)}
+    if not reused:
+        say(f"ingesting {len(messages)} turns of {len(docs)} conversation(s) through the pipeline …")
+        built = build_memory(messages, settings, MemoryAgent(build_extractor(settings), embedder))
+        build.update(messages=built.messages, publish_s=round(built.publish_s, 2),
+                     pipeline_s=round(built.pipeline_s, 2), analyzed=built.stats.analyzed,
+                     applied=built.stats.applied, dead_lettered=built.stats.dead_lettered,
+                     pipeline_msg_per_s=round(built.messages / built.pipeline_s, 2))
+        say(f"built in {built.pipeline_s:.0f}s ({built.messages / built.pipeline_s:.1f} msg/s)")
+    store = open_store(settings.store_url, read_only=True)
+    chosen = {n: v for n, v in system_configs().items() if systems is None or n in systems}
+    retrievers = {n: Retriever(MessagesOnly(store) if hide else store, embedder, cfg)
+                  for n, (cfg, hide) in chosen.items()}
+    tallies: dict[str, Tally] = defaultdict(Tally)
+    counts: Counter[str] = Counter()
+    routes: Counter[str] = Counter()
+    by_owner: dict[str, list[ChatMessage]] = defaultdict(list)
+    for m in messages:
+        by_owner[m.user_id].append(m)
+    t_start = time.perf_counter()
+    for doc in docs:
+        owner = str(doc.get("sample_id"))
+        rows = [r for r in store.rows("messages", owner) if isinstance(r, MessageRow)]
+        rows.sort(key=lambda r: r.seq)
+        turns = {r.message_id for r in rows}
+        text_of = {m.message_id: render(m) for m in by_owner[owner]}
+        ids = [r.message_id for r in rows]
+        bm_docs = [tokenize(f"{r.speaker} {r.text}") for r in rows]
+        ref_of = reference_texts(doc)
+        ref_docs = [words(ref_of.get(r.message_id, r.text)) for r in rows]
+        mat = np.asarray([r.vector for r in rows], dtype=np.float64)
+        qas = doc.get("qa") or []
+        if limit is not None:
+            qas = qas[:limit]
+        for qa in qas:
+            counts["questions"] += 1
+            cat = qa.get("category")
+            if cat not in CATEGORIES:
+                counts["skipped_category"] += 1
+                continue
+            raw = qa.get("evidence")
+            gold = parse_evidence(raw, turns)
+            n_raw = len(parse_evidence(raw))
+            counts["dropped_ids"] += max(0, n_raw - len(gold))
+            if not gold:
+                counts["skipped_no_evidence"] += 1
+                continue
+            counts["evaluated"] += 1
+            question = str(qa.get("question", ""))
+            gold_answer = qa.get("answer")
+            for name, retriever in retrievers.items():
+                for k in ks:
+                    t = time.perf_counter()
+                    answer = retriever.query(owner, question, top_k=k)
+                    ms = (time.perf_counter() - t) * 1000
+                    if name == "full" and k == ks[0]:
+                        routes[answer.route.route.value] += 1
+                    tallies[name].latency[answer.route.route.value].append(ms)
+                    ranked, texts = _answer_view(answer, k, text_of)
+                    tallies[name].add(k, cat, ranked, gold, gold_answer, texts)
+            qv = np.asarray(embedder.embed_query([question])[0], dtype=np.float64)
+            dense = mat @ qv if len(rows) else np.zeros(0)
+            bm = bm25_scores(bm_docs, tokenize(question))
+            ref = bm25_scores(ref_docs, words(question))
+            for name, scores in (("flat-dense", list(dense)), ("flat-bm25", bm), ("flat-bm25-ref", ref)):
+                order = _order(scores)
+                ranked = [ids[i] for i in order]
+                for k in ks:
+                    tallies[name].add(k, cat, ranked, gold, gold_answer, [text_of.get(x, "") for x in ranked[:k]])
+        say(f"{owner}: {counts['evaluated']} question(s) so far, {time.perf_counter() - t_start:.0f}s")
+    for r in retrievers.values():
+        r.close()
+    store.close()
+    if not work:
+        shutil.rmtree(root, ignore_errors=True)
+    return {
+        "data": str(data),
+        "conversations": len(docs),
+        "messages": len(messages),
+        "ks": list(ks),
+        "questions": dict(counts),
+        "routes_full": dict(routes),
+        "build": build,
+        "embedder": {"name": embedder.name, "query_cache": embedder.stats()},
+        "query_seconds": round(time.perf_counter() - t_start, 1),
+        "systems": {name: tallies[name].to_dict() for name in [*chosen, "flat-dense", "flat-bm25", "flat-bm25-ref"]},
+        "configs": {n: cfg.name for n, (cfg, _) in chosen.items()},
+    }
+
+
+def print_report(result: dict[str, Any], file: Any = None) -> None:
+    """Recall and coverage tables."""
+    out = file or sys.stdout
+    for what in ("recall", "coverage"):
+        for k in result["ks"]:
+            print(f"\n{what}@{k} (%)", file=out)
+            headers = ["system", *[f"{c} {CATEGORIES[c]}" for c in CATEGORIES], "1-4"]
+            if what == "coverage":
+                headers = ["system", *[f"{c} {CATEGORIES[c]}" for c in (1, 2, 3, 4)], "1-4"]
+            rows = []
+            for name, sysres in result["systems"].items():
+                row = sysres[what].get(str(k), {})
+                cats = list(CATEGORIES) if what == "recall" else [1, 2, 3, 4]
+                rows.append([name, *[row.get(str(c)) for c in cats], row.get(OVERALL)])
+            print_table(headers, rows, file=out)
+    n = result["systems"].get("full", {}).get("n", {})
+    print(f"\nquestions per category: {n}; counts: {result['questions']}; routes (full): {result['routes_full']}",
+          file=out)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``adamem bench locomo``."""
+    p.add_argument("--data", default=str(DEFAULT_LOCOMO), help="a LoCoMo-format JSON file")
+    p.add_argument("--k", type=int, nargs="+", default=[5, 10, 25], help="cut-offs of recall@k (default 5 10 25)")
+    p.add_argument("--samples", nargs="*", help="only these sample ids")
+    p.add_argument("--systems", nargs="*", choices=list(system_configs()), help="only these systems (default all)")
+    p.add_argument("--limit", type=int, help="at most this many questions per conversation (development)")
+    p.add_argument("--work", help="keep the log and store here and reuse them next time (default: a temp dir)")
+    p.add_argument("--json", dest="out", help="result file (default bench/results/locomo.json)")
+
+
+def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Run from parsed arguments, print the tables, write the JSON."""
+    started = machine_facts()
+    with LoadSampler() as load:
+        result = run(args.data, args.k, samples=args.samples, work=args.work, systems=args.systems,
+                     limit=args.limit, progress=lambda s: print(s, file=sys.stderr, flush=True))
+    print_report(result)
+    path = write_result("locomo", result, argv, started=started, load=load, out=args.out)
+    print(f"\nload average at start {started['loadavg']}, during {load.summary()}; wrote {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.locomo``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(prog="adamem bench locomo", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    return execute(p.parse_args(argv), ["locomo", *argv])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

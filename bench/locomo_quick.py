@@ -1,0 +1,243 @@
+"""Evidence recall@10 of retrieval on LoCoMo, against flat BM25 and flat dense retrieval on the same turns.
+
+    .venv/bin/python bench/locomo_quick.py ../shared/data/locomo/locomo_dev.json \
+        [--work /tmp/locomo-work] [--samples conv-26,conv-30] [--set base_fusion=mix --set rrf_k=60]
+
+Memory is built with the real pipeline (rule extractor + e5 embedder + projector) into a LanceDB
+store under ``--work`` (reused when it already holds the samples). Each conversation is one owner
+(``sample_id``); speaker_a has role user, speaker_b role other. For every question of categories
+1–4 with at least one valid evidence id, the answer's provenance message ids are flattened in rank
+order and the first 10 distinct ones are compared with the evidence ``dia_id``s (a message row's
+``message_id``). Flat baselines rank the same stored turns: BM25 over their bilingual tokens
+(owner-scoped, k1 1.2, b 0.75), dense by cosine of the e5 query vector with the stored turn vectors,
+and their reciprocal-rank fusion (k 60). Latency percentiles are per route, in-process, warm caches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from adamem.analysis.agent import MemoryAgent
+from adamem.analysis.e5 import E5Embedder
+from adamem.analysis.rules import RuleExtractor
+from adamem.ingest import load_messages
+from adamem.settings import Settings
+from adamem.text import tokenize
+from projections.folds.rows import MessageRow
+from projections.projector import Projector
+from projections.store import open_store
+from projections.store.scoring import bm25_scores
+from retrieval import SEED_DEFAULT, BaseFusion, CacheSettings, RetrievalConfig, Retriever, SearchSource
+from streams.log import open_log
+from streams.pipeline import run_pipeline
+from streams.publish import publish_messages
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+def build(data: list[dict[str, Any]], work: Path, embedder: E5Embedder) -> None:
+    """Publish the samples to an embedded log and project them into a LanceDB store (skipped if done)."""
+    store = open_store(str(work / "store"))
+    have = set(store.owners())
+    store.close()
+    wanted = {s["sample_id"] for s in data}
+    if wanted <= have:
+        return
+    settings = Settings(log_url=str(work / "log"), store_url=str(work / "store"), fsync=False)
+    messages = load_messages(json.dumps(data).encode(), settings, "locomo", "locomo")
+
+    async def run() -> None:
+        log = open_log(settings.log_url, settings)
+        await log.start()
+        try:
+            if not have:
+                await publish_messages(log, messages, settings)
+            store = open_store(settings.store_url)
+            t = time.perf_counter()
+            stats = await run_pipeline(log, Projector(store), MemoryAgent(RuleExtractor(), embedder), settings)
+            print(f"built {stats.applied} analyses in {time.perf_counter() - t:.0f}s", file=sys.stderr)
+            store.close()
+        finally:
+            await log.stop()
+
+    asyncio.run(run())
+
+
+class CachedQueries:
+    """The e5 embedder with question vectors cached in a JSON file (they are deterministic): fast re-runs."""
+
+    def __init__(self, inner: E5Embedder, path: Path) -> None:
+        self.inner, self.path = inner, path
+        self.name, self.dim = inner.name, inner.dim
+        self.cache: dict[str, list[float]] = json.loads(path.read_text()) if path.exists() else {}
+        self.dirty = False
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Stored texts are not cached."""
+        return self.inner.embed(texts)
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """Question vectors, from the cache when known."""
+        missing = [t for t in texts if t not in self.cache]
+        if missing:
+            self.cache.update(zip(missing, self.inner.embed_query(missing), strict=True))
+            self.dirty = True
+        return [self.cache[t] for t in texts]
+
+    def save(self) -> None:
+        """Write the cache back."""
+        if self.dirty:
+            self.path.write_text(json.dumps(self.cache))
+
+
+def evidence_ids(qa: dict[str, Any], turns: set[str]) -> list[str]:
+    """Valid evidence dia_ids of a question (malformed and dangling ids dropped)."""
+    out: list[str] = []
+    for raw in qa.get("evidence") or []:
+        for part in re.split(r"[;\s]+", str(raw)):
+            if part in turns and part not in out:
+                out.append(part)
+    return out
+
+
+def recall(ranked: list[str], gold: list[str], k: int = 10) -> float:
+    """Share of the gold ids among the first k distinct ranked ids."""
+    top: list[str] = []
+    for r in ranked:
+        if r not in top:
+            top.append(r)
+        if len(top) == k:
+            break
+    return sum(g in top for g in gold) / len(gold)
+
+
+def parse_set(values: list[str]) -> RetrievalConfig:
+    """``SEED_DEFAULT`` with ``key=value`` replacements."""
+    changes: dict[str, Any] = {"cache": CacheSettings(query_cache=False)}
+    for item in values:
+        key, _, raw = item.partition("=")
+        current = getattr(SEED_DEFAULT, key)
+        if isinstance(current, (BaseFusion, SearchSource)):
+            changes[key] = type(current)(raw)
+        elif isinstance(current, bool):
+            changes[key] = raw.lower() in ("1", "true", "yes")
+        elif isinstance(current, int):
+            changes[key] = int(raw)
+        elif isinstance(current, float):
+            changes[key] = float(raw)
+        elif key == "fusion":
+            from retrieval import FusionWeights
+
+            changes[key] = FusionWeights(*map(float, raw.split(",")))
+        else:
+            changes[key] = raw
+    return dataclasses.replace(SEED_DEFAULT, **changes)
+
+
+def main() -> int:
+    """Run the measurement and print a table."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("data", help="locomo_dev.json (or any LoCoMo-format file)")
+    ap.add_argument("--work", default="/tmp/locomo-work", help="folder for the log and the LanceDB store")
+    ap.add_argument("--samples", default="", help="comma-separated sample ids (default: all)")
+    ap.add_argument("--set", action="append", default=[], help="config field=value (repeatable)")
+    ap.add_argument("--misses", type=int, default=0, help="print this many missed questions per category")
+    ap.add_argument("--no-baselines", action="store_true", help="skip the flat baselines")
+    ap.add_argument("--cache-questions", action="store_true",
+                    help="reuse question vectors from WORK/questions.json (latency then excludes embedding)")
+    args = ap.parse_args()
+
+    data = json.loads(Path(args.data).read_text())
+    if args.samples:
+        keep = set(args.samples.split(","))
+        data = [s for s in data if s["sample_id"] in keep]
+    work = Path(args.work)
+    embedder = E5Embedder()
+    build(data, work, embedder)
+    config = parse_set(args.set)
+    store = open_store(str(work / "store"), read_only=True)
+    queries = CachedQueries(embedder, work / "questions.json")
+    retriever = Retriever(store, queries if args.cache_questions else embedder, config)
+
+    scores: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    latency: dict[str, list[float]] = defaultdict(list)
+    misses: dict[int, list[str]] = defaultdict(list)
+    for sample in data:
+        owner = sample["sample_id"]
+        msgs = [r for r in store.rows("messages", owner) if isinstance(r, MessageRow)]
+        turns = {m.message_id for m in msgs}
+        docs = [tokenize(f"{m.speaker} {m.text}") for m in msgs]
+        mat = np.asarray([m.vector for m in msgs], dtype=np.float64)
+        retriever.query(owner, "warm up")  # loads the snapshot and the graph
+        for qa in sample["qa"]:
+            cat = qa.get("category")
+            gold = evidence_ids(qa, turns)
+            if cat not in CATEGORIES or not gold:
+                continue
+            q = str(qa["question"])
+            t = time.perf_counter()
+            answer = retriever.query(owner, q, top_k=10)
+            latency[answer.route.route.value].append((time.perf_counter() - t) * 1000)
+            r = recall(answer.message_ids(), gold)
+            scores["ours"][cat].append(r)
+            if r < 1 and len(misses[cat]) < args.misses:
+                misses[cat].append(f"{q} gold={gold} got={answer.message_ids(10)} route={answer.route.route}")
+            if args.no_baselines:
+                continue
+            bm = bm25_scores(docs, tokenize(q))
+            qv = np.asarray(queries.embed_query([q])[0])
+            cos = mat @ qv
+            bm_rank = sorted(range(len(msgs)), key=lambda i: (-bm[i], i))
+            dn_rank = sorted(range(len(msgs)), key=lambda i: (-cos[i], i))
+            rrf: dict[int, float] = defaultdict(float)
+            for ranking in (bm_rank, dn_rank):
+                for pos, i in enumerate(ranking):
+                    rrf[i] += 1 / (60 + pos + 1)
+            fused = sorted(rrf, key=lambda i: (-rrf[i], i))
+            for name, ranking in (("flat-bm25", bm_rank), ("flat-e5", dn_rank), ("flat-rrf", fused)):
+                scores[name][cat].append(recall([msgs[i].message_id for i in ranking[:10]], gold))
+
+    print(f"config: {config.name} " + " ".join(args.set))
+    header = "| retriever | " + " | ".join(f"{c} {CATEGORIES[c]} (n)" for c in CATEGORIES) + " | overall (n) |"
+    print(header)
+    print("|" + "---|" * (len(CATEGORIES) + 2))
+    queries.save()
+    for name in ("ours", "flat-bm25", "flat-e5", "flat-rrf"):
+        if not scores[name]:
+            continue
+        cells = []
+        allr: list[float] = []
+        for c in CATEGORIES:
+            vals = scores[name][c]
+            allr += vals
+            cells.append(f"{100 * statistics.fmean(vals):.1f} ({len(vals)})" if vals else "–")
+        print(f"| {name} | " + " | ".join(cells) + f" | {100 * statistics.fmean(allr):.1f} ({len(allr)}) |")
+    for route, vals in sorted(latency.items()):
+        vals.sort()
+        p50, p95 = vals[len(vals) // 2], vals[min(len(vals) - 1, int(len(vals) * 0.95))]
+        print(f"latency {route}: n={len(vals)} p50={p50:.1f} ms p95={p95:.1f} ms")
+    for cat, lines in misses.items():
+        print(f"-- misses, category {cat}")
+        for line in lines:
+            print("  " + line)
+    retriever.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""``adamem bench replay``: rebuild every layer from the recorded analyses; events/s and the ratio to live ingest.
+
+One run: the LoCoMo turns (``--repeat`` copies with renamed owners for a longer log) are published
+to an embedded log and ingested live with the in-process pipeline (``run_pipeline``: Memory Agent
++ projections into LanceDB), timed; then ``streams.replay.rebuild_view`` folds the recorded
+analyses into a new view of the same store, timed, and the rebuilt rows are compared with the
+live ones. Copies after the first are analysed with a memoising embedder (their texts repeat), so
+live ingest is timed on the first copy only, with the real embedder. When a target is missed the
+rebuild is run again under cProfile and the top functions are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from adamem.analysis.agent import MemoryAgent
+from adamem.runtime import build_embedder, build_extractor
+from adamem.settings import Settings
+from bench.build import build_memory
+from bench.common import (
+    DEFAULT_LOCOMO,
+    RESULTS,
+    CachingEmbedder,
+    LoadSampler,
+    load_locomo,
+    locomo_messages,
+    machine_facts,
+    print_table,
+    spread,
+    write_result,
+)
+from projections.store.lance import LanceStore
+from streams.log import open_log
+from streams.replay import RebuildReport, diff_stores, rebuild_view
+
+__all__ = ["main", "run"]
+
+TARGET_EVENTS_S = 5000.0
+TARGET_RATIO = 10.0
+
+
+async def _rebuild(settings: Settings, view: str) -> tuple[RebuildReport, float]:
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    try:
+        t = time.perf_counter()
+        report = await rebuild_view(log, settings.store_url, settings, view=view, switch=False)
+        return report, time.perf_counter() - t
+    finally:
+        await log.stop()
+
+
+def profile_rebuild(settings: Settings, view: str, top: int = 30) -> tuple[list[dict[str, Any]], str]:
+    """Rebuild once more under cProfile: the top functions by own time, and the printed stats."""
+    prof = cProfile.Profile()
+    prof.enable()
+    asyncio.run(_rebuild(settings, view))
+    prof.disable()
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf).sort_stats("tottime")
+    stats.print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    rows = []
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in raw.values()) or 1.0
+    for (file, line, fn), (_cc, nc, tt, ct, _callers) in sorted(raw.items(), key=lambda kv: -kv[1][2])[:top]:
+        rows.append({"function": f"{Path(file).name}:{line}({fn})", "calls": nc, "tottime_s": round(tt, 3),
+                     "cumtime_s": round(ct, 3), "share_of_own_time": round(tt / total, 3)})
+    return rows, buf.getvalue()
+
+
+def run(data: str | Path, *, repeat: int = 1, samples: Sequence[str] | None = None, work: str | None = None,
+        profile: bool | None = None) -> dict[str, Any]:
+    """Ingest live, rebuild from the analyses, compare; ``profile`` None = only when a target is missed."""
+    docs = load_locomo(data)
+    if samples:
+        docs = [d for d in docs if d.get("sample_id") in set(samples)]
+    root = Path(work) if work else Path(tempfile.mkdtemp(prefix="adamem-bench-replay-"))
+    if root.exists() and any(root.iterdir()):
+        raise SystemExit(f"{root} is not empty; the replay benchmark needs a fresh folder")
+    settings = Settings.from_env(log_url=str(root / "log"), store_url=str(root / "store"))
+    base = locomo_messages(docs, settings)
+    embedder = build_embedder(settings)
+    extractor = build_extractor(settings)
+    print(f"live ingest of {len(base)} messages …", file=sys.stderr, flush=True)
+    live = build_memory(base, settings, MemoryAgent(extractor, embedder))
+    extra: dict[str, Any] = {}
+    if repeat > 1:
+        more = spread(base, len(base) * (repeat - 1), len(docs) * (repeat - 1), "replay-")
+        cached = CachingEmbedder(embedder)
+        t = time.perf_counter()
+        built = build_memory(more, settings, MemoryAgent(extractor, cached))
+        extra = {"messages": len(more), "pipeline_s": round(built.pipeline_s, 2), "embedder_cache": cached.stats(),
+                 "note": "copies after the first: texts repeat, so their embeddings are memoised"}
+        print(f"added {len(more)} messages in {time.perf_counter() - t:.0f}s", file=sys.stderr, flush=True)
+    print("replaying …", file=sys.stderr, flush=True)
+    report, seconds = asyncio.run(_rebuild(settings, "bench-r1"))
+    live_store = LanceStore(settings.store_url, read_only=True, view="main")
+    rebuilt = LanceStore(settings.store_url, read_only=True, view="bench-r1")
+    diffs = diff_stores(live_store, rebuilt)
+    live_rate = live.messages / live.pipeline_s
+    rate = report.events / seconds
+    result: dict[str, Any] = {
+        "data": str(data),
+        "messages": len(base) + int(extra.get("messages", 0)),
+        "live": {"messages": live.messages, "seconds": round(live.pipeline_s, 2), "events_per_s": round(live_rate, 2),
+                 "analyzed": live.stats.analyzed, "applied": live.stats.applied, "fsync": settings.fsync,
+                 "embedder": embedder.name, "extractor": extractor.name},
+        "extra_copies": extra,
+        "replay": {"events": report.events, "seconds": round(seconds, 2), "events_per_s": round(rate, 1),
+                   "rows_equal_to_live": not diffs, "differing_rows": len(diffs)},
+        "ratio_replay_to_live": round(rate / live_rate, 1),
+        "targets": {"events_per_s": TARGET_EVENTS_S, "ratio": TARGET_RATIO},
+        "met": {"events_per_s": rate >= TARGET_EVENTS_S, "ratio": rate / live_rate >= TARGET_RATIO},
+    }
+    missed = not all(result["met"].values())
+    if profile or (profile is None and missed):
+        print("profiling a second rebuild …", file=sys.stderr, flush=True)
+        rows, text = profile_rebuild(settings, "bench-r2")
+        result["profile_top"] = rows
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "replay_profile.txt").write_text(text)
+        result["profile_file"] = "bench/results/replay_profile.txt"
+    if not work:
+        shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def print_report(r: dict[str, Any]) -> None:
+    """The table."""
+    print_table(
+        ["messages", "live ingest ev/s", "replay events", "replay s", "replay ev/s", "replay / live", "rows equal"],
+        [[r["messages"], r["live"]["events_per_s"], r["replay"]["events"], r["replay"]["seconds"],
+          r["replay"]["events_per_s"], r["ratio_replay_to_live"], r["replay"]["rows_equal_to_live"]]],
+    )
+    print(f"targets: ≥ {TARGET_EVENTS_S:.0f} events/s ({'met' if r['met']['events_per_s'] else 'MISSED'}), "
+          f"≥ {TARGET_RATIO:.0f}× live ({'met' if r['met']['ratio'] else 'MISSED'})")
+    for row in r.get("profile_top", [])[:12]:
+        print(f"  {row['share_of_own_time'] * 100:5.1f}% own {row['tottime_s']:7.2f}s  {row['function']}")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``adamem bench replay``."""
+    p.add_argument("--data", default=str(DEFAULT_LOCOMO), help="a LoCoMo-format JSON file")
+    p.add_argument("--samples", nargs="*", help="only these sample ids")
+    p.add_argument("--repeat", type=int, default=1, help="copies of the turns (owners renamed) for a longer log")
+    p.add_argument("--work", help="an empty folder to keep the log and store in (default: a temp dir)")
+    p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
+                   help="profile the rebuild (default: only when a target is missed)")
+    p.add_argument("--json", dest="out", help="result file (default bench/results/replay.json)")
+
+
+def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Run from parsed arguments."""
+    started = machine_facts()
+    with LoadSampler() as load:
+        result = run(args.data, repeat=args.repeat, samples=args.samples, work=args.work, profile=args.profile)
+    print_report(result)
+    path = write_result("replay", result, argv, started=started, load=load, out=args.out)
+    print(f"load average at start {started['loadavg']}, during {load.summary()}; wrote {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.replay``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(prog="adamem bench replay", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    return execute(p.parse_args(argv), ["replay", *argv])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
