@@ -257,3 +257,40 @@ def test_open_mode_without_keys(built: tuple[Settings, str], tmp_path: Path) -> 
         assert c.post("/v1/users/alice/query", json={"question": "hi"}).status_code == 200
         assert c.get("/health").json()["auth"] == "open"
         assert c.post("/v1/messages", json={"messages": [{"x": 1}]}).status_code == 400  # no log given
+
+
+@pytest.mark.kafka
+def test_the_api_over_projections_built_from_the_real_broker(
+    settings: Settings, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Publish through the API to Kafka, project from Kafka, ask through the API."""
+    settings = Settings(
+        log_url=f"kafka://{kafka_bootstrap}",
+        store_url=str(tmp_path / "store"),
+        topic_prefix=settings.topic_prefix,
+        partitions=2,
+    )
+    lines = [json.loads(x) for x in SAMPLE.decode().splitlines() if x.strip()]
+
+    async def project() -> None:
+        log = open_log(settings.log_url, settings)
+        await log.start()
+        await run_pipeline(
+            log, Projector(open_store(settings.store_url)), MemoryAgent(RuleExtractor(), _embedder()), settings
+        )
+        await log.stop()
+
+    retriever = Retriever(open_store(settings.store_url, read_only=True), _embedder())
+    app = create_app(settings, retriever, open_log(settings.log_url, settings), api_keys=KEYS)
+    with serving(app) as c:
+        r = c.post("/v1/messages", json={"messages": lines}, headers=DEFAULT)
+        assert r.status_code == 202 and r.json()["published"] == 29
+        assert c.get("/health").json()["lag"]["analysis"] == 29
+        asyncio.run(project())
+        health = c.get("/health").json()["lag"]
+        assert (health["analysis"], health["projection"]) == (0, 0)
+        answer = c.post("/v1/users/xiaoming/query", json={"question": "我对什么过敏？", "top_k": 5}, headers=DEFAULT)
+        assert answer.status_code == 200
+        assert any("花生" in i["content"] for i in answer.json()["items"])
+        prov = [p for i in answer.json()["items"] for p in i["provenance"]]
+        assert all(p["source_topic"] == settings.topic("analyses") for p in prov)
