@@ -114,6 +114,9 @@ class MessagesOnly:
     def _meta(self) -> Any:
         return getattr(self.inner, "_meta", None)
 
+    def __getattr__(self, name: str) -> Any:  # anything else the retriever may use: the inner store's
+        return getattr(self.inner, name)
+
 
 def system_configs(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, tuple[RetrievalConfig, bool]]:
     """The full system and its ablations: name → (config, messages-only view)."""

@@ -33,8 +33,10 @@ def _load(folder: Path, name: str) -> dict[str, Any] | None:
 def _fmt(v: Any, digits: int = 1) -> str:
     if v is None:
         return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     if isinstance(v, float):
-        return f"{v:,.{digits}f}"
+        return f"{v:,.{digits if abs(v) >= 10 else 2}f}"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
@@ -54,7 +56,7 @@ def _verdict(value: float | None, target: float, higher: bool) -> str:
         return "**met**"
     if higher:
         gap = target - value
-        return f"**missed** by {gap:,.1f} ({gap / target * 100:.0f} % short)"
+        return f"**missed** by {gap:,.1f} ({gap / target * 100:.1f} % short)"
     return f"**missed** by {value - target:,.1f} ms ({value / target:.1f}× the target)"
 
 

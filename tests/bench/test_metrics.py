@@ -11,7 +11,7 @@ from adamem.events import ChatMessage, Speaker
 from bench.common import spread
 from bench.latency import plan
 from bench.loadgen import _split, wrk_script
-from bench.locomo import reference_texts, render
+from bench.locomo import MessagesOnly, reference_texts, render, system_configs
 from bench.metrics import (
     answer_tokens,
     coverage,
@@ -187,3 +187,42 @@ def test_reference_texts_use_the_session_date_string() -> None:
         {"speaker": "Jo", "dia_id": "D1:2", "text": "look", "blip_caption": "a cat"}], "speaker_a": "Mel"}}
     assert reference_texts(doc) == {"D1:1": "Mel (1:56 pm on 8 May, 2023): hi",
                                     "D1:2": "Jo (1:56 pm on 8 May, 2023): look [image: a cat]"}
+
+
+class _Store:
+    url = "fake://"
+    view = "main"
+
+    def rows(self, table: str, user_id: str) -> list[str]:
+        return [table]
+
+    def load_owner(self, user_id: str) -> list[MessageRow]:
+        return [_message("D1:1")]
+
+    def vector_search(self, table: str, user_id: str, vector: object, k: int) -> list[str]:
+        return [table]
+
+    def text_search(self, table: str, user_id: str, query: str, k: int) -> list[str]:
+        return [table]
+
+    def extra(self) -> str:
+        return "delegated"
+
+
+def test_messages_only_hides_persona_and_episodic() -> None:
+    view = MessagesOnly(_Store())  # type: ignore[arg-type]
+    for table in ("persona", "episodic"):
+        assert view.rows(table, "u") == [] and view.vector_search(table, "u", [], 5) == []
+        assert view.text_search(table, "u", "q", 5) == []
+    assert view.rows("messages", "u") == ["messages"]  # type: ignore[comparison-overlap]
+    assert [r.TABLE for r in view.load_owner("u")] == ["messages"]
+    assert view.view == "main" and view.extra() == "delegated"
+
+
+def test_ablations_switch_one_thing_each() -> None:
+    configs = system_configs()
+    full = configs["full"][0]
+    assert configs["no-graph"][0].graph_seeds == 0 and full.graph_seeds > 0
+    fusion = configs["no-fusion"][0].fusion
+    assert (fusion.semantic, fusion.graph, fusion.temporal, fusion.fact) == (1.0, 0.0, 0.0, 0.0)
+    assert configs["messages-only"][1] is True and not configs["full"][1]
