@@ -49,8 +49,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("report", report, "write bench/results/README.md and the plots from the latest results"),
     )
     for name, module, help_text in parts:
-        p = sub.add_parser(name, help=help_text, description=module.__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            name, help=help_text, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
         module.add_arguments(p)
         p.set_defaults(run=_runner(name), sync=True, bench_name=name)
     return bench  # type: ignore[no-any-return]

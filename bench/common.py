@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,10 @@ def git_commit() -> dict[str, Any]:
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True,
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
             timeout=10,
         )
         return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
@@ -112,8 +115,15 @@ class LoadSampler:
         return {"min": round(min(s), 2), "mean": round(sum(s) / len(s), 2), "max": round(max(s), 2)}
 
 
-def write_result(name: str, payload: dict[str, Any], argv: Sequence[str], *, started: dict[str, Any],
-                 load: LoadSampler | None = None, out: str | None = None) -> Path:
+def write_result(
+    name: str,
+    payload: dict[str, Any],
+    argv: Sequence[str],
+    *,
+    started: dict[str, Any],
+    load: LoadSampler | None = None,
+    out: str | None = None,
+) -> Path:
     """Write ``bench/results/<name>.json`` (or ``out``) with the command, commit and machine facts."""
     doc = {
         "benchmark": name,
@@ -299,3 +309,20 @@ def wait_port(port: int, timeout_s: float = 60.0) -> bool:
         except OSError:
             time.sleep(0.2)
     return False
+
+
+def measure_and_record(
+    name: str,
+    argv: Sequence[str],
+    out: Any,
+    work: Callable[[], dict[str, Any]],
+    report: Callable[[dict[str, Any]], None],
+) -> int:
+    """Run a benchmark under a load sampler, print its table, write its JSON and say the load."""
+    started = machine_facts()
+    with LoadSampler() as load:
+        result = work()
+    report(result)
+    path = write_result(name, result, argv, started=started, load=load, out=out)
+    print(f"load average at start {started['loadavg']}, during {load.summary()}; wrote {path}")
+    return 0

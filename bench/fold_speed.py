@@ -37,8 +37,20 @@ from projections.folds import OwnerMemory, Positioned, apply, ids, lexicon
 HOUR, DAY = 3_600_000, 86_400_000
 T0 = 1_709_510_400_000
 CITIES = ["Shanghai", "Beijing", "Shenzhen", "Hangzhou", "成都", "武汉"]
-LIKES = ["spicy food", "Sichuan food", "湖南菜", "green tea", "coffee", "jazz", "sci-fi novels", "hiking", "火锅",
-         "Japanese ramen", "Japanese curry", "cats"]
+LIKES = [
+    "spicy food",
+    "Sichuan food",
+    "湖南菜",
+    "green tea",
+    "coffee",
+    "jazz",
+    "sci-fi novels",
+    "hiking",
+    "火锅",
+    "Japanese ramen",
+    "Japanese curry",
+    "cats",
+]
 EVENTS = ["went to the gym", "去健身房锻炼", "went running", "played badminton", "visited my parents", "看了一场电影"]
 TOPICS = ["work", "food", "fitness", "travel", "family", "健康", "电影", "music"]
 
@@ -77,20 +89,33 @@ def synthetic(owners: int, per_owner: int, dim: int, seed: int) -> list[Position
                 if rng.random() < 0.3:
                     facts.append(ExtractedFact(f"works on project {rng.randrange(5)}", rng.uniform(0.6, 1.0)))
                 if rng.random() < 0.4:
-                    attrs.append(ExtractedAttribute(rng.choice(["likes", "likes", "dislikes", "喜欢"]),
-                                                    rng.choice(LIKES), rng.uniform(0.6, 1.0)))
+                    attrs.append(
+                        ExtractedAttribute(
+                            rng.choice(["likes", "likes", "dislikes", "喜欢"]), rng.choice(LIKES), rng.uniform(0.6, 1.0)
+                        )
+                    )
                 if rng.random() < 0.3:
                     events.append(ExtractedEvent(rng.choice(EVENTS), rng.uniform(0.6, 1.0)))
-            msg = ChatMessage(event_id=eid, user_id=user, conversation_id=conv, message_id=mid,
-                              speaker=Speaker(role="user", name="U") if user_turn else
-                              Speaker(role="assistant", name="Assistant"),
-                              text=f"message {n} of {user}", occurred_at=at)
+            msg = ChatMessage(
+                event_id=eid,
+                user_id=user,
+                conversation_id=conv,
+                message_id=mid,
+                speaker=Speaker(role="user", name="U") if user_turn else Speaker(role="assistant", name="Assistant"),
+                text=f"message {n} of {user}",
+                occurred_at=at,
+            )
             analysis = MessageAnalyzed(
-                event_id=analysis_event_id(eid, "bench", "1", "g1"), message=msg,
-                analyzer=Analyzer("bench", "1"), embedding=Embedding("bench", _vector(rng, dim)),
-                topics=tuple(rng.sample(TOPICS, rng.randrange(1, 3))), facts=tuple(facts),
-                attributes=tuple(attrs), events=tuple(events),
-                entities=tuple(rng.sample(CITIES, 1)) if facts else ())
+                event_id=analysis_event_id(eid, "bench", "1", "g1"),
+                message=msg,
+                analyzer=Analyzer("bench", "1"),
+                embedding=Embedding("bench", _vector(rng, dim)),
+                topics=tuple(rng.sample(TOPICS, rng.randrange(1, 3))),
+                facts=tuple(facts),
+                attributes=tuple(attrs),
+                events=tuple(events),
+                entities=tuple(rng.sample(CITIES, 1)) if facts else (),
+            )
             out.append(Positioned(analysis, "adamem.analyses", o % 4, 0))
         streams.append(out)
     merged: list[Positioned] = []
@@ -117,8 +142,15 @@ def main() -> None:
     events = synthetic(args.owners, args.per_owner, args.dim, args.seed)
     best = math.inf
     for _ in range(args.repeat):
-        for memo in (ids.node_id, lexicon.normalize, lexicon.tokens, lexicon.preference_polarity,
-                     lexicon.is_single_valued, lexicon.lexicon_cluster, lexicon.activity_of):
+        for memo in (
+            ids.node_id,
+            lexicon.normalize,
+            lexicon.tokens,
+            lexicon.preference_polarity,
+            lexicon.is_single_valued,
+            lexicon.lexicon_cluster,
+            lexicon.activity_of,
+        ):
             memo.cache_clear()
         states: dict[str, OwnerMemory] = {}
         changes = 0
@@ -132,8 +164,11 @@ def main() -> None:
             changes += len(out)
         best = min(best, time.perf_counter() - start)
     rows = sum(len(t) for s in states.values() for t in s.tables.values())
-    print(f"folded {len(events):,} analyses for {len(states)} owners (dim {args.dim}) in {best:.3f} s "
-          f"(best of {args.repeat}): {len(events) / best:,.0f} events/s; {changes:,} row changes, {rows:,} rows")
+    print(
+        f"folded {len(events):,} analyses for {len(states)} owners (dim {args.dim}) in {best:.3f} s "
+        f"(best of {args.repeat}): {len(events) / best:,.0f} events/s; {changes:,} row changes, {rows:,} rows"
+    )
+
 
 if __name__ == "__main__":
     main()

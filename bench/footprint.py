@@ -38,17 +38,15 @@ from adamem.runtime import build_embedder
 from adamem.settings import Settings
 from bench.common import (
     DEFAULT_LOCOMO,
-    LoadSampler,
     dir_size,
     free_port,
     load_locomo,
     locomo_messages,
-    machine_facts,
+    measure_and_record,
     print_table,
     spread,
     tree_memory,
     wait_port,
-    write_result,
 )
 from bench.latency import STORES, ensure_store, questions_by_route
 from bench.metrics import mean, summary_ms
@@ -96,8 +94,12 @@ def disk_usage(store: str | Path, log: str | Path, messages: int) -> dict[str, A
     for layer, tables in LAYERS.items():
         w = sum(written.get(t, 0) for t in tables)
         c = sum(compacted.get(t, 0) for t in tables)
-        layers[layer] = {"bytes_written": w, "bytes_compacted": c, "per_message_written": round(w / messages, 1),
-                         "per_message_compacted": round(c / messages, 1)}
+        layers[layer] = {
+            "bytes_written": w,
+            "bytes_compacted": c,
+            "per_message_written": round(w / messages, 1),
+            "per_message_compacted": round(c / messages, 1),
+        }
     topics = {}
     for topic_dir in sorted(Path(log).glob("*")):
         if topic_dir.is_dir():
@@ -105,9 +107,15 @@ def disk_usage(store: str | Path, log: str | Path, messages: int) -> dict[str, A
             if size:
                 topics[topic_dir.name] = {"bytes": size, "per_message": round(size / messages, 1)}
     total_w, total_c = sum(written.values()), sum(compacted.values())
-    return {"messages": messages, "layers": layers, "tables_written": written, "tables_compacted": compacted,
-            "total_per_message_written": round(total_w / messages, 1),
-            "total_per_message_compacted": round(total_c / messages, 1), "log_topics": topics}
+    return {
+        "messages": messages,
+        "layers": layers,
+        "tables_written": written,
+        "tables_compacted": compacted,
+        "total_per_message_written": round(total_w / messages, 1),
+        "total_per_message_compacted": round(total_c / messages, 1),
+        "log_topics": topics,
+    }
 
 
 def project_rss(data: str | Path, n: int, work: Path) -> dict[str, Any]:
@@ -126,16 +134,19 @@ def project_rss(data: str | Path, n: int, work: Path) -> dict[str, Any]:
     asyncio.run(publish())
     exe = Path(sys.executable).with_name("adamem")
     t = time.perf_counter()
-    proc = subprocess.Popen([str(exe), "project", "--log", settings.log_url, "--store", settings.store_url],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(exe), "project", "--log", settings.log_url, "--store", settings.store_url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     # VmHWM from /proc, sampled until exit (ru_maxrss of a forked child also counts the parent's pages
     # before exec, i.e. this benchmark's own size).
     peak = 0
     while proc.poll() is None:
         peak = max(peak, tree_memory(proc.pid).get("vmhwm_mb", 0))
         time.sleep(0.2)
-    return {"messages": n, "exit": proc.returncode, "seconds": round(time.perf_counter() - t, 1),
-            "peak_rss_mb": peak}
+    return {"messages": n, "exit": proc.returncode, "seconds": round(time.perf_counter() - t, 1), "peak_rss_mb": peak}
 
 
 def kafka_worker_rss(bootstrap: str, data: str | Path, n: int) -> dict[str, Any]:
@@ -161,8 +172,13 @@ def service_rss(store: str, owner_questions: Sequence[tuple[str, str]]) -> dict[
     exe = Path(sys.executable).with_name("adamem")
     env = {**os.environ, "ADAMEM_STORE": store, "ADAMEM_API_KEYS": ""}
     env.pop("ADAMEM_LOG", None)
-    proc = subprocess.Popen([str(exe), "serve", "--store", store, "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(exe), "serve", "--store", store, "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         if not wait_port(port, 120):
             raise RuntimeError("adamem serve did not start")
@@ -188,8 +204,9 @@ INDEXES: dict[str, dict[str, Any]] = {
 }
 
 
-def index_compression(store: str | Path, queries: Sequence[str], k: int = 10, nprobes: int = 20,
-                      refine: int = 5) -> dict[str, Any]:
+def index_compression(
+    store: str | Path, queries: Sequence[str], k: int = 10, nprobes: int = 20, refine: int = 5
+) -> dict[str, Any]:
     """Index size and recall@k against exact search, per index type, on a copy of the messages table."""
     root = Path(store)
     shard = sorted((root / "views" / current_view(root)).glob("p*"))[0]
@@ -197,9 +214,15 @@ def index_compression(store: str | Path, queries: Sequence[str], k: int = 10, np
     data = src.to_arrow().select(["id", "user_id", "vector"])
     settings = Settings.from_env()
     qv = np.asarray(build_embedder(settings).embed_query(list(queries)), dtype=np.float32)
-    out: dict[str, Any] = {"rows": data.num_rows, "dim": int(qv.shape[1]), "queries": len(queries), "k": k,
-                           "nprobes": nprobes, "raw_vector_bytes": data.num_rows * int(qv.shape[1]) * 4,
-                           "indexes": {}}
+    out: dict[str, Any] = {
+        "rows": data.num_rows,
+        "dim": int(qv.shape[1]),
+        "queries": len(queries),
+        "k": k,
+        "nprobes": nprobes,
+        "raw_vector_bytes": data.num_rows * int(qv.shape[1]) * 4,
+        "indexes": {},
+    }
     with tempfile.TemporaryDirectory(prefix="adamem-bench-index-") as tmp:
         db = lancedb.connect(tmp)
         exact_t: Any = db.create_table("exact", data=data)
@@ -224,8 +247,11 @@ def index_compression(store: str | Path, queries: Sequence[str], k: int = 10, np
             table.create_index(metric="cosine", vector_column_name="vector", **params)
             build_s = time.perf_counter() - t
             index_bytes = dir_size(Path(tmp) / f"{table.name}.lance") - before
-            entry: dict[str, Any] = {"build_s": round(build_s, 2), "index_bytes": index_bytes,
-                                     "index_bytes_per_vector": round(index_bytes / data.num_rows, 1)}
+            entry: dict[str, Any] = {
+                "build_s": round(build_s, 2),
+                "index_bytes": index_bytes,
+                "index_bytes_per_vector": round(index_bytes / data.num_rows, 1),
+            }
             for label, rf in (("no_refine", None), (f"refine_{refine}", refine)):
                 recalls: list[float] = []
                 times = []
@@ -241,14 +267,23 @@ def index_compression(store: str | Path, queries: Sequence[str], k: int = 10, np
                     # equally near duplicates are interchangeable and comparing ids would undercount.
                     dist = 1.0 - mat[[row_of[i] for i in got]] @ qq
                     recalls.append(float(np.sum(dist <= bound + 1e-5)) / k)
-                entry[label] = {"recall_at_k": round(100 * (mean(recalls) or 0.0), 2),
-                                "latency_ms": dict(summary_ms(times))}
+                entry[label] = {
+                    "recall_at_k": round(100 * (mean(recalls) or 0.0), 2),
+                    "latency_ms": dict(summary_ms(times)),
+                }
             out["indexes"][name] = entry
     return out
 
 
-def run(data: str | Path, work: str | Path, *, stores: Sequence[str] = tuple(STORES), kafka: str | None = None,
-        rss_messages: int = 500, queries: int = 200) -> dict[str, Any]:
+def run(
+    data: str | Path,
+    work: str | Path,
+    *,
+    stores: Sequence[str] = tuple(STORES),
+    kafka: str | None = None,
+    rss_messages: int = 500,
+    queries: int = 200,
+) -> dict[str, Any]:
     """Disk per layer for each store, memory of the processes, and index compression."""
     work = Path(work)
     qs = [q for v in questions_by_route(data).values() for q in v]
@@ -293,16 +328,27 @@ def print_report(r: dict[str, Any]) -> None:
         rows += [[f"log: {t}", v["per_message"], None] for t, v in d["log_topics"].items()]
         print_table(["layer", "as written", "compacted"], rows)
         c = entry["compression"]
-        print(f"\nvector index on {c['rows']} message vectors (raw float32 {c['raw_vector_bytes'] / c['rows']:.0f} "
-              f"B/vector), recall@{c['k']} vs exact over {c['queries']} questions, nprobes {c['nprobes']}")
+        print(
+            f"\nvector index on {c['rows']} message vectors (raw float32 {c['raw_vector_bytes'] / c['rows']:.0f} "
+            f"B/vector), recall@{c['k']} vs exact over {c['queries']} questions, nprobes {c['nprobes']}"
+        )
         rows = [["exact (no index)", None, None, 100.0, c["exact"]["latency_ms"].get("p50"), None, None]]
         for iname, e in c["indexes"].items():
             refine = next(k for k in e if k.startswith("refine_"))
-            rows.append([iname, e["index_bytes_per_vector"], e["build_s"], e["no_refine"]["recall_at_k"],
-                         e["no_refine"]["latency_ms"].get("p50"), e[refine]["recall_at_k"],
-                         e[refine]["latency_ms"].get("p50")])
-        print_table(["index", "index B/vector", "build s", "recall@10", "p50 ms", "recall@10 refined",
-                     "p50 ms refined"], rows)
+            rows.append(
+                [
+                    iname,
+                    e["index_bytes_per_vector"],
+                    e["build_s"],
+                    e["no_refine"]["recall_at_k"],
+                    e["no_refine"]["latency_ms"].get("p50"),
+                    e[refine]["recall_at_k"],
+                    e[refine]["latency_ms"].get("p50"),
+                ]
+            )
+        print_table(
+            ["index", "index B/vector", "build s", "recall@10", "p50 ms", "recall@10 refined", "p50 ms refined"], rows
+        )
         s = entry["service_rss"]
         print(f"adamem serve on {name}: RSS idle {s['idle']}, after {s['queries']} queries {s['after']}")
     for what, v in r["rss"].items():
@@ -322,21 +368,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run from parsed arguments."""
-    started = machine_facts()
-    with LoadSampler() as load:
-        result = run(args.data, args.work, stores=args.stores, kafka=args.kafka, rss_messages=args.rss_messages,
-                     queries=args.queries)
-    print_report(result)
-    path = write_result("footprint", result, argv, started=started, load=load, out=args.out)
-    print(f"load average at start {started['loadavg']}, during {load.summary()}; wrote {path}")
-    return 0
+    return measure_and_record(
+        "footprint",
+        argv,
+        args.out,
+        lambda: run(
+            args.data,
+            args.work,
+            stores=args.stores,
+            kafka=args.kafka,
+            rss_messages=args.rss_messages,
+            queries=args.queries,
+        ),
+        print_report,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.footprint``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(prog="adamem bench footprint", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="adamem bench footprint", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(p)
     return execute(p.parse_args(argv), ["footprint", *argv])
 

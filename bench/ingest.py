@@ -40,14 +40,12 @@ from adamem.serde import encode_event
 from adamem.settings import Settings
 from bench.common import (
     DEFAULT_LOCOMO,
-    LoadSampler,
     load_locomo,
     locomo_messages,
-    machine_facts,
+    measure_and_record,
     print_table,
     spread,
     tree_memory,
-    write_result,
 )
 from projections.store.lance import LanceStore
 from streams.kafka_log import KafkaLog
@@ -58,8 +56,9 @@ __all__ = ["main", "run"]
 TARGET_SHARE = 0.5
 
 
-async def raw_kafka(bootstrap: str, topic: str, partitions: int, payloads: Sequence[tuple[bytes, bytes]]
-                    ) -> dict[str, Any]:
+async def raw_kafka(
+    bootstrap: str, topic: str, partitions: int, payloads: Sequence[tuple[bytes, bytes]]
+) -> dict[str, Any]:
     """Produce the payloads (acks=all, idempotent, like the project's producer) and consume them back."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
@@ -76,8 +75,9 @@ async def raw_kafka(bootstrap: str, topic: str, partitions: int, payloads: Seque
         produced = time.perf_counter() - t0
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -93,8 +93,13 @@ async def raw_kafka(bootstrap: str, topic: str, partitions: int, payloads: Seque
         await consumer.stop()
     total = produced + consumed
     n = len(payloads)
-    return {"produce_s": round(produced, 3), "consume_s": round(consumed, 3), "msg_per_s": round(n / total, 1),
-            "produce_msg_per_s": round(n / produced, 1), "consume_msg_per_s": round(n / consumed, 1)}
+    return {
+        "produce_s": round(produced, 3),
+        "consume_s": round(consumed, 3),
+        "msg_per_s": round(n / total, 1),
+        "produce_msg_per_s": round(n / produced, 1),
+        "consume_msg_per_s": round(n / consumed, 1),
+    }
 
 
 def embedder_alone(settings: Settings, texts: Sequence[str]) -> dict[str, Any]:
@@ -106,8 +111,12 @@ def embedder_alone(settings: Settings, texts: Sequence[str]) -> dict[str, Any]:
     for i in range(0, len(texts), step):
         embedder.embed(texts[i : i + step])
     seconds = time.perf_counter() - t
-    return {"texts": len(texts), "seconds": round(seconds, 2), "msg_per_s": round(len(texts) / seconds, 2),
-            "name": embedder.name}
+    return {
+        "texts": len(texts),
+        "seconds": round(seconds, 2),
+        "msg_per_s": round(len(texts) / seconds, 2),
+        "name": embedder.name,
+    }
 
 
 class Progress:
@@ -137,8 +146,7 @@ class Progress:
         done = {p: reader.checkpoint(p).get(self.analyses, 0) for p in ends}
         return sum(ends.values()), sum(done.values()), all(done[p] == ends[p] for p in ends)
 
-    async def wait(self, analysed: int, timeout_s: float, proc: subprocess.Popen[bytes],
-                   peak: dict[str, int]) -> float:
+    async def wait(self, analysed: int, timeout_s: float, proc: subprocess.Popen[bytes], peak: dict[str, int]) -> float:
         """Seconds until ``analysed`` analyses exist and all are projected; samples the worker's memory."""
         t = time.perf_counter()
         while True:
@@ -155,20 +163,37 @@ class Progress:
             await asyncio.sleep(0.25)
 
 
-async def end_to_end(bootstrap: str, settings: Settings, messages: Sequence[ChatMessage], warmup: ChatMessage,
-                     work: Path, timeout_s: float) -> dict[str, Any]:
+async def end_to_end(
+    bootstrap: str,
+    settings: Settings,
+    messages: Sequence[ChatMessage],
+    warmup: ChatMessage,
+    work: Path,
+    timeout_s: float,
+) -> dict[str, Any]:
     """Start a worker, warm it up, publish the messages, time until everything is analysed and projected."""
     store = work / "store"
-    env = {**os.environ, "ADAMEM_LOG": f"kafka://{bootstrap}", "ADAMEM_TOPIC_PREFIX": settings.topic_prefix,
-           "ADAMEM_PARTITIONS": str(settings.partitions), "ADAMEM_STORE": str(store)}
+    env = {
+        **os.environ,
+        "ADAMEM_LOG": f"kafka://{bootstrap}",
+        "ADAMEM_TOPIC_PREFIX": settings.topic_prefix,
+        "ADAMEM_PARTITIONS": str(settings.partitions),
+        "ADAMEM_STORE": str(store),
+    }
     log = KafkaLog(bootstrap, settings)
     await log.start()  # creates the topics with the project's settings
     # The worker puts Faust's data folder in the store folder and does not create its parents (reported).
     store.mkdir(parents=True, exist_ok=True)
     exe = Path(sys.executable).with_name("adamem")
     with (work / "worker.log").open("ab") as fo:
-        proc = subprocess.Popen([str(exe), "worker", "--store", str(store), "--loglevel", "warning"], env=env,
-                                cwd=work, stdout=fo, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [str(exe), "worker", "--store", str(store), "--loglevel", "warning"],
+            env=env,
+            cwd=work,
+            stdout=fo,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     peak: dict[str, int] = {}
     out: dict[str, Any] = {"worker_pid": proc.pid}
     try:
@@ -183,8 +208,13 @@ async def end_to_end(bootstrap: str, settings: Settings, messages: Sequence[Chat
             await progress.wait(1 + len(messages), timeout_s, proc, peak)
             seconds = time.perf_counter() - t0
             dead = sum((await progress.ends(settings.topic("deadletter"))).values())
-        out.update(seconds=round(seconds, 2), msg_per_s=round(len(messages) / seconds, 2), dead_lettered=dead,
-                   worker_rss_peak_mb=peak.get("vmhwm_mb"), worker_rss_end_mb=tree_memory(proc.pid).get("vmrss_mb"))
+        out.update(
+            seconds=round(seconds, 2),
+            msg_per_s=round(len(messages) / seconds, 2),
+            dead_lettered=dead,
+            worker_rss_peak_mb=peak.get("vmhwm_mb"),
+            worker_rss_end_mb=tree_memory(proc.pid).get("vmrss_mb"),
+        )
     finally:
         await log.stop()
         if proc.poll() is None:
@@ -210,8 +240,15 @@ async def delete_topics(bootstrap: str, names: Sequence[str]) -> None:
         await admin.close()
 
 
-def run(log_url: str, n: int = 2000, *, owners: int = 50, data: str | Path = DEFAULT_LOCOMO,
-        keep_topics: bool = False, timeout_s: float = 1800) -> dict[str, Any]:
+def run(
+    log_url: str,
+    n: int = 2000,
+    *,
+    owners: int = 50,
+    data: str | Path = DEFAULT_LOCOMO,
+    keep_topics: bool = False,
+    timeout_s: float = 1800,
+) -> dict[str, Any]:
     """The three rates and their ratios."""
     if not log_url.startswith("kafka://"):
         raise SystemExit(f"--log must be kafka://host:port (the worker needs a real broker), not {log_url!r}")
@@ -223,9 +260,14 @@ def run(log_url: str, n: int = 2000, *, owners: int = 50, data: str | Path = DEF
     messages = spread(base, n, owners, "ingest-")
     warmup = spread(base[-1:], 1, 1, "warmup-")[0]
     payloads = [(m.user_id.encode(), encode_event(m)) for m in messages]
-    result: dict[str, Any] = {"messages": n, "owners": owners, "bytes": sum(len(v) for _, v in payloads),
-                              "topic_prefix": prefix, "partitions": settings.partitions,
-                              "worker_batch": settings.worker_batch}
+    result: dict[str, Any] = {
+        "messages": n,
+        "owners": owners,
+        "bytes": sum(len(v) for _, v in payloads),
+        "topic_prefix": prefix,
+        "partitions": settings.partitions,
+        "worker_batch": settings.worker_batch,
+    }
     names = [settings.topic(t) for t in ("messages", "analyses", "control", "deadletter", "raw")]
     try:
         print("raw aiokafka produce + consume …", file=sys.stderr, flush=True)
@@ -256,19 +298,43 @@ def print_report(r: dict[str, Any]) -> None:
     """The table."""
     print_table(
         ["path", "messages", "seconds", "msg/s", "share"],
-        [["raw aiokafka produce+consume", r["messages"], r["raw_kafka"]["produce_s"] + r["raw_kafka"]["consume_s"],
-          r["raw_kafka"]["msg_per_s"], None],
-         ["e5 embedder alone (before)", r["embedder"]["texts"], r["embedder"]["seconds"], r["embedder"]["msg_per_s"],
-          None],
-         ["e5 embedder alone (after)", r["embedder_after"]["texts"], r["embedder_after"]["seconds"],
-          r["embedder_after"]["msg_per_s"], None],
-         ["end to end (publish → worker → LanceDB)", r["messages"], r["end_to_end"]["seconds"],
-          r["end_to_end"]["msg_per_s"], r["ratio_to_embedder"]]],
+        [
+            [
+                "raw aiokafka produce+consume",
+                r["messages"],
+                r["raw_kafka"]["produce_s"] + r["raw_kafka"]["consume_s"],
+                r["raw_kafka"]["msg_per_s"],
+                None,
+            ],
+            [
+                "e5 embedder alone (before)",
+                r["embedder"]["texts"],
+                r["embedder"]["seconds"],
+                r["embedder"]["msg_per_s"],
+                None,
+            ],
+            [
+                "e5 embedder alone (after)",
+                r["embedder_after"]["texts"],
+                r["embedder_after"]["seconds"],
+                r["embedder_after"]["msg_per_s"],
+                None,
+            ],
+            [
+                "end to end (publish → worker → LanceDB)",
+                r["messages"],
+                r["end_to_end"]["seconds"],
+                r["end_to_end"]["msg_per_s"],
+                r["ratio_to_embedder"],
+            ],
+        ],
     )
-    print(f"end to end = {100 * r['ratio_to_embedder']:.0f} % of the faster embedder-alone run (target ≥ 50 %: "
-          f"{'met' if r['met'] else 'MISSED'}), {100 * r['ratio_to_raw_kafka']:.2f} % of raw Kafka; "
-          f"worker RSS peak {r['end_to_end'].get('worker_rss_peak_mb')} MB; "
-          f"dead-lettered {r['end_to_end'].get('dead_lettered')}")
+    print(
+        f"end to end = {100 * r['ratio_to_embedder']:.0f} % of the faster embedder-alone run (target ≥ 50 %: "
+        f"{'met' if r['met'] else 'MISSED'}), {100 * r['ratio_to_raw_kafka']:.2f} % of raw Kafka; "
+        f"worker RSS peak {r['end_to_end'].get('worker_rss_peak_mb')} MB; "
+        f"dead-lettered {r['end_to_end'].get('dead_lettered')}"
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -284,21 +350,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run from parsed arguments."""
-    started = machine_facts()
-    with LoadSampler() as load:
-        result = run(args.log, args.messages, owners=args.owners, data=args.data, keep_topics=args.keep_topics,
-                     timeout_s=args.timeout)
-    print_report(result)
-    path = write_result("ingest", result, argv, started=started, load=load, out=args.out)
-    print(f"load average at start {started['loadavg']}, during {load.summary()}; wrote {path}")
-    return 0
+    return measure_and_record(
+        "ingest",
+        argv,
+        args.out,
+        lambda: run(
+            args.log,
+            args.messages,
+            owners=args.owners,
+            data=args.data,
+            keep_topics=args.keep_topics,
+            timeout_s=args.timeout,
+        ),
+        print_report,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.ingest``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(prog="adamem bench ingest", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="adamem bench ingest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(p)
     return execute(p.parse_args(argv), ["ingest", *argv])
 

@@ -38,16 +38,14 @@ from bench.build import build_memory
 from bench.common import (
     DEFAULT_LOCOMO,
     CachingEmbedder,
-    LoadSampler,
     free_port,
     load_locomo,
     locomo_messages,
-    machine_facts,
+    measure_and_record,
     print_table,
     spread,
     tree_memory,
     wait_port,
-    write_result,
 )
 from bench.loadgen import Request, run_load
 from bench.metrics import summary_ms
@@ -62,8 +60,9 @@ ROUTES = (Route.SEMANTIC.value, Route.PERSONA.value, Route.GRAPH.value)
 TARGETS = {"inproc_p95_semantic_ms": 50.0, "inproc_p95_graph_ms": 150.0, "http_p95_ms": 100.0}
 
 
-def ensure_store(work: Path, name: str, data: str | Path, *, messages: int | None = None,
-                 owners: int | None = None) -> dict[str, Any]:
+def ensure_store(
+    work: Path, name: str, data: str | Path, *, messages: int | None = None, owners: int | None = None
+) -> dict[str, Any]:
     """Build (or reuse) a store of ``name``'s shape under ``work/name``; returns its build facts."""
     n, k = STORES.get(name, (messages or 0, owners or 1))
     n, k = messages or n, owners or k
@@ -80,11 +79,17 @@ def ensure_store(work: Path, name: str, data: str | Path, *, messages: int | Non
     embedder = CachingEmbedder(build_embedder(settings))
     print(f"building {name}: {n} messages for {k} owner(s) …", file=sys.stderr, flush=True)
     built = build_memory(msgs, settings, MemoryAgent(build_extractor(settings), embedder))
-    facts = {"messages": n, "owners": k, "store": settings.store_url, "log": settings.log_url,
-             "owner_names": sorted({m.user_id for m in msgs})[:3],
-             "pipeline_s": round(built.pipeline_s, 1), "applied": built.stats.applied,
-             "embedder_cache": embedder.stats(),
-             "note": "every message analysed by the Memory Agent; e5 vectors of repeated texts memoised"}
+    facts = {
+        "messages": n,
+        "owners": k,
+        "store": settings.store_url,
+        "log": settings.log_url,
+        "owner_names": sorted({m.user_id for m in msgs})[:3],
+        "pipeline_s": round(built.pipeline_s, 1),
+        "applied": built.stats.applied,
+        "embedder_cache": embedder.stats(),
+        "note": "every message analysed by the Memory Agent; e5 vectors of repeated texts memoised",
+    }
     marker.write_text(json.dumps(facts, indent=1))
     return {**facts, "reused": False}
 
@@ -102,8 +107,9 @@ def questions_by_route(data: str | Path) -> dict[str, list[str]]:
     return dict(out)
 
 
-def plan(qs: dict[str, list[str]], owners: Sequence[str], per_route: int, seed: int = 6
-         ) -> dict[str, list[tuple[str, str]]]:
+def plan(
+    qs: dict[str, list[str]], owners: Sequence[str], per_route: int, seed: int = 6
+) -> dict[str, list[tuple[str, str]]]:
     """Per route, ``per_route`` distinct (owner, question) pairs (owners drawn at random when there are many)."""
     rng = random.Random(seed)
     out: dict[str, list[tuple[str, str]]] = {}
@@ -123,8 +129,7 @@ def plan(qs: dict[str, list[str]], owners: Sequence[str], per_route: int, seed: 
     return out
 
 
-def in_process(store_url: str, pairs: dict[str, list[tuple[str, str]]], warmup_owner: str | None
-               ) -> dict[str, Any]:
+def in_process(store_url: str, pairs: dict[str, list[tuple[str, str]]], warmup_owner: str | None) -> dict[str, Any]:
     """Latency of ``Retriever.query`` per route, cold then warm, one query at a time."""
     settings = Settings.from_env(store_url=store_url)
     retriever = Retriever(open_store(store_url, read_only=True), build_embedder(settings))
@@ -151,9 +156,13 @@ def in_process(store_url: str, pairs: dict[str, list[tuple[str, str]]], warmup_o
                     for stage, ms in answer.timing.to_dict().items():
                         stages[stage].append(ms)
                 wall = time.perf_counter() - t0
-                per[phase] = {**summary_ms(times), "qps": round(len(times) / wall, 2) if wall else None,
-                              "answer_cache_hits": cached, "routes": dict(routed),
-                              "stage_mean_ms": {s: round(sum(v) / len(v), 2) for s, v in stages.items() if v}}
+                per[phase] = {
+                    **summary_ms(times),
+                    "qps": round(len(times) / wall, 2) if wall else None,
+                    "answer_cache_hits": cached,
+                    "routes": dict(routed),
+                    "stage_mean_ms": {s: round(sum(v) / len(v), 2) for s, v in stages.items() if v},
+                }
             out[route] = per
         embed: list[float] = []  # of the time above, how much is the question's embedding alone
         for route in ROUTES:
@@ -167,18 +176,29 @@ def in_process(store_url: str, pairs: dict[str, list[tuple[str, str]]], warmup_o
     return out
 
 
-def over_http(store_url: str, pairs: dict[str, list[tuple[str, str]]], warmup_owner: str | None,
-              connections: int, log_dir: Path) -> dict[str, Any]:
+def over_http(
+    store_url: str, pairs: dict[str, list[tuple[str, str]]], warmup_owner: str | None, connections: int, log_dir: Path
+) -> dict[str, Any]:
     """Latency over HTTP of an ``adamem serve`` process on the store, per route, cold then warm."""
     port = free_port()
     exe = Path(sys.executable).with_name("adamem")
-    env = {**os.environ, "ADAMEM_STORE": store_url, "ADAMEM_HOST": "127.0.0.1", "ADAMEM_PORT": str(port),
-           "ADAMEM_API_KEYS": ""}
+    env = {
+        **os.environ,
+        "ADAMEM_STORE": store_url,
+        "ADAMEM_HOST": "127.0.0.1",
+        "ADAMEM_PORT": str(port),
+        "ADAMEM_API_KEYS": "",
+    }
     env.pop("ADAMEM_LOG", None)
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / "serve.log").open("ab") as fo:
-        proc = subprocess.Popen([str(exe), "serve", "--store", store_url, "--port", str(port)], env=env,
-                                stdout=fo, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [str(exe), "serve", "--store", store_url, "--port", str(port)],
+            env=env,
+            stdout=fo,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     out: dict[str, Any] = {"pid": proc.pid}
     base = f"http://127.0.0.1:{port}"
     try:
@@ -192,8 +212,9 @@ def over_http(store_url: str, pairs: dict[str, list[tuple[str, str]]], warmup_ow
             httpx.post(f"{base}/v1/users/{warmup_owner}/query", json={"question": "hello", "top_k": 10}, timeout=300)
             out["first_query_ms"] = round((time.perf_counter() - t) * 1000, 1)
         for route in ROUTES:
-            reqs: list[Request] = [(f"/v1/users/{o}/query", json.dumps({"question": q, "top_k": 10}))
-                                   for o, q in pairs[route]]
+            reqs: list[Request] = [
+                (f"/v1/users/{o}/query", json.dumps({"question": q, "top_k": 10})) for o, q in pairs[route]
+            ]
             out[route] = {}
             for phase in ("cold", "warm"):
                 out[route][phase] = run_load(base, reqs, connections=connections)
@@ -210,13 +231,24 @@ def over_http(store_url: str, pairs: dict[str, list[tuple[str, str]]], warmup_ow
     return out
 
 
-def run(data: str | Path, work: str | Path, *, stores: Sequence[str] = tuple(STORES), per_route: int = 100,
-        connections: int = 8, http: bool = True) -> dict[str, Any]:
+def run(
+    data: str | Path,
+    work: str | Path,
+    *,
+    stores: Sequence[str] = tuple(STORES),
+    per_route: int = 100,
+    connections: int = 8,
+    http: bool = True,
+) -> dict[str, Any]:
     """Build or reuse the stores, then measure each in-process and over HTTP."""
     work = Path(work)
     qs = questions_by_route(data)
-    result: dict[str, Any] = {"questions_per_route_available": {r: len(v) for r, v in qs.items()},
-                              "per_route": per_route, "connections": connections, "stores": {}}
+    result: dict[str, Any] = {
+        "questions_per_route_available": {r: len(v) for r, v in qs.items()},
+        "per_route": per_route,
+        "connections": connections,
+        "stores": {},
+    }
     for name in stores:
         facts = ensure_store(work, name, data)
         store = open_store(facts["store"], read_only=True)
@@ -225,9 +257,12 @@ def run(data: str | Path, work: str | Path, *, stores: Sequence[str] = tuple(STO
         pairs = plan(qs, owners, per_route)
         warm = owners[0] if len(owners) == 1 else None
         print(f"{name}: in-process …", file=sys.stderr, flush=True)
-        entry: dict[str, Any] = {"build": facts, "owners": len(owners),
-                                 "asked": {r: len(p) for r, p in pairs.items()},
-                                 "in_process": in_process(facts["store"], pairs, warm)}
+        entry: dict[str, Any] = {
+            "build": facts,
+            "owners": len(owners),
+            "asked": {r: len(p) for r, p in pairs.items()},
+            "in_process": in_process(facts["store"], pairs, warm),
+        }
         if http:
             print(f"{name}: over HTTP …", file=sys.stderr, flush=True)
             entry["http"] = over_http(facts["store"], pairs, warm, connections, work / "logs")
@@ -254,8 +289,10 @@ def _met(result: dict[str, Any]) -> dict[str, Any]:
 def print_report(result: dict[str, Any]) -> None:
     """One table per store: p50/p95/p99 and QPS per route and phase, in-process and HTTP."""
     for name, entry in result["stores"].items():
-        print(f"\n{name}: {entry['owners']} owner(s); first query (snapshot load) in-process "
-              f"{entry['in_process'].get('first_query_ms', '–')} ms")
+        print(
+            f"\n{name}: {entry['owners']} owner(s); first query (snapshot load) in-process "
+            f"{entry['in_process'].get('first_query_ms', '–')} ms"
+        )
         rows = []
         for where in ("in_process", "http"):
             if where not in entry:
@@ -263,10 +300,20 @@ def print_report(result: dict[str, Any]) -> None:
             for route in ROUTES:
                 for phase in ("cold", "warm"):
                     s = entry[where][route][phase]
-                    rows.append([where, route, phase, s.get("n"), s.get("p50"), s.get("p95"), s.get("p99"),
-                                 s.get("qps"), s.get("answer_cache_hits", s.get("errors"))])
-        print_table(["where", "route", "phase", "n", "p50 ms", "p95 ms", "p99 ms", "QPS", "cache hits / errors"],
-                    rows)
+                    rows.append(
+                        [
+                            where,
+                            route,
+                            phase,
+                            s.get("n"),
+                            s.get("p50"),
+                            s.get("p95"),
+                            s.get("p99"),
+                            s.get("qps"),
+                            s.get("answer_cache_hits", s.get("errors")),
+                        ]
+                    )
+        print_table(["where", "route", "phase", "n", "p50 ms", "p95 ms", "p99 ms", "QPS", "cache hits / errors"], rows)
         print(f"question embedding alone (e5, in-process): {entry['in_process'].get('embed_query_alone_ms')}")
         if "http" in entry:
             print(f"service RSS idle {entry['http'].get('rss_idle')} after {entry['http'].get('rss_after')}")
@@ -285,21 +332,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run from parsed arguments."""
-    started = machine_facts()
-    with LoadSampler() as load:
-        result = run(args.data, args.work, stores=args.stores, per_route=args.per_route,
-                     connections=args.connections, http=not args.no_http)
-    print_report(result)
-    path = write_result("latency", result, argv, started=started, load=load, out=args.out)
-    print(f"load average at start {started['loadavg']}, during {load.summary()}; wrote {path}")
-    return 0
+    return measure_and_record(
+        "latency",
+        argv,
+        args.out,
+        lambda: run(
+            args.data,
+            args.work,
+            stores=args.stores,
+            per_route=args.per_route,
+            connections=args.connections,
+            http=not args.no_http,
+        ),
+        print_report,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.latency``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(prog="adamem bench latency", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="adamem bench latency", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(p)
     return execute(p.parse_args(argv), ["latency", *argv])
 

@@ -84,8 +84,15 @@ def _split(requests: Sequence[Request], parts: int) -> list[list[Request]]:
     return [list(requests[i::parts]) for i in range(parts)]
 
 
-def run_wrk(base_url: str, requests: Sequence[Request], *, connections: int = 8, threads: int = 2,
-            timeout_s: int = 60, deadline_s: float = 1800) -> dict[str, Any]:
+def run_wrk(
+    base_url: str,
+    requests: Sequence[Request],
+    *,
+    connections: int = 8,
+    threads: int = 2,
+    timeout_s: int = 60,
+    deadline_s: float = 1800,
+) -> dict[str, Any]:
     """Send every request once with ``wrk`` (``connections`` clients); latency percentiles in ms and QPS.
 
     Each thread keeps ``connections / threads`` requests in flight; it stops after as many responses
@@ -99,11 +106,26 @@ def run_wrk(base_url: str, requests: Sequence[Request], *, connections: int = 8,
         script = fo.name
     try:
         proc = subprocess.Popen(
-            ["wrk", "-t", str(threads), "-c", str(connections), "-d", "3600s", "--timeout", f"{timeout_s}s",
-             "-s", script, base_url],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                "wrk",
+                "-t",
+                str(threads),
+                "-c",
+                str(connections),
+                "-d",
+                "3600s",
+                "--timeout",
+                f"{timeout_s}s",
+                "-s",
+                script,
+                base_url,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         assert proc.stderr is not None
+
         # A request that times out never reaches response(): interrupt wrk at the deadline in any case.
         def interrupt() -> None:
             if proc.poll() is None:
@@ -173,8 +195,14 @@ async def _httpx_load(base_url: str, requests: Sequence[Request], connections: i
         t0 = time.perf_counter()
         await asyncio.gather(*(client(http) for _ in range(connections)))
         seconds = time.perf_counter() - t0
-    return {"tool": "httpx", "connections": connections, "errors": errors, **summary_ms(latencies),
-            "seconds": round(seconds, 2), "qps": round(len(latencies) / seconds, 2) if seconds else None}
+    return {
+        "tool": "httpx",
+        "connections": connections,
+        "errors": errors,
+        **summary_ms(latencies),
+        "seconds": round(seconds, 2),
+        "qps": round(len(latencies) / seconds, 2) if seconds else None,
+    }
 
 
 def run_load(base_url: str, requests: Sequence[Request], *, connections: int = 8) -> dict[str, Any]:

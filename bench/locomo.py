@@ -44,12 +44,10 @@ from bench.build import build_memory
 from bench.common import (
     DEFAULT_LOCOMO,
     CachingEmbedder,
-    LoadSampler,
     load_locomo,
     locomo_messages,
-    machine_facts,
+    measure_and_record,
     print_table,
-    write_result,
 )
 from bench.metrics import CATEGORIES, coverage, flatten, mean, parse_evidence, recall_at, summary_ms, words
 from projections.folds.rows import MessageRow, Row
@@ -123,8 +121,10 @@ def system_configs(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, tuple[Retr
     return {
         "full": (base, False),
         "no-graph": (replace(base, name=f"{base.name}/no-graph", graph_seeds=0), False),
-        "no-fusion": (replace(base, name=f"{base.name}/semantic-only", fusion=FusionWeights(1.0, 0.0, 0.0, 0.0)),
-                      False),
+        "no-fusion": (
+            replace(base, name=f"{base.name}/semantic-only", fusion=FusionWeights(1.0, 0.0, 0.0, 0.0)),
+            False,
+        ),
         "messages-only": (replace(base, name=f"{base.name}/messages-only"), True),
     }
 
@@ -164,8 +164,9 @@ class Tally:
         self.cover: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         self.latency: dict[str, list[float]] = defaultdict(list)
 
-    def add(self, k: int, cat: int, ranked: Sequence[str], gold: Sequence[str], answer: Any,
-            texts: Sequence[str]) -> None:
+    def add(
+        self, k: int, cat: int, ranked: Sequence[str], gold: Sequence[str], answer: Any, texts: Sequence[str]
+    ) -> None:
         self.recall[k][cat].append(recall_at(ranked, gold, k))
         if cat != 5:
             c = coverage(answer, texts)
@@ -212,9 +213,16 @@ def _answer_view(answer: Answer, k: int, text_of: dict[str, str]) -> tuple[list[
     return ranked, texts
 
 
-def run(data: str | Path, ks: Sequence[int] = (5, 10, 25), *, samples: Sequence[str] | None = None,
-        work: str | None = None, systems: Sequence[str] | None = None, limit: int | None = None,
-        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run(
+    data: str | Path,
+    ks: Sequence[int] = (5, 10, 25),
+    *,
+    samples: Sequence[str] | None = None,
+    work: str | None = None,
+    systems: Sequence[str] | None = None,
+    limit: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Build memory from ``data`` with the real pipeline and measure every system and baseline."""
     say = progress or (lambda s: None)
     ks = sorted(set(ks))
@@ -230,15 +238,21 @@ def run(data: str | Path, ks: Sequence[int] = (5, 10, 25), *, samples: Sequence[
     if not reused:
         say(f"ingesting {len(messages)} turns of {len(docs)} conversation(s) through the pipeline …")
         built = build_memory(messages, settings, MemoryAgent(build_extractor(settings), embedder))
-        build.update(messages=built.messages, publish_s=round(built.publish_s, 2),
-                     pipeline_s=round(built.pipeline_s, 2), analyzed=built.stats.analyzed,
-                     applied=built.stats.applied, dead_lettered=built.stats.dead_lettered,
-                     pipeline_msg_per_s=round(built.messages / built.pipeline_s, 2))
+        build.update(
+            messages=built.messages,
+            publish_s=round(built.publish_s, 2),
+            pipeline_s=round(built.pipeline_s, 2),
+            analyzed=built.stats.analyzed,
+            applied=built.stats.applied,
+            dead_lettered=built.stats.dead_lettered,
+            pipeline_msg_per_s=round(built.messages / built.pipeline_s, 2),
+        )
         say(f"built in {built.pipeline_s:.0f}s ({built.messages / built.pipeline_s:.1f} msg/s)")
     store = open_store(settings.store_url, read_only=True)
     chosen = {n: v for n, v in system_configs().items() if systems is None or n in systems}
-    retrievers = {n: Retriever(MessagesOnly(store) if hide else store, embedder, cfg)
-                  for n, (cfg, hide) in chosen.items()}
+    retrievers = {
+        n: Retriever(MessagesOnly(store) if hide else store, embedder, cfg) for n, (cfg, hide) in chosen.items()
+    }
     tallies: dict[str, Tally] = defaultdict(Tally)
     counts: Counter[str] = Counter()
     routes: Counter[str] = Counter()
@@ -332,8 +346,10 @@ def print_report(result: dict[str, Any], file: Any = None) -> None:
                 rows.append([name, *[row.get(str(c)) for c in cats], row.get(OVERALL)])
             print_table(headers, rows, file=out)
     n = result["systems"].get("full", {}).get("n", {})
-    print(f"\nquestions per category: {n}; counts: {result['questions']}; routes (full): {result['routes_full']}",
-          file=out)
+    print(
+        f"\nquestions per category: {n}; counts: {result['questions']}; routes (full): {result['routes_full']}",
+        file=out,
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -349,21 +365,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run from parsed arguments, print the tables, write the JSON."""
-    started = machine_facts()
-    with LoadSampler() as load:
-        result = run(args.data, args.k, samples=args.samples, work=args.work, systems=args.systems,
-                     limit=args.limit, progress=lambda s: print(s, file=sys.stderr, flush=True))
-    print_report(result)
-    path = write_result("locomo", result, argv, started=started, load=load, out=args.out)
-    print(f"\nload average at start {started['loadavg']}, during {load.summary()}; wrote {path}")
-    return 0
+    return measure_and_record(
+        "locomo",
+        argv,
+        args.out,
+        lambda: run(
+            args.data,
+            args.k,
+            samples=args.samples,
+            work=args.work,
+            systems=args.systems,
+            limit=args.limit,
+            progress=lambda s: print(s, file=sys.stderr, flush=True),
+        ),
+        print_report,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.locomo``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(prog="adamem bench locomo", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="adamem bench locomo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(p)
     return execute(p.parse_args(argv), ["locomo", *argv])
 

@@ -158,8 +158,11 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], help="config field=value (repeatable)")
     ap.add_argument("--misses", type=int, default=0, help="print this many missed questions per category")
     ap.add_argument("--no-baselines", action="store_true", help="skip the flat baselines")
-    ap.add_argument("--cache-questions", action="store_true",
-                    help="reuse question vectors from WORK/questions.json (latency then excludes embedding)")
+    ap.add_argument(
+        "--cache-questions",
+        action="store_true",
+        help="reuse question vectors from WORK/questions.json (latency then excludes embedding)",
+    )
     args = ap.parse_args()
 
     data = json.loads(Path(args.data).read_text())

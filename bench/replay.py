@@ -32,13 +32,11 @@ from bench.common import (
     DEFAULT_LOCOMO,
     RESULTS,
     CachingEmbedder,
-    LoadSampler,
     load_locomo,
     locomo_messages,
-    machine_facts,
+    measure_and_record,
     print_table,
     spread,
-    write_result,
 )
 from projections.store.lance import LanceStore
 from streams.log import open_log
@@ -75,13 +73,26 @@ def profile_rebuild(settings: Settings, view: str, top: int = 30) -> tuple[list[
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     total = sum(v[2] for v in raw.values()) or 1.0
     for (file, line, fn), (_cc, nc, tt, ct, _callers) in sorted(raw.items(), key=lambda kv: -kv[1][2])[:top]:
-        rows.append({"function": f"{Path(file).name}:{line}({fn})", "calls": nc, "tottime_s": round(tt, 3),
-                     "cumtime_s": round(ct, 3), "share_of_own_time": round(tt / total, 3)})
+        rows.append(
+            {
+                "function": f"{Path(file).name}:{line}({fn})",
+                "calls": nc,
+                "tottime_s": round(tt, 3),
+                "cumtime_s": round(ct, 3),
+                "share_of_own_time": round(tt / total, 3),
+            }
+        )
     return rows, buf.getvalue()
 
 
-def run(data: str | Path, *, repeat: int = 1, samples: Sequence[str] | None = None, work: str | None = None,
-        profile: bool | None = None) -> dict[str, Any]:
+def run(
+    data: str | Path,
+    *,
+    repeat: int = 1,
+    samples: Sequence[str] | None = None,
+    work: str | None = None,
+    profile: bool | None = None,
+) -> dict[str, Any]:
     """Ingest live, rebuild from the analyses, compare; ``profile`` None = only when a target is missed."""
     docs = load_locomo(data)
     if samples:
@@ -101,8 +112,12 @@ def run(data: str | Path, *, repeat: int = 1, samples: Sequence[str] | None = No
         cached = CachingEmbedder(embedder)
         t = time.perf_counter()
         built = build_memory(more, settings, MemoryAgent(extractor, cached))
-        extra = {"messages": len(more), "pipeline_s": round(built.pipeline_s, 2), "embedder_cache": cached.stats(),
-                 "note": "copies after the first: texts repeat, so their embeddings are memoised"}
+        extra = {
+            "messages": len(more),
+            "pipeline_s": round(built.pipeline_s, 2),
+            "embedder_cache": cached.stats(),
+            "note": "copies after the first: texts repeat, so their embeddings are memoised",
+        }
         print(f"added {len(more)} messages in {time.perf_counter() - t:.0f}s", file=sys.stderr, flush=True)
     print("replaying …", file=sys.stderr, flush=True)
     report, seconds = asyncio.run(_rebuild(settings, "bench-r1"))
@@ -114,12 +129,24 @@ def run(data: str | Path, *, repeat: int = 1, samples: Sequence[str] | None = No
     result: dict[str, Any] = {
         "data": str(data),
         "messages": len(base) + int(extra.get("messages", 0)),
-        "live": {"messages": live.messages, "seconds": round(live.pipeline_s, 2), "events_per_s": round(live_rate, 2),
-                 "analyzed": live.stats.analyzed, "applied": live.stats.applied, "fsync": settings.fsync,
-                 "embedder": embedder.name, "extractor": extractor.name},
+        "live": {
+            "messages": live.messages,
+            "seconds": round(live.pipeline_s, 2),
+            "events_per_s": round(live_rate, 2),
+            "analyzed": live.stats.analyzed,
+            "applied": live.stats.applied,
+            "fsync": settings.fsync,
+            "embedder": embedder.name,
+            "extractor": extractor.name,
+        },
         "extra_copies": extra,
-        "replay": {"events": report.events, "seconds": round(seconds, 2), "events_per_s": round(rate, 1),
-                   "rows_equal_to_live": not diffs, "differing_rows": len(diffs)},
+        "replay": {
+            "events": report.events,
+            "seconds": round(seconds, 2),
+            "events_per_s": round(rate, 1),
+            "rows_equal_to_live": not diffs,
+            "differing_rows": len(diffs),
+        },
         "ratio_replay_to_live": round(rate / live_rate, 1),
         "targets": {"events_per_s": TARGET_EVENTS_S, "ratio": TARGET_RATIO},
         "met": {"events_per_s": rate >= TARGET_EVENTS_S, "ratio": rate / live_rate >= TARGET_RATIO},
@@ -141,11 +168,22 @@ def print_report(r: dict[str, Any]) -> None:
     """The table."""
     print_table(
         ["messages", "live ingest ev/s", "replay events", "replay s", "replay ev/s", "replay / live", "rows equal"],
-        [[r["messages"], r["live"]["events_per_s"], r["replay"]["events"], r["replay"]["seconds"],
-          r["replay"]["events_per_s"], r["ratio_replay_to_live"], r["replay"]["rows_equal_to_live"]]],
+        [
+            [
+                r["messages"],
+                r["live"]["events_per_s"],
+                r["replay"]["events"],
+                r["replay"]["seconds"],
+                r["replay"]["events_per_s"],
+                r["ratio_replay_to_live"],
+                r["replay"]["rows_equal_to_live"],
+            ]
+        ],
     )
-    print(f"targets: ≥ {TARGET_EVENTS_S:.0f} events/s ({'met' if r['met']['events_per_s'] else 'MISSED'}), "
-          f"≥ {TARGET_RATIO:.0f}× live ({'met' if r['met']['ratio'] else 'MISSED'})")
+    print(
+        f"targets: ≥ {TARGET_EVENTS_S:.0f} events/s ({'met' if r['met']['events_per_s'] else 'MISSED'}), "
+        f"≥ {TARGET_RATIO:.0f}× live ({'met' if r['met']['ratio'] else 'MISSED'})"
+    )
     for row in r.get("profile_top", [])[:12]:
         print(f"  {row['share_of_own_time'] * 100:5.1f}% own {row['tottime_s']:7.2f}s  {row['function']}")
 
@@ -156,27 +194,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", nargs="*", help="only these sample ids")
     p.add_argument("--repeat", type=int, default=1, help="copies of the turns (owners renamed) for a longer log")
     p.add_argument("--work", help="an empty folder to keep the log and store in (default: a temp dir)")
-    p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
-                   help="profile the rebuild (default: only when a target is missed)")
+    p.add_argument(
+        "--profile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="profile the rebuild (default: only when a target is missed)",
+    )
     p.add_argument("--json", dest="out", help="result file (default bench/results/replay.json)")
 
 
 def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run from parsed arguments."""
-    started = machine_facts()
-    with LoadSampler() as load:
-        result = run(args.data, repeat=args.repeat, samples=args.samples, work=args.work, profile=args.profile)
-    print_report(result)
-    path = write_result("replay", result, argv, started=started, load=load, out=args.out)
-    print(f"load average at start {started['loadavg']}, during {load.summary()}; wrote {path}")
-    return 0
+    return measure_and_record(
+        "replay",
+        argv,
+        args.out,
+        lambda: run(args.data, repeat=args.repeat, samples=args.samples, work=args.work, profile=args.profile),
+        print_report,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.replay``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(prog="adamem bench replay", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="adamem bench replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(p)
     return execute(p.parse_args(argv), ["replay", *argv])
 

@@ -65,14 +65,18 @@ def targets(res: dict[str, dict[str, Any] | None]) -> list[list[Any]]:
     rows: list[list[Any]] = []
     loc = res.get("locomo")
     full = (loc or {}).get("systems", {}).get("full", {}).get("recall", {}).get("10", {})
-    for label, key, target in (("LoCoMo dev evidence R@10, categories 1–4", "1-4", 70.0),
-                               ("multi-hop R@10", "1", 45.0), ("temporal R@10", "2", 80.0)):
+    for label, key, target in (
+        ("LoCoMo dev evidence R@10, categories 1–4", "1-4", 70.0),
+        ("multi-hop R@10", "1", 45.0),
+        ("temporal R@10", "2", 80.0),
+    ):
         v = full.get(key)
         rows.append([label, f"≥ {target:.0f}", v, _verdict(v, target, True)])
     ing = res.get("ingest")
     share = 100 * ing["ratio_to_embedder"] if ing else None
-    rows.append(["end-to-end ingest, % of the embedder's standalone rate", "≥ 50 %", share,
-                 _verdict(share, 50.0, True)])
+    rows.append(
+        ["end-to-end ingest, % of the embedder's standalone rate", "≥ 50 %", share, _verdict(share, 50.0, True)]
+    )
     rep = res.get("replay")
     ratio = rep["ratio_replay_to_live"] if rep else None
     rate = rep["replay"]["events_per_s"] if rep else None
@@ -82,16 +86,28 @@ def targets(res: dict[str, dict[str, Any] | None]) -> list[list[Any]]:
     for route, target in (("semantic", 50.0), ("graph", 150.0)):
         for phase in ("cold", "warm"):
             v = lat["in_process"][route][phase].get("p95") if lat else None
-            rows.append([f"query p95 in-process, 10k-message owner, {route} route ({phase})", f"≤ {target:.0f} ms", v,
-                         _verdict(v, target, False)])
+            rows.append(
+                [
+                    f"query p95 in-process, 10k-message owner, {route} route ({phase})",
+                    f"≤ {target:.0f} ms",
+                    v,
+                    _verdict(v, target, False),
+                ]
+            )
     for name, label in (("one-10k", "10k-message owner"), ("many-1000x100", "1,000 owners × 100")):
         entry = (res.get("latency") or {}).get("stores", {}).get(name)
         if not entry or "http" not in entry:
             continue
         for phase in ("cold", "warm"):
             worst = max(entry["http"][r][phase]["p95"] for r in ROUTES)
-            rows.append([f"query p95 over HTTP, 8 clients, {label}, worst route ({phase})", "≤ 100 ms",
-                         worst, _verdict(worst, 100.0, False)])
+            rows.append(
+                [
+                    f"query p95 over HTTP, 8 clients, {label}, worst route ({phase})",
+                    "≤ 100 ms",
+                    worst,
+                    _verdict(worst, 100.0, False),
+                ]
+            )
     return rows
 
 
@@ -138,11 +154,15 @@ def plots(res: dict[str, dict[str, Any] | None], folder: Path) -> list[str]:
                             bars.append((f"{short}\n{route[:5]}\n{phase}", entry[where][route][phase]))
             xs = range(len(bars))
             for j, (pct, color) in enumerate((("p50", "tab:green"), ("p95", "tab:orange"), ("p99", "tab:red"))):
-                ax.bar([x + (j - 1) * 0.27 for x in xs], [b[1].get(pct) or 0 for b in bars], 0.27, label=pct,
-                       color=color)
+                ax.bar(
+                    [x + (j - 1) * 0.27 for x in xs], [b[1].get(pct) or 0 for b in bars], 0.27, label=pct, color=color
+                )
             ax.set_xticks(list(xs), [b[0] for b in bars], fontsize=6)
-            lines = ((50, ":", "target 50 ms (semantic, in-process)"), (100, "--", "target 100 ms (HTTP)"),
-                     (150, "-.", "target 150 ms (graph, in-process)"))
+            lines = (
+                (50, ":", "target 50 ms (semantic, in-process)"),
+                (100, "--", "target 100 ms (HTTP)"),
+                (150, "-.", "target 150 ms (graph, in-process)"),
+            )
             for y, style, label in lines:
                 ax.axhline(y, color="grey", ls=style, lw=0.8, label=label)
             ax.set_yscale("log")
@@ -160,18 +180,24 @@ def _machine(doc: dict[str, Any]) -> str:
     m = doc.get("machine", {})
     git = doc.get("git", {})
     dirty = " + local changes" if git.get("dirty") else ""
-    return (f"{m.get('date', '')}, {m.get('cores')} cores, {m.get('ram_mb', 0) / 1024:.0f} GB RAM, Python "
-            f"{m.get('python')}, load average at start {m.get('loadavg')} (1/5/15 min), 1-min load during the "
-            f"run {doc.get('load_during')}, commit {git.get('commit', '')[:10]}{dirty}")
+    return (
+        f"{m.get('date', '')}, {m.get('cores')} cores, {m.get('ram_mb', 0) / 1024:.0f} GB RAM, Python "
+        f"{m.get('python')}, load average at start {m.get('loadavg')} (1/5/15 min), 1-min load during the "
+        f"run {doc.get('load_during')}, commit {git.get('commit', '')[:10]}{dirty}"
+    )
 
 
 def render(folder: Path = RESULTS) -> str:
     """The Markdown summary."""
     res = {n: _load(folder, n) for n in ("locomo", "ingest", "replay", "latency", "footprint")}
     made = plots(res, folder)
-    md: list[str] = ["# Benchmark results (issue 6)", "",
-                     "Generated by `adamem bench report` from the JSON files in this folder; the analysis at the "
-                     "end is written by hand (`notes.md`). Every figure comes from the code path users run.", ""]
+    md: list[str] = [
+        "# Benchmark results (issue 6)",
+        "",
+        "Generated by `adamem bench report` from the JSON files in this folder; the analysis at the "
+        "end is written by hand (`notes.md`). Every figure comes from the code path users run.",
+        "",
+    ]
     md += ["## Targets", ""]
     md += _table(["figure", "target", "measured", "verdict"], targets(res))
     md += ["", "## Machine and commands", ""]
@@ -180,64 +206,134 @@ def render(folder: Path = RESULTS) -> str:
             md.append(f"- `{doc['command']}` — {_machine(doc)}")
     loc = res["locomo"]
     if loc:
-        md += ["", "## Retrieval quality: LoCoMo", "",
-               f"Data `{loc['data']}`: {loc['conversations']} conversations, {loc['messages']} turns; questions "
-               f"{loc['questions']}; routes of the full system {loc['routes_full']}.", ""]
+        md += [
+            "",
+            "## Retrieval quality: LoCoMo",
+            "",
+            f"Data `{loc['data']}`: {loc['conversations']} conversations, {loc['messages']} turns; questions "
+            f"{loc['questions']}; routes of the full system {loc['routes_full']}.",
+            "",
+        ]
         for k in loc["ks"]:
             md += [f"Evidence recall@{k} (%):", ""]
-            rows = [[name, *[s["recall"][str(k)].get(str(c)) for c in CATEGORIES], s["recall"][str(k)].get("1-4")]
-                    for name, s in loc["systems"].items()]
+            rows = [
+                [name, *[s["recall"][str(k)].get(str(c)) for c in CATEGORIES], s["recall"][str(k)].get("1-4")]
+                for name, s in loc["systems"].items()
+            ]
             md += [*_table(["system", *[f"{c} {n}" for c, n in CATEGORIES.items()], "**1–4**"], rows), ""]
         for k in loc["ks"]:
             md += [f"Answer-token coverage@{k} (%):", ""]
-            rows = [[name, *[s["coverage"][str(k)].get(str(c)) for c in (1, 2, 3, 4)], s["coverage"][str(k)].get("1-4")]
-                    for name, s in loc["systems"].items()]
+            rows = [
+                [name, *[s["coverage"][str(k)].get(str(c)) for c in (1, 2, 3, 4)], s["coverage"][str(k)].get("1-4")]
+                for name, s in loc["systems"].items()
+            ]
             md += [*_table(["system", *[f"{c} {CATEGORIES[c]}" for c in (1, 2, 3, 4)], "**1–4**"], rows), ""]
         if "recall_per_category.png" in made:
             md += ["![recall per category](recall_per_category.png)", ""]
     ing = res["ingest"]
     if ing:
         e = ing["end_to_end"]
-        md += ["## Ingest through Kafka", "",
-               f"{ing['messages']:,} messages ({ing['bytes']:,} bytes) over {ing['owners']} owners, "
-               f"{ing['partitions']} partitions, worker micro-batch {ing['worker_batch']}.", ""]
-        md += _table(["path", "seconds", "msg/s", "share of the faster embedder-alone run"], [
-            ["raw aiokafka produce + consume", ing["raw_kafka"]["produce_s"] + ing["raw_kafka"]["consume_s"],
-             ing["raw_kafka"]["msg_per_s"], None],
-            ["e5 embedder alone, before", ing["embedder"]["seconds"], ing["embedder"]["msg_per_s"], None],
-            *([["e5 embedder alone, after", ing["embedder_after"]["seconds"], ing["embedder_after"]["msg_per_s"],
-                None]] if "embedder_after" in ing else []),
-            ["end to end: publish → adamem worker → LanceDB", e["seconds"], e["msg_per_s"],
-             f"{100 * ing['ratio_to_embedder']:.0f} %"],
-        ])
-        md += ["", f"Worker start-up (first message analysed and projected): {e.get('startup_s')} s; worker peak RSS "
-               f"{e.get('worker_rss_peak_mb')} MB; dead-lettered {e.get('dead_lettered')}.", ""]
+        md += [
+            "## Ingest through Kafka",
+            "",
+            f"{ing['messages']:,} messages ({ing['bytes']:,} bytes) over {ing['owners']} owners, "
+            f"{ing['partitions']} partitions, worker micro-batch {ing['worker_batch']}.",
+            "",
+        ]
+        md += _table(
+            ["path", "seconds", "msg/s", "share of the faster embedder-alone run"],
+            [
+                [
+                    "raw aiokafka produce + consume",
+                    ing["raw_kafka"]["produce_s"] + ing["raw_kafka"]["consume_s"],
+                    ing["raw_kafka"]["msg_per_s"],
+                    None,
+                ],
+                ["e5 embedder alone, before", ing["embedder"]["seconds"], ing["embedder"]["msg_per_s"], None],
+                *(
+                    [
+                        [
+                            "e5 embedder alone, after",
+                            ing["embedder_after"]["seconds"],
+                            ing["embedder_after"]["msg_per_s"],
+                            None,
+                        ]
+                    ]
+                    if "embedder_after" in ing
+                    else []
+                ),
+                [
+                    "end to end: publish → adamem worker → LanceDB",
+                    e["seconds"],
+                    e["msg_per_s"],
+                    f"{100 * ing['ratio_to_embedder']:.0f} %",
+                ],
+            ],
+        )
+        md += [
+            "",
+            f"Worker start-up (first message analysed and projected): {e.get('startup_s')} s; worker peak RSS "
+            f"{e.get('worker_rss_peak_mb')} MB; dead-lettered {e.get('dead_lettered')}.",
+            "",
+        ]
     rep = res["replay"]
     if rep:
         md += ["## Replay", ""]
-        md += _table(["messages", "live ingest (events/s)", "replay events", "replay s", "replay events/s",
-                      "replay / live", "rebuilt rows equal live"],
-                     [[rep["messages"], rep["live"]["events_per_s"], rep["replay"]["events"],
-                       rep["replay"]["seconds"], rep["replay"]["events_per_s"], rep["ratio_replay_to_live"],
-                       rep["replay"]["rows_equal_to_live"]]])
+        md += _table(
+            [
+                "messages",
+                "live ingest (events/s)",
+                "replay events",
+                "replay s",
+                "replay events/s",
+                "replay / live",
+                "rebuilt rows equal live",
+            ],
+            [
+                [
+                    rep["messages"],
+                    rep["live"]["events_per_s"],
+                    rep["replay"]["events"],
+                    rep["replay"]["seconds"],
+                    rep["replay"]["events_per_s"],
+                    rep["ratio_replay_to_live"],
+                    rep["replay"]["rows_equal_to_live"],
+                ]
+            ],
+        )
         if rep.get("profile_top"):
-            md += ["", "Top functions by own time in a profiled rebuild (cProfile, main thread; LanceDB's Rust "
-                   "threads show up as lock waits):", ""]
-            md += _table(["function", "calls", "own s", "share"],
-                         [[p["function"], p["calls"], p["tottime_s"], f"{100 * p['share_of_own_time']:.1f} %"]
-                          for p in rep["profile_top"][:15]])
+            md += [
+                "",
+                "Top functions by own time in a profiled rebuild (cProfile, main thread; LanceDB's Rust "
+                "threads show up as lock waits):",
+                "",
+            ]
+            md += _table(
+                ["function", "calls", "own s", "share"],
+                [
+                    [p["function"], p["calls"], p["tottime_s"], f"{100 * p['share_of_own_time']:.1f} %"]
+                    for p in rep["profile_top"][:15]
+                ],
+            )
         md.append("")
     lat = res["latency"]
     if lat:
-        md += ["## Query latency", "",
-               "cold = each (owner, question) asked for the first time in that process (semantic answer cache "
-               "misses); warm = the same list again (the answer cache answers). In-process: one query at a time; "
-               f"HTTP: `adamem serve`, {lat['connections']} concurrent clients (wrk), every request sent once.", ""]
+        md += [
+            "## Query latency",
+            "",
+            "cold = each (owner, question) asked for the first time in that process (semantic answer cache "
+            "misses); warm = the same list again (the answer cache answers). In-process: one query at a time; "
+            f"HTTP: `adamem serve`, {lat['connections']} concurrent clients (wrk), every request sent once.",
+            "",
+        ]
         for name, entry in lat["stores"].items():
             b = entry["build"]
-            md += [f"**{name}** ({entry['owners']:,} owners, {b['messages']:,} messages; built in {b['pipeline_s']} s "
-                   f"by the pipeline, e5 vectors of repeated texts memoised: {b['embedder_cache']}); first in-process "
-                   f"query (loads the owner's snapshot): {entry['in_process'].get('first_query_ms', '–')} ms", ""]
+            md += [
+                f"**{name}** ({entry['owners']:,} owners, {b['messages']:,} messages; built in {b['pipeline_s']} s "
+                f"by the pipeline, e5 vectors of repeated texts memoised: {b['embedder_cache']}); first in-process "
+                f"query (loads the owner's snapshot): {entry['in_process'].get('first_query_ms', '–')} ms",
+                "",
+            ]
             rows = []
             for where in ("in_process", "http"):
                 if where not in entry:
@@ -245,13 +341,26 @@ def render(folder: Path = RESULTS) -> str:
                 for route in ROUTES:
                     for phase in ("cold", "warm"):
                         s = entry[where][route][phase]
-                        rows.append([where.replace("_", "-"), route, phase, s.get("n"), s.get("p50"), s.get("p95"),
-                                     s.get("p99"), s.get("qps")])
+                        rows.append(
+                            [
+                                where.replace("_", "-"),
+                                route,
+                                phase,
+                                s.get("n"),
+                                s.get("p50"),
+                                s.get("p95"),
+                                s.get("p99"),
+                                s.get("qps"),
+                            ]
+                        )
             md += [*_table(["where", "route", "phase", "n", "p50 ms", "p95 ms", "p99 ms", "QPS"], rows), ""]
             emb = entry["in_process"].get("embed_query_alone_ms")
             if emb:
-                md += [f"Of which the question's e5 embedding alone (same questions, same process): p50 "
-                       f"{emb.get('p50')} ms, p95 {emb.get('p95')} ms, p99 {emb.get('p99')} ms.", ""]
+                md += [
+                    f"Of which the question's e5 embedding alone (same questions, same process): p50 "
+                    f"{emb.get('p50')} ms, p95 {emb.get('p95')} ms, p99 {emb.get('p99')} ms.",
+                    "",
+                ]
             stages = {r: entry["in_process"][r]["cold"].get("stage_mean_ms") for r in ROUTES}
             md += [f"Mean in-process stage times, cold (ms): {stages}.", ""]
             if "http" in entry:
@@ -271,14 +380,25 @@ def render(folder: Path = RESULTS) -> str:
             md += [*_table(["layer", "as written", "compacted (old versions removed)"], rows), ""]
             c = entry["compression"]
             per_vector = c["raw_vector_bytes"] / c["rows"]
-            md += [f"Vector index on the {c['rows']:,} message vectors (float32: {per_vector:.0f} "
-                   f"B/vector), recall@{c['k']} against exact search for {c['queries']} LoCoMo questions, "
-                   f"nprobes {c['nprobes']}:", ""]
+            md += [
+                f"Vector index on the {c['rows']:,} message vectors (float32: {per_vector:.0f} "
+                f"B/vector), recall@{c['k']} against exact search for {c['queries']} LoCoMo questions, "
+                f"nprobes {c['nprobes']}:",
+                "",
+            ]
             rows = [["exact (no index)", None, None, 100.0, c["exact"]["latency_ms"].get("p50"), None]]
             for iname, e in c["indexes"].items():
                 refine = next(k for k in e if k.startswith("refine_"))
-                rows.append([iname, e["index_bytes_per_vector"], e["build_s"], e["no_refine"]["recall_at_k"],
-                             e["no_refine"]["latency_ms"].get("p50"), e[refine]["recall_at_k"]])
+                rows.append(
+                    [
+                        iname,
+                        e["index_bytes_per_vector"],
+                        e["build_s"],
+                        e["no_refine"]["recall_at_k"],
+                        e["no_refine"]["latency_ms"].get("p50"),
+                        e[refine]["recall_at_k"],
+                    ]
+                )
             heads = ["index", "index bytes/vector", "build s", "recall@10", "p50 ms", "recall@10, refine ×5"]
             md += [*_table(heads, rows), ""]
             s = entry["service_rss"]

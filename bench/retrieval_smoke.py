@@ -71,17 +71,24 @@ def messages(data: list[dict[str, Any]], copies: int) -> list[dict[str, Any]]:
     for copy in range(copies):
         for sample in data:
             conv = sample["conversation"]
-            for key in sorted((k for k in conv if k.startswith("session_") and not k.endswith("date_time")),
-                              key=lambda k: int(k.split("_")[1])):
+            for key in sorted(
+                (k for k in conv if k.startswith("session_") and not k.endswith("date_time")),
+                key=lambda k: int(k.split("_")[1]),
+            ):
                 start = parse_time(conv[f"{key}_date_time"]) + copy * 2 * YEAR_MS
                 for i, turn in enumerate(conv[key]):
-                    out.append({
-                        "user_id": OWNER, "conversation_id": f"c{copy}/{sample['sample_id']}/{key}",
-                        "message_id": f"c{copy}/{sample['sample_id']}/{turn['dia_id']}", "speaker": turn["speaker"],
-                        "role": "user" if turn["speaker"] == conv["speaker_a"] else "other", "text": turn["text"],
-                        "occurred_at": start + i * 1000,
-                        "metadata": {"blip_caption": turn["blip_caption"]} if turn.get("blip_caption") else {},
-                    })
+                    out.append(
+                        {
+                            "user_id": OWNER,
+                            "conversation_id": f"c{copy}/{sample['sample_id']}/{key}",
+                            "message_id": f"c{copy}/{sample['sample_id']}/{turn['dia_id']}",
+                            "speaker": turn["speaker"],
+                            "role": "user" if turn["speaker"] == conv["speaker_a"] else "other",
+                            "text": turn["text"],
+                            "occurred_at": start + i * 1000,
+                            "metadata": {"blip_caption": turn["blip_caption"]} if turn.get("blip_caption") else {},
+                        }
+                    )
     out.sort(key=lambda m: (m["occurred_at"], m["message_id"]))
     return out
 
@@ -169,14 +176,20 @@ def main() -> int:
         for stage, ms in answer.timing.to_dict().items():
             stages[stage].append(ms)
     retriever.close()
-    print(f"owner {OWNER}: {len(snap.messages)} messages, {len(snap.records)} records, {len(snap.traits)} traits, "
-          f"{len(snap.nodes)} graph nodes, {len(snap.edges)} edges")
-    print(f"first query after a change (snapshot load + indexes + graph): {cold:.0f} ms "
-          f"(its own timing: {first.timing.to_dict()})")
+    print(
+        f"owner {OWNER}: {len(snap.messages)} messages, {len(snap.records)} records, {len(snap.traits)} traits, "
+        f"{len(snap.nodes)} graph nodes, {len(snap.edges)} edges"
+    )
+    print(
+        f"first query after a change (snapshot load + indexes + graph): {cold:.0f} ms "
+        f"(its own timing: {first.timing.to_dict()})"
+    )
     print(f"question embedding (e5, one at a time): p50 {pct(embed_ms, 0.5):.1f} ms, p95 {pct(embed_ms, 0.95):.1f} ms")
     for route, values in sorted(by_route.items()):
-        print(f"retrieval without embedding, {route:8} n={len(values):3}: p50 {pct(values, 0.5):.1f} ms, "
-              f"p95 {pct(values, 0.95):.1f} ms, mean {statistics.fmean(values):.1f} ms")
+        print(
+            f"retrieval without embedding, {route:8} n={len(values):3}: p50 {pct(values, 0.5):.1f} ms, "
+            f"p95 {pct(values, 0.95):.1f} ms, mean {statistics.fmean(values):.1f} ms"
+        )
     print("stages (mean ms): " + ", ".join(f"{k} {statistics.fmean(v):.1f}" for k, v in stages.items()))
     return 0
 
