@@ -3,6 +3,7 @@ a memoising embedder, process memory and folder sizes."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import datetime as dt
 import json
@@ -326,3 +327,19 @@ def measure_and_record(
     path = write_result(name, result, argv, started=started, load=load, out=out)
     print(f"load average at start {started['loadavg']}, during {load.summary()}; wrote {path}")
     return 0
+
+
+def standalone_main(
+    name: str,
+    doc: str | None,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    execute: Callable[[argparse.Namespace, Sequence[str]], int],
+    argv: Sequence[str] | None,
+) -> int:
+    """``python -m bench.<name>``: the same arguments and run as ``adamem bench <name>``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(
+        prog=f"adamem bench {name}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_arguments(p)
+    return execute(p.parse_args(args), [name, *args])

@@ -45,6 +45,7 @@ from bench.common import (
     measure_and_record,
     print_table,
     spread,
+    standalone_main,
     tree_memory,
     wait_port,
 )
@@ -386,12 +387,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.footprint``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(
-        prog="adamem bench footprint", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_arguments(p)
-    return execute(p.parse_args(argv), ["footprint", *argv])
+    return standalone_main("footprint", __doc__, add_arguments, execute, argv)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from bench.common import (
     measure_and_record,
     print_table,
     spread,
+    standalone_main,
     tree_memory,
     wait_port,
 )
@@ -350,12 +351,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.latency``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(
-        prog="adamem bench latency", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_arguments(p)
-    return execute(p.parse_args(argv), ["latency", *argv])
+    return standalone_main("latency", __doc__, add_arguments, execute, argv)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ from bench.common import (
     locomo_messages,
     measure_and_record,
     print_table,
+    standalone_main,
 )
 from bench.metrics import CATEGORIES, coverage, flatten, mean, parse_evidence, recall_at, summary_ms, words
 from projections.folds.rows import MessageRow, Row
@@ -384,12 +385,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.locomo``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(
-        prog="adamem bench locomo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_arguments(p)
-    return execute(p.parse_args(argv), ["locomo", *argv])
+    return standalone_main("locomo", __doc__, add_arguments, execute, argv)
 
 
 if __name__ == "__main__":

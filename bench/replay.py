@@ -37,6 +37,7 @@ from bench.common import (
     measure_and_record,
     print_table,
     spread,
+    standalone_main,
 )
 from projections.store.lance import LanceStore
 from streams.log import open_log
@@ -216,12 +217,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.replay``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(
-        prog="adamem bench replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_arguments(p)
-    return execute(p.parse_args(argv), ["replay", *argv])
+    return standalone_main("replay", __doc__, add_arguments, execute, argv)
 
 
 if __name__ == "__main__":
