@@ -2,16 +2,50 @@
 
 from __future__ import annotations
 
-from adamem.analysis import Embedder, Extractor
+import importlib
+
+from adamem.analysis import Embedder, Extraction, Extractor
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import ConfigError
+from adamem.events import ChatMessage
 from adamem.settings import Settings
 
-__all__ = ["build_agent", "build_embedder", "build_extractor"]
+__all__ = ["NoExtractor", "build_agent", "build_embedder", "build_extractor"]
+
+
+class NoExtractor:
+    """Extracts nothing: a generation of messages and their vectors only (working memory and the
+    message graph), the cheapest analysis and the "messages only" baseline."""
+
+    name: str = "none"
+    version: str = "1"
+    model: str = ""
+
+    def extract(self, message: ChatMessage) -> Extraction:
+        """An empty analysis."""
+        return Extraction()
+
+
+def _plugin(spec: str) -> Extractor:
+    """``package.module:factory`` — an extractor of your own, made by calling ``factory()``."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"ADAMEM_EXTRACTOR={spec!r}: cannot import {attr!r} from {module_name!r} ({exc})") from exc
+    extractor = factory()
+    missing = [a for a in ("name", "version", "model", "extract") if not hasattr(extractor, a)]
+    if missing:
+        raise ConfigError(f"ADAMEM_EXTRACTOR={spec!r} made an object without {', '.join(missing)}")
+    return extractor  # type: ignore[no-any-return]
 
 
 def build_extractor(settings: Settings) -> Extractor:
-    """The extractor named by ``ADAMEM_EXTRACTOR``."""
+    """The extractor named by ``ADAMEM_EXTRACTOR``: rules, openai, none, or ``package.module:factory``."""
+    if settings.extractor == "none":
+        return NoExtractor()
+    if ":" in settings.extractor and not settings.extractor.startswith(":"):
+        return _plugin(settings.extractor)
     if settings.extractor == "rules":
         from adamem.analysis.rules import RuleExtractor
 
@@ -22,7 +56,9 @@ def build_extractor(settings: Settings) -> Extractor:
         if not settings.llm_url or not settings.llm_model:
             raise ConfigError("ADAMEM_EXTRACTOR=openai needs ADAMEM_LLM_URL and ADAMEM_LLM_MODEL")
         return OpenAICompatibleExtractor(settings.llm_url, settings.llm_model, settings.llm_api_key or None)
-    raise ConfigError(f"ADAMEM_EXTRACTOR={settings.extractor!r} is not one of: rules, openai")
+    raise ConfigError(
+        f"ADAMEM_EXTRACTOR={settings.extractor!r} is not one of: rules, openai, none, package.module:factory"
+    )
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -43,5 +79,5 @@ def build_embedder(settings: Settings) -> Embedder:
 
 
 def build_agent(settings: Settings) -> MemoryAgent:
-    """The Memory Agent with the configured extractor and embedder."""
-    return MemoryAgent(build_extractor(settings), build_embedder(settings))
+    """The Memory Agent with the configured extractor and embedder, writing the settings' generation."""
+    return MemoryAgent(build_extractor(settings), build_embedder(settings), settings.generation)

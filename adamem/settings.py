@@ -32,8 +32,12 @@ class Settings:
     publish_batch: int = _env("ADAMEM_PUBLISH_BATCH", 500, "Messages per publish batch.")
     fsync: bool = _env("ADAMEM_FSYNC", True, "fsync the embedded log after every append.")
     kafka_timeout_s: float = _env("ADAMEM_KAFKA_TIMEOUT", 15.0, "Seconds to wait for the broker before failing.")
-    extractor: str = _env("ADAMEM_EXTRACTOR", "rules", "Extractor of the Memory Agent: rules (offline) or openai.")
-    embedder: str = _env("ADAMEM_EMBEDDER", "e5", "Embedder of the Memory Agent: e5 (offline, multilingual) or openai.")
+    extractor: str = _env(
+        "ADAMEM_EXTRACTOR", "rules", "First-generation extractor of a store: rules, openai, none or pkg.mod:factory."
+    )
+    embedder: str = _env(
+        "ADAMEM_EMBEDDER", "e5", "Embedder of a new store's first generation: e5 (offline, multilingual) or openai."
+    )
     llm_url: str = _env("ADAMEM_LLM_URL", "", "Base URL of an OpenAI-compatible endpoint (extractor=openai).")
     llm_model: str = _env("ADAMEM_LLM_MODEL", "", "Chat model of the OpenAI-compatible extractor.")
     llm_api_key: str = _env("ADAMEM_LLM_API_KEY", "", "API key of the OpenAI-compatible endpoint, if it needs one.")
@@ -47,6 +51,9 @@ class Settings:
         "ADAMEM_WORKER_SESSION_TIMEOUT", 10.0, "Seconds before the group drops a dead worker and rebalances."
     )
     worker_batch: int = _env("ADAMEM_WORKER_BATCH", 256, "Messages per micro-batch in the worker's analyze agent.")
+    # Not an environment variable: the analysis generation is a property of the store's active view
+    # (``streams.generations.resolve``); ``adamem reanalyze`` makes new ones.
+    generation: str = field(default="g1", metadata={"env": None, "doc": "Analysis generation (from the store)."})
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -54,6 +61,8 @@ class Settings:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in fields(cls):
+            if f.metadata["env"] is None:
+                continue
             raw = env.get(f.metadata["env"])
             if raw is None:
                 continue
@@ -65,10 +74,16 @@ class Settings:
     @classmethod
     def describe(cls) -> list[tuple[str, str, Any, str]]:
         """(field, env var, default, doc) for every setting, for the README and --help."""
-        return [(f.name, f.metadata["env"], f.default, f.metadata["doc"]) for f in fields(cls)]
+        return [(f.name, f.metadata["env"], f.default, f.metadata["doc"]) for f in fields(cls) if f.metadata["env"]]
 
     def topic(self, name: str) -> str:
-        """Full topic name of ``messages``, ``analyses``, ``control`` or ``deadletter``."""
+        """Full topic name of ``messages``, ``analyses``, ``control`` or ``deadletter``.
+
+        Each analysis generation has its own analyses topic: ``<prefix>.analyses`` for the first
+        (``g1``), ``<prefix>.analyses.<generation>`` for the later ones.
+        """
+        if name == "analyses" and self.generation != "g1":
+            return f"{self.topic_prefix}.analyses.{self.generation}"
         return f"{self.topic_prefix}.{name}"
 
 

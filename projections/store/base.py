@@ -25,6 +25,7 @@ __all__ = [
     "open_store",
     "row_from_dict",
     "row_to_dict",
+    "store_folder",
 ]
 
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {
@@ -72,6 +73,12 @@ class MemoryStore(Protocol):
 
     def text_search(self, table: str, user_id: str, query: str, k: int) -> list[Hit]:
         """The ``k`` rows of an owner that best match ``query`` (BM25 over bilingual tokens), best first."""
+
+    def generation(self) -> dict[str, str]:
+        """The analysis generation the rows come from (name, extractor, embedder, ...); {} if none recorded."""
+
+    def record_generation(self, info: dict[str, str]) -> None:
+        """Record which analysis generation this store projects (kept with the store, or its view)."""
 
     def release(self, partitions: Sequence[int]) -> None:
         """Forget cached handles of shards this process no longer (or newly) owns; the next use reopens them."""
@@ -158,6 +165,15 @@ def row_from_dict(table: str, data: dict[str, Any]) -> Row:
             value = list(value)
         values[f.name] = value
     return cls(**values)
+
+
+def store_folder(url: str) -> str:
+    """The folder of a LanceDB store URL; views, replays and reanalyses need one (not ``memory://``)."""
+    if url.startswith("memory://"):
+        raise ConfigError("views (replay, reanalyze) need a store folder, not memory://; set ADAMEM_STORE to a folder")
+    if "://" in url and not url.startswith(("file://", "lancedb://")):
+        raise ConfigError(f"store URL {url!r} is not lancedb://PATH or a folder path")
+    return url.removeprefix("lancedb://").removeprefix("file://")
 
 
 def open_store(url: str, *, read_only: bool = False) -> MemoryStore:

@@ -270,12 +270,12 @@ class LanceStore:
                 self._shards.clear()
                 self._meta = self._read_meta()
 
-    def _read_meta(self) -> dict[str, int]:
+    def _read_meta(self) -> dict[str, Any]:
         path = self.dir / "meta.json"
         if not path.exists():
             return {}
         try:
-            meta: dict[str, int] = json.loads(path.read_text())
+            meta: dict[str, Any] = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise StoreError(f"{path} is unreadable ({exc}); rebuild the store with `adamem replay`") from exc
         return meta
@@ -285,6 +285,19 @@ class LanceStore:
         tmp = self.dir / "meta.json.tmp"
         tmp.write_text(json.dumps(self._meta, sort_keys=True))
         tmp.replace(self.dir / "meta.json")
+
+    def generation(self) -> dict[str, str]:
+        """The analysis generation of the active view (meta.json), {} if none was recorded."""
+        self._follow()
+        recorded = self._meta.get("generation") or self._read_meta().get("generation")
+        return dict(recorded) if isinstance(recorded, dict) else {}
+
+    def record_generation(self, info: dict[str, str]) -> None:
+        """Record the view's analysis generation in its meta.json."""
+        self._follow()
+        self._meta = self._read_meta() or self._meta
+        self._meta["generation"] = dict(info)
+        self._write_meta()
 
     def bind(self, partitions: int) -> None:
         """Fix the shard count (stored in meta.json)."""

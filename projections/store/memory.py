@@ -23,6 +23,7 @@ class InMemoryStore:
         self._partitions = 0
         self._shards: dict[int, dict[str, dict[str, Row]]] = {}
         self._checkpoints: dict[int, dict[str, int]] = {}
+        self._generation: dict[str, str] = {}
 
     def bind(self, partitions: int) -> None:
         """Fix the shard count."""
@@ -34,6 +35,14 @@ class InMemoryStore:
         if not self._partitions:
             return {}
         return self._shards.get(partition_for(user_id, self._partitions), {})
+
+    def generation(self) -> dict[str, str]:
+        """The recorded analysis generation ({} if none)."""
+        return dict(self._generation)
+
+    def record_generation(self, info: dict[str, str]) -> None:
+        """Record the analysis generation."""
+        self._generation = dict(info)
 
     def checkpoint(self, partition: int) -> dict[str, int]:
         """Next offset per topic for a shard."""

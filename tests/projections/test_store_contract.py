@@ -125,6 +125,30 @@ def test_checkpoint_is_recorded_with_the_data(store: MemoryStore) -> None:
     assert store.checkpoint(p) == {"analyses": 7, "control": 3}
 
 
+def test_the_analysis_generation_is_recorded_with_the_store(store: MemoryStore) -> None:
+    assert store.generation() == {}
+    store.record_generation({"name": "g2", "extractor": "none", "embedder": "e5"})
+    assert store.generation() == {"name": "g2", "extractor": "none", "embedder": "e5"}
+    store.record_generation({"name": "g3", "extractor": "rules", "embedder": "e5"})
+    assert store.generation()["name"] == "g3"
+    assert store.checkpoint(0) == {}  # recording a generation commits nothing
+
+
+def test_lancedb_views_keep_their_own_generation(tmp_path: Path) -> None:
+    root = str(tmp_path / "store")
+    main = LanceStore(root)
+    main.bind(PARTITIONS)
+    main.record_generation({"name": "g1"})
+    other = LanceStore(root, view="g2")
+    other.bind(PARTITIONS)
+    other.record_generation({"name": "g2"})
+    assert LanceStore(root, read_only=True).generation() == {"name": "g1"}
+    from projections.store.lance import switch_view
+
+    switch_view(root, "g2")
+    assert main.generation() == {"name": "g2"}  # an unpinned store follows the switch
+
+
 def test_a_different_partition_count_is_refused(store: MemoryStore) -> None:
     _commit(store, "alice", [Upsert("messages", message("alice", "m1", "x", (1.0, 0.0, 0.0)))], 1)
     with pytest.raises(StoreError, match="rebuild"):

@@ -1,0 +1,102 @@
+"""Analysis generations: which analyzer a store's rows come from, and which analyses topic feeds it.
+
+A *generation* is one complete analysis of the message log by one analyzer (extractor +
+embedder). The first is ``g1`` on ``<prefix>.analyses``; ``adamem reanalyze`` writes ``g2``,
+``g3`` … on topics of their own (``<prefix>.analyses.g2``) and projects each into a view of its
+own, so two analyses of the same messages never mix in one projection.
+
+The store records its generation (a view's ``meta.json`` for LanceDB). The write path — the
+in-process pipeline, the Faust worker, replay — takes the generation and its analyzer *from the
+store's active view*, not from the environment: ``ADAMEM_EXTRACTOR``/``ADAMEM_EMBEDDER`` only
+choose the analyzer of a store's first generation. Changing the analyzer of a running memory is
+a reanalysis, never a silent switch halfway through a log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+
+from adamem.errors import ConfigError
+from adamem.settings import Settings
+from projections.store.base import MemoryStore
+
+__all__ = ["FIRST", "generation_record", "next_generation", "resolve", "settings_for"]
+
+log = logging.getLogger("adamem.generations")
+
+FIRST = "g1"
+_NAME = re.compile(r"^g([1-9][0-9]*)$")
+
+# The settings an analyzer is made from; recorded with the generation so it is rebuilt the same way.
+_ANALYZER_FIELDS = ("extractor", "embedder", "llm_model", "embed_model")
+
+
+def generation_record(settings: Settings) -> dict[str, str]:
+    """What a store records of the generation ``settings`` analyze with."""
+    record = {"name": settings.generation, "topic": settings.topic("analyses")}
+    for name in _ANALYZER_FIELDS:
+        value = getattr(settings, name)
+        if value:
+            record[name] = str(value)
+    if settings.embed_dim:
+        record["embed_dim"] = str(settings.embed_dim)
+    return record
+
+
+def settings_for(settings: Settings, record: dict[str, str]) -> Settings:
+    """``settings`` with the generation and analyzer of a recorded generation (endpoints stay as set)."""
+    name = record.get("name", FIRST)
+    if not _NAME.match(name):
+        raise ConfigError(f"the store records an unknown analysis generation {name!r}")
+    changes: dict[str, object] = {"generation": name}
+    for field in _ANALYZER_FIELDS:
+        if field in record:
+            changes[field] = record[field]
+    if "embed_dim" in record:
+        changes["embed_dim"] = int(record["embed_dim"])
+    return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+
+
+def resolve(settings: Settings, store: MemoryStore, *, record_if_missing: bool = False) -> Settings:
+    """The settings of the generation ``store`` projects: its recorded analyzer wins over the environment.
+
+    A store with no record yet is generation ``g1`` analysed as ``settings`` say; with
+    ``record_if_missing`` (the write path) that is recorded, so later runs cannot drift.
+    """
+    record = store.generation()
+    if not record:
+        if record_if_missing:
+            store.record_generation(generation_record(settings))
+        return settings
+    resolved = settings_for(settings, record)
+    for field in ("extractor", "embedder"):
+        configured = getattr(settings, field)
+        # Only a value someone set is worth a warning, not the default of an unset variable.
+        if configured != getattr(resolved, field) and configured != Settings.__dataclass_fields__[field].default:
+            log.warning(
+                "the store's generation %s was analysed with %s=%s; ignoring the configured %s=%s "
+                "(run `adamem reanalyze --%s %s` to analyse the log again with it)",
+                resolved.generation,
+                field,
+                getattr(resolved, field),
+                field,
+                configured,
+                field,
+                configured,
+            )
+    return resolved
+
+
+def generation_number(name: str) -> int:
+    """2 for ``g2``; a clear error for anything else."""
+    match = _NAME.match(name)
+    if not match:
+        raise ConfigError(f"{name!r} is not a generation name (g1, g2, ...)")
+    return int(match.group(1))
+
+
+def next_generation(taken: list[str]) -> str:
+    """The generation after every one in ``taken``."""
+    return f"g{max([generation_number(n) for n in taken] + [1]) + 1}"
