@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -47,6 +48,20 @@ async def _replay(args: argparse.Namespace) -> int:
         view=args.view,
         switch=not args.no_switch,
     )
+
+
+async def _reanalyze(args: argparse.Namespace) -> int:
+    from adamem.commands import run_reanalyze
+
+    return await run_reanalyze(
+        _settings(args), extractor=args.extractor, embedder=args.embedder, view=args.view, switch=args.switch
+    )
+
+
+async def _views(args: argparse.Namespace) -> int:
+    from adamem.commands import run_views
+
+    return await run_views(_settings(args), switch=args.name if args.action == "switch" else None)
 
 
 async def _forget(args: argparse.Namespace) -> int:
@@ -114,10 +129,12 @@ async def _publish(args: argparse.Namespace) -> int:
 
 
 async def _log(args: argparse.Namespace) -> int:
+    from streams.generations import generation_number
     from streams.log import open_log
     from streams.publish import read_as_json
 
-    settings = _settings(args)
+    generation_number(args.generation)  # a clear error for a name that is not g<N>
+    settings = dataclasses.replace(_settings(args), generation=args.generation)
     log = open_log(settings.log_url, settings)
     await log.start()
     try:
@@ -182,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["tail", "dump"])
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.add_argument("--topic", default="messages", choices=["messages", "analyses", "control", "deadletter"])
+    p.add_argument("--generation", default="g1", help="analysis generation of --topic analyses (g1, g2, ...)")
     p.add_argument("--from-offset", type=int, default=0, help="first offset to read, in every partition")
     p.add_argument("--user", help="only this memory owner")
     p.add_argument("-n", "--lines", type=int, default=10, help="records shown by tail")
@@ -241,6 +259,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--view", help="name of the new view (default r<N>)")
     p.add_argument("--no-switch", action="store_true", help="build the view but keep serving the current one")
     p.set_defaults(run=_replay)
+
+    p = sub.add_parser(
+        "reanalyze", help="analyse every message again with another extractor/embedder into a new view; compare"
+    )
+    p.add_argument("--extractor", help="rules, openai, none or package.module:factory (default: the current one)")
+    p.add_argument("--embedder", help="e5 or openai (default: the current one)")
+    p.add_argument("--view", help="name of the new view (default: the generation's name, g<N>)")
+    p.add_argument("--switch", action="store_true", help="switch to the new view when done (default: only compare)")
+    p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.set_defaults(run=_reanalyze)
+
+    p = sub.add_parser("views", help="list the store's views (replays, reanalyses) or switch to one")
+    p.add_argument("action", nargs="?", choices=["list", "switch"], default="list")
+    p.add_argument("name", nargs="?", help="the view to switch to (it is caught up with the log first)")
+    p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.set_defaults(run=_views)
 
     p = sub.add_parser("forget", help="publish a MemoryForgotten control event")
     p.add_argument("user", help="memory owner")

@@ -31,14 +31,18 @@ async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) 
     """Analyze and project everything pending (``follow``: keep going until interrupted)."""
     from projections.projector import Projector
     from projections.store import open_store
+    from streams.generations import resolve
     from streams.log import open_log
     from streams.pipeline import run_pipeline
 
+    store = open_store(settings.store_url)
+    settings = resolve(settings, store, record_if_missing=True)
     log = open_log(settings.log_url, settings)
     await log.start()
-    store = open_store(settings.store_url)
     try:
-        stats = await run_pipeline(log, Projector(store), build_agent(settings), settings, follow=follow)
+        stats = await run_pipeline(
+            log, Projector(store), build_agent(settings), settings, follow=follow, agent_factory=build_agent
+        )
     finally:
         store.close()
         await log.stop()
@@ -52,16 +56,24 @@ async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) 
 
 
 def run_worker(settings: Settings, *, loglevel: str = "info") -> int:
-    """Run the Faust worker against the Kafka log until it is stopped (SIGINT/SIGTERM)."""
+    """Run the Faust worker against the Kafka log until it is stopped (SIGINT/SIGTERM).
+
+    The worker analyses with the generation of the store's active view; when a reanalysis is
+    switched to, it stops gracefully and this process starts again (exec) with the new one.
+    """
     if not settings.log_url.startswith("kafka://"):
         raise ConfigError(f"the worker needs a Kafka log (kafka://host:port), not {settings.log_url!r}")
+    import os
+
     import faust
 
     from projections.projector import Projector
     from projections.store import open_store
+    from streams.generations import resolve
     from streams.kafka_log import KafkaLog
     from streams.worker import create_app
 
+    settings = resolve(settings, open_store(settings.store_url), record_if_missing=True)
     bootstrap = settings.log_url.removeprefix("kafka://").rstrip("/")
     asyncio.run(KafkaLog(bootstrap, settings).ensure_topics())  # Faust does not create them
     app = create_app(
@@ -71,8 +83,15 @@ def run_worker(settings: Settings, *, loglevel: str = "info") -> int:
         lambda: Projector(open_store(settings.store_url)),
         batch=settings.worker_batch,
     )
-    faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
-    return 0
+    try:
+        faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    except SystemExit:
+        following = getattr(app, "adamem_restart", None)
+        if not following:
+            raise
+    print(f"worker: restarting to follow analysis generation {following}", file=sys.stderr, flush=True)
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    return 0  # pragma: no cover (exec does not return)
 
 
 def _row_json(row: Any) -> dict[str, Any]:
@@ -170,7 +189,9 @@ async def run_replay(
 ) -> int:
     """Rebuild memory from the recorded analyses (see ``streams.replay``); 1 when verification found diffs."""
     from adamem.ingest import parse_time
+    from projections.store.base import store_folder
     from projections.store.lance import LanceStore
+    from streams.generations import resolve
     from streams.log import open_log
     from streams.replay import rebuild_owner, rebuild_view
 
@@ -183,12 +204,14 @@ async def run_replay(
                 until_time = parse_time(until)
             except ValueError as exc:
                 raise ConfigError(f"--until {until!r}: {exc}; or give a log offset (a whole number)") from exc
+    root = store_folder(settings.store_url)
+    settings = resolve(settings, LanceStore(root, read_only=True))  # the active view's generation
     log = open_log(settings.log_url, settings)
     await log.start()
     bar = None
     try:
         if user is not None:
-            store = LanceStore(settings.store_url)
+            store = LanceStore(root)
             report = await rebuild_owner(log, store, settings, user, layers=layers, verify_only=verify)
         else:
             total = sum((await log.end_offsets(settings.topic("analyses"))).values())
@@ -198,7 +221,7 @@ async def run_replay(
                 bar = tqdm(total=total, unit="ev", desc="replaying", file=sys.stderr)
             report = await rebuild_view(
                 log,
-                settings.store_url,
+                root,
                 settings,
                 view=view,
                 until_offset=until_offset,
@@ -226,6 +249,85 @@ async def run_replay(
     elif user is None:
         print(f"not switched; inspect with --view {report.view}")
     return 0 if report.verified in (None, True) else 1
+
+
+async def run_reanalyze(
+    settings: Settings, *, extractor: str | None, embedder: str | None, view: str | None, switch: bool
+) -> int:
+    """Write a new analysis generation, project it into a new view, print what changed per layer."""
+    from projections.store.base import store_folder
+    from streams.reanalyze import reanalyze
+
+    if extractor is None and embedder is None:
+        raise ConfigError("say what to analyse with: --extractor NAME and/or --embedder NAME")
+    root = store_folder(settings.store_url)
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(unit="msg", desc="reanalysing", file=sys.stderr)
+    try:
+        report = await reanalyze(
+            settings,
+            root,
+            extractor=extractor,
+            embedder=embedder,
+            view=view,
+            switch=switch,
+            progress=bar.update if bar else None,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    analyzer = ", ".join(f"{k}={v}" for k, v in report.analyzer.items() if k not in ("name", "topic"))
+    print(
+        f"generation {report.generation} ({analyzer}) on {report.analyzer['topic']}: analysed {report.stats.analyzed} "
+        f"message(s), forwarded {report.stats.forwarded} control event(s), {report.stats.dead_lettered} "
+        f"dead-lettered; projected into view {report.view}"
+    )
+    print(f"changes against the active view {report.previous_view} ({report.previous_generation}):")
+    print(f"  {'layer':10} {'added':>8} {'removed':>8} {'altered':>8} {'unchanged':>10}")
+    for layer, c in report.layers.items():
+        print(f"  {layer:10} {c.added:>8} {c.removed:>8} {c.altered:>8} {c.unchanged:>10}")
+    for layer, c in report.layers.items():
+        for kind, owner, table, text in c.examples:
+            print(f"  {kind:8} {layer:9} {owner:12} {table:12} {text}")
+    if report.switched:
+        print(f"switched: queries and the write path now use {report.view} ({report.generation})")
+    else:
+        print(f"not switched; queries still read {report.previous_view}; switch: adamem views switch {report.view}")
+    return 0
+
+
+async def run_views(settings: Settings, *, switch: str | None) -> int:
+    """List the store's views with their generation and progress, or switch to one (after catching it up)."""
+    from projections.store.base import store_folder
+    from projections.store.lance import LanceStore, current_view, list_views
+    from retrieval.cache import store_partitions
+    from streams.reanalyze import switch_to
+
+    root = store_folder(settings.store_url)
+    if switch is not None:
+        stats = await switch_to(settings, root, switch)
+        print(
+            f"caught {switch} up (analysed {stats.analyzed}, applied {stats.applied} event(s)); "
+            f"switched: queries and the write path now use {switch}"
+        )
+        return 0
+    active = current_view(root)
+    names = list_views(root)
+    if not names:
+        print(f"{root} has no views yet")
+        return 0
+    for name in names:
+        store = LanceStore(root, read_only=True, view=name)
+        record = store.generation()
+        topic = record.get("topic", settings.topic("analyses"))
+        reached = sum(store.checkpoint(p).get(topic, 0) for p in range(store_partitions(store)))
+        analyzer = ", ".join(f"{k}={v}" for k, v in record.items() if k not in ("name", "topic")) or "not recorded"
+        mark = "*" if name == active else " "
+        print(f"{mark} {name:12} {record.get('name', 'g1'):4} {analyzer:40} {reached} analyses folded")
+    return 0
 
 
 async def run_forget(
@@ -263,12 +365,19 @@ async def run_forget(
 
 
 def build_retriever(settings: Settings) -> Any:
-    """A Retriever over the configured store (read-only) with the configured embedder."""
+    """A Retriever over the configured store (read-only) with the embedder of its analysis generation."""
     from adamem.runtime import build_embedder
     from projections.store import open_store
     from retrieval.service import Retriever
+    from streams.generations import resolve, settings_for
 
-    return Retriever(open_store(settings.store_url, read_only=True), build_embedder(settings))
+    store = open_store(settings.store_url, read_only=True)
+    resolved = resolve(settings, store)
+    return Retriever(
+        store,
+        build_embedder(resolved),
+        embedder_for=lambda record: build_embedder(settings_for(settings, record)),
+    )
 
 
 def run_query(

@@ -229,12 +229,21 @@ def create_app(
 
 
 async def _lag(log_: EventLog, retriever: Retriever, settings: Settings) -> dict[str, Any]:
-    """Events the projections have not applied yet, and messages not analysed yet (approximate)."""
+    """Events the projections have not applied yet, and messages not analysed yet (approximate).
+
+    Measured on the analyses topic of the active view's generation.
+    """
+    from streams.generations import settings_for
+
+    record = await asyncio.to_thread(retriever.store.generation)
+    if record:
+        settings = settings_for(settings, record)
     analyses = await log_.end_offsets(settings.topic("analyses"))
     messages = await log_.end_offsets(settings.topic("messages"))
     control = await log_.end_offsets(settings.topic("control"))
     projected = {p: retriever.store.checkpoint(p).get(settings.topic("analyses"), 0) for p in analyses}
     return {
+        "generation": settings.generation,
         "projection": sum(max(0, analyses[p] - projected[p]) for p in analyses),
         "analysis": max(0, sum(messages.values()) + sum(control.values()) - sum(analyses.values())),
         "per_partition": {p: {"analyses_end": analyses[p], "projected": projected[p]} for p in sorted(analyses)},

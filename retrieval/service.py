@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -58,13 +58,24 @@ __all__ = ["Retriever"]
 _Scored = tuple[float, Candidate, Breakdown, Reach | None]
 
 
+def _embedder_key(record: dict[str, str]) -> tuple[str, ...]:
+    return tuple(record.get(k, "") for k in ("embedder", "embed_model", "embed_dim"))
+
+
 class Retriever:
     """Adaptive retrieval over one store: whose memory, routing, base retrieval, graph expansion, fusion."""
 
     def __init__(self, store: MemoryStore, embedder: Embedder, config: RetrievalConfig = SEED_DEFAULT, *,
-                 partitions: int | None = None, memory_params: MemoryParameters = MEMORY_DEFAULT) -> None:
+                 partitions: int | None = None, memory_params: MemoryParameters = MEMORY_DEFAULT,
+                 embedder_for: Callable[[dict[str, str]], Embedder] | None = None) -> None:
+        """``embedder_for`` makes the embedder of a recorded analysis generation: with it, questions are
+        embedded by the embedder of the active view's generation, also after a switch to a reanalysis."""
         self.store = store
         self.embedder = embedder
+        self._embedder_for = embedder_for
+        self._embedders: dict[tuple[str, ...], Embedder] = {}
+        if embedder_for is not None:
+            self._embedders[_embedder_key(store.generation())] = embedder
         self.config = config
         self.partitions = partitions
         self.memory_params = memory_params
@@ -80,6 +91,17 @@ class Retriever:
         """Load the lazy parts once (jieba's dictionary, ~0.7 s; the embedder) so the first query is not slow."""
         tokenize("预热 warm up")
         self.embedder.embed_query(["warm up"])
+
+    def _query_embedder(self) -> Embedder:
+        """The embedder of the active view's analysis generation."""
+        if self._embedder_for is None:
+            return self.embedder
+        record = self.store.generation()
+        key = _embedder_key(record)
+        if key not in self._embedders:
+            self._embedders[key] = self._embedder_for(record)
+        self.embedder = self._embedders[key]
+        return self.embedder
 
     def token(self, user_id: str) -> Token:
         """The owner's change token (the checkpoint of its shard)."""
@@ -133,7 +155,7 @@ class Retriever:
         plan = route_query(question)
         windows = time_windows(question, now)
         t2 = time.perf_counter()
-        qvec = np.asarray(self.embedder.embed_query([question])[0], dtype=np.float64)
+        qvec = np.asarray(self._query_embedder().embed_query([question])[0], dtype=np.float64)
         qvec = qvec / (float(np.linalg.norm(qvec)) or 1.0)
         guard = self._guard(question, k, point, plan, whose, windows, now)
         if cfg.cache.query_cache:

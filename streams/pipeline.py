@@ -212,13 +212,31 @@ async def run_pipeline(
     follow: bool = False,
     poll_s: float = 0.5,
     stop: asyncio.Event | None = None,
+    agent_factory: Callable[[Settings], MemoryAgent] | None = None,
 ) -> PipelineStats:
-    """Analyze and project everything pending on every partition; with ``follow``, keep going."""
+    """Analyze and project everything pending on every partition; with ``follow``, keep going.
+
+    ``settings`` and ``agent`` must be those of the store's generation (``generations.resolve``).
+    When the active view switches to another generation while following, the pipeline goes on
+    with that generation's analyses topic and an agent from ``agent_factory`` (without one, it
+    stops with an error rather than mix two analyzers in one view).
+    """
+    from streams.generations import FIRST, settings_for
+
     total = PipelineStats()
-    topic = settings.topic("analyses")
-    projector.store.bind(log.partitions(topic))
+    projector.store.bind(log.partitions(settings.topic("analyses")))
     resume: dict[int, dict[str, int]] = {}
     while True:
+        record = projector.store.generation()
+        if record and record.get("name", FIRST) != settings.generation:
+            if agent_factory is None:
+                raise AdaMemError(
+                    f"the store's active view is generation {record.get('name')}, this pipeline analyses "
+                    f"{settings.generation}; restart it"
+                )
+            settings = settings_for(settings, record)
+            agent, resume = agent_factory(settings), {}
+            projector.store.bind(log.partitions(settings.topic("analyses")))
         for p in range(log.partitions(settings.topic("messages"))):
             total.add(await analyze_pending(log, agent, settings, p, resume=resume.setdefault(p, {})))
             total.add(await project_pending(log, projector, settings, p))

@@ -31,6 +31,7 @@ from projections.folds.state import OwnerMemory
 from projections.projector import Projector
 from projections.store.base import MemoryStore
 from projections.store.lance import LanceStore, current_view, list_views, switch_view
+from streams.generations import generation_record
 from streams.log import EventLog
 
 __all__ = [
@@ -180,7 +181,11 @@ async def rebuild_view(
     switch: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> RebuildReport:
-    """Rebuild every layer into a new view; verify against the active view; catch up; switch."""
+    """Rebuild every layer into a new view; verify against the active view; catch up; switch.
+
+    ``settings`` are those of the active view's generation (``generations.resolve``): its
+    analyses topic is the one folded, and the new view records the same generation.
+    """
     active = current_view(root)
     name = view or _next_view_name(root)
     if name in list_views(root):
@@ -195,6 +200,7 @@ async def rebuild_view(
         target = live_offsets  # exactly where the live view is, so rows compare one to one
     rebuilt = LanceStore(root, view=name, optimize_every=0)
     rebuilt.bind(len(ends))
+    rebuilt.record_generation(live.generation() or generation_record(settings))
     projector = Projector(rebuilt)
     report = RebuildReport(view=name)
     for p in sorted(ends):

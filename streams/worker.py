@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ from adamem.serde import decode_event, encode_event
 from adamem.settings import Settings
 from projections.folds.apply import Positioned
 from projections.projector import Projector
+from streams.log import EventLog
 from streams.pipeline import ERROR_HEADER, SOURCE_HEADER
 
 __all__ = ["create_app"]
@@ -60,14 +62,26 @@ def create_app(
     *,
     batch: int = 256,
     within_s: float = 0.5,
+    restart: Callable[[], None] | None = None,
+    log_reader: Callable[[], EventLog] | None = None,
 ) -> faust.App:
-    """The Faust app with the ``analyze`` and ``project`` agents; models and stores are made lazily."""
+    """The Faust app with the ``analyze`` and ``project`` agents; models and stores are made lazily.
+
+    ``settings`` are those of the store's analysis generation. When the active view switches to
+    another generation, the agents stop handling events and call ``restart`` (default: a graceful
+    SIGTERM to this process, after which ``run_worker`` starts again with the new generation);
+    ``app.adamem_restart`` then names the generation to follow. ``log_reader`` makes the reader
+    of the log used to fill projection gaps and find what is already analysed (default: Kafka).
+    """
     try:
         loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()  # tests drive agents in theirs
     except RuntimeError:
         loop = None  # the faust.Worker makes and owns its loop
+    # One consumer group per analysis generation: after a switch to a reanalysis the worker starts
+    # the new generation's group at the beginning and skips what is already analysed (below).
+    group = f"{settings.topic_prefix}-worker" + ("" if settings.generation == "g1" else f"-{settings.generation}")
     app = faust.App(
-        f"{settings.topic_prefix}-worker",
+        group,
         broker=f"kafka://{bootstrap}",
         store="memory://",
         topic_partitions=settings.partitions,
@@ -110,14 +124,62 @@ def create_app(
             headers=[(SOURCE_HEADER, _source(event)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])],
         )
 
+    resume: dict[int, dict[str, int]] = {}  # partition -> topic -> next offset not yet analysed
+
+    def reader() -> EventLog:
+        if log_reader is not None:
+            return log_reader()
+        from streams.kafka_log import KafkaLog
+
+        return KafkaLog(bootstrap, settings)
+
+    def switched_generation() -> str | None:
+        """The active view's generation when it is no longer this worker's (a reanalysis was switched to)."""
+        record = projector().store.generation()
+        name = record.get("name", settings.generation) if record else settings.generation
+        return None if name == settings.generation else str(name)
+
+    async def stop_for(generation: str) -> None:
+        if not app.adamem_restart:  # type: ignore[attr-defined]
+            log.warning(
+                "the active view now projects analysis generation %s (this worker: %s); restarting to follow it",
+                generation,
+                settings.generation,
+            )
+            app.adamem_restart = generation  # type: ignore[attr-defined]
+            if restart is not None:
+                restart()
+            else:
+                os.kill(os.getpid(), signal.SIGTERM)  # a graceful stop; run_worker starts again
+
+    async def already_analysed(event: Any) -> bool:
+        """True for a message or control event that this generation's analyses already hold.
+
+        The analyses topic itself is the record of what was analysed (its ``adamem-source``
+        headers), so a redelivery, or a new consumer group after a generation switch, never
+        analyses a message twice.
+        """
+        m = event.message
+        if m.partition not in resume:
+            from streams.pipeline import _resume_points
+
+            resume[m.partition] = await _resume_points(reader(), settings, m.partition)
+        return bool(m.offset < resume[m.partition].get(m.topic, 0))
+
     @app.agent(inputs, name="analyze")
     async def analyze(stream: Any) -> None:
         async for events in stream.take_events(batch, within=within_s):
             await _analyze(events)
 
     async def _analyze(events: Sequence[Any]) -> None:
+        changed = await asyncio.to_thread(switched_generation)
+        if changed is not None:
+            await stop_for(changed)
+            return
         good: list[tuple[Any, Any]] = []
         for event in events:
+            if await already_analysed(event):
+                continue
             try:
                 decoded = decode_event(event.message.value or b"")
                 key = (event.message.key or b"").decode("utf-8")
@@ -151,6 +213,10 @@ def create_app(
             await _project(events)
 
     async def _project(events: Sequence[Any]) -> None:
+        changed = await asyncio.to_thread(switched_generation)
+        if changed is not None:
+            await stop_for(changed)  # never fold one generation's analyses into another's view
+            return
         by_partition: dict[int, list[Positioned]] = defaultdict(list)
         reach: dict[int, int] = {}
         for event in events:
@@ -176,12 +242,9 @@ def create_app(
             await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
 
     async def _gap(partition: int, start: int, end: int) -> list[Positioned]:
-        from streams.kafka_log import KafkaLog
-
         log.info("filling projection gap p%d:%d-%d from the log", partition, start, end)
-        reader = KafkaLog(bootstrap, settings)
         out: list[Positioned] = []
-        async for rec in reader.read(
+        async for rec in reader().read(
             settings.topic("analyses"), from_offsets={partition: start}, until={partition: end}
         ):
             try:
@@ -193,17 +256,20 @@ def create_app(
         return out
 
     async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
+        resume.clear()  # another worker may analyse these partitions now
         if "projector" in made:
             made["projector"].forget_cache()
             made["projector"].store.release(sorted({tp.partition for tp in revoked}))
 
     async def on_assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
+        resume.clear()
         if "projector" in made:
             made["projector"].forget_cache()
             made["projector"].store.release(sorted({tp.partition for tp in assigned}))
 
     app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
     app.on_partitions_assigned.connect(on_assigned)  # type: ignore[arg-type]
+    app.adamem_restart = None  # type: ignore[attr-defined]
     app.adamem_agents = {"analyze": analyze, "project": project}  # type: ignore[attr-defined]
     app.adamem_topics = {"inputs": inputs, "analyses": analyses, "deadletter": deadletter}  # type: ignore[attr-defined]
     return app

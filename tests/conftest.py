@@ -6,12 +6,19 @@ whose broker is missing FAILS with instructions; it is never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import threading
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+import uvicorn
 
 from adamem.settings import Settings
 
@@ -47,3 +54,22 @@ def kafka_bootstrap() -> str:
             "or run the whole suite with `bash deploy/test.sh`; deselect with -m 'not kafka'."
         )
     return address
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[httpx.Client]:
+    """The app on a real uvicorn server on a free loopback port, and an HTTP client for it."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
+            yield c
+    finally:
+        server.should_exit = True
+        thread.join(30)

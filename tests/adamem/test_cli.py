@@ -108,3 +108,28 @@ def test_console_script_reads_stdin_and_runs_the_demo(tmp_path: Path) -> None:
         [str(exe), "memory", "xiaoming", "--layer", "working", "--store", store], capture_output=True, check=True
     )
     assert working.stdout.decode().splitlines()[0].endswith("我刚从上海搬到北京，公司在海淀。")
+
+
+def test_reanalyze_compares_and_views_switch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log, store = str(tmp_path / "log"), str(tmp_path / "store")
+    main(["publish", str(_write(tmp_path / "in.jsonl", LINES)), "--log", log])
+    assert main(["project", "--log", log, "--store", store]) == 0
+    capsys.readouterr()
+    assert main(["reanalyze", "--log", log, "--store", store]) == 2
+    assert "--extractor NAME" in capsys.readouterr().err
+    assert main(["reanalyze", "--extractor", "none", "--log", log, "--store", store]) == 0
+    out = capsys.readouterr().out
+    assert "generation g2 (extractor=none, embedder=e5)" in out and "analysed 3 message(s)" in out
+    assert "not switched; queries still read main; switch: adamem views switch g2" in out
+    assert "episodic" in out and "working" in out
+    assert main(["views", "--store", store, "--log", log]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in listing] == [["g2", "g2"], ["*", "main"]]
+    assert main(["views", "switch", "g2", "--store", store, "--log", log]) == 0
+    assert "switched" in capsys.readouterr().out
+    assert main(["log", "dump", "--log", log, "--topic", "analyses", "--generation", "g2"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 3 and {r["event"]["generation"] for r in rows} == {"g2"}  # type: ignore[index]
+    assert main(["log", "dump", "--log", log, "--topic", "analyses", "--generation", "second"]) == 2
+    assert main(["views", "--store", "memory://"]) == 2
+    assert "need a store folder" in capsys.readouterr().err

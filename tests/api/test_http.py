@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
-import threading
-import time
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -15,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
@@ -30,6 +26,7 @@ from retrieval.service import Retriever
 from streams.log import open_log
 from streams.pipeline import run_pipeline
 from streams.publish import publish_messages
+from tests.conftest import serving
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
 KEYS = "acme:acme-key-0001,globex:globex-key-0002,default:default-key-0003"
@@ -83,25 +80,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, str]:
 
     asyncio.run(build())
     return settings, settings.store_url
-
-
-@contextlib.contextmanager
-def serving(app: Any) -> Iterator[httpx.Client]:
-    """The app on a real uvicorn server on a free loopback port, and an HTTP client for it."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
-            yield c
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 @pytest.fixture

@@ -67,3 +67,42 @@ def test_the_async_wrapper_gives_the_same_answer(retriever: Retriever) -> None:
     sync = retriever.query("xiaolin", "我为什么开始健身？")
     answer = asyncio.run(retriever.aquery("xiaolin", "我为什么开始健身？"))
     assert [i.id for i in answer.items] == [i.id for i in sync.items] and answer.cached
+
+
+def test_questions_are_embedded_by_the_active_generations_embedder(
+    build: Any, embedder: E5Embedder, moving: Any
+) -> None:
+    """After a switch to a reanalysis with another embedder, questions must be embedded like its rows."""
+    memory = build("generations")
+    memory.add(moving[0])
+    memory.store.record_generation({"name": "g1", "embedder": "e5"})
+    used: list[str] = []
+
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.name, self.dim = name, embedder.dim
+
+        def embed(self, texts: Any) -> list[list[float]]:
+            return embedder.embed(texts)
+
+        def embed_query(self, texts: Any) -> list[list[float]]:
+            used.append(self.name)
+            return embedder.embed_query(texts)
+
+    made: list[str] = []
+
+    def embedder_for(record: dict[str, str]) -> Named:
+        made.append(record["embedder"])
+        return Named(record["embedder"])
+
+    r = Retriever(memory.store, Named("e5"), partitions=memory.partitions, embedder_for=embedder_for)
+    try:
+        r.query("alice", "What food do I like?")
+        memory.store.record_generation({"name": "g2", "embedder": "other"})
+        r.query("alice", "Where do I live?")
+        memory.store.record_generation({"name": "g1", "embedder": "e5"})
+        r.query("alice", "Where did I move?")
+    finally:
+        r.close()
+    assert used == ["e5", "other", "e5"]
+    assert made == ["other"]  # each embedder is made once

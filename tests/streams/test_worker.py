@@ -30,6 +30,7 @@ from projections.projector import Projector
 from projections.store import open_store
 from projections.store.lance import LanceStore
 from streams.log import open_log
+from streams.memory_log import InMemoryLog
 from streams.pipeline import ERROR_HEADER, run_pipeline
 from streams.publish import publish_messages
 from streams.worker import create_app
@@ -72,7 +73,14 @@ def faust_apps() -> Iterator[list[Any]]:
 async def test_analyze_agent_records_analyses_and_dead_letters_garbage(
     settings: Settings, tmp_path: Path, faust_apps: list[Any]
 ) -> None:
-    app = create_app(settings, "127.0.0.1:1", agent, lambda: Projector(open_store(str(tmp_path / "s"))), within_s=0.1)
+    app = create_app(
+        settings,
+        "127.0.0.1:1",
+        agent,
+        lambda: Projector(open_store(str(tmp_path / "s"))),
+        within_s=0.1,
+        log_reader=lambda: InMemoryLog(settings),  # an empty log: nothing analysed yet
+    )
     app.finalize()
     faust_apps.append(app)
     sent: list[dict[str, Any]] = []
@@ -286,3 +294,44 @@ async def test_worker_follows_a_switch_to_a_rebuilt_view(
     await log.stop()
     assert _snapshot(live) == _snapshot(fresh)
     assert len(live.rows("messages", "conv-26")) == 180
+
+
+@pytest.mark.kafka
+async def test_worker_follows_a_switch_to_a_reanalysed_generation(
+    settings: Settings, kafka_bootstrap: str, worker_env: dict[str, str], workers: list[Any], tmp_path: Path
+) -> None:
+    """Reanalyse while the worker runs: no switch until asked; after it, new messages are analysed by g2."""
+    import dataclasses
+
+    from streams.reanalyze import reanalyze, switch_to
+
+    settings = dataclasses.replace(settings, log_url=f"kafka://{kafka_bootstrap}")
+    messages = _locomo_subset(settings, 60)
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    await publish_messages(log, messages[:40], settings)
+    store_path = tmp_path / "store"
+    workers.append(_start_worker(worker_env, store_path, tmp_path / "worker.log"))
+    await _caught_up(settings, kafka_bootstrap, store_path, 40, timeout=240)
+
+    report = await reanalyze(settings, str(store_path), extractor="none")
+    assert report.generation == "g2" and not report.switched
+    assert report.layers["episodic"].removed > 0
+    await publish_messages(log, messages[40:50], settings)
+    await _caught_up(settings, kafka_bootstrap, store_path, 50, timeout=240)  # still g1, still the main view
+    assert LanceStore(str(store_path), read_only=True).view == "main"
+
+    await switch_to(settings, str(store_path), "g2")  # catches g2 up with messages 40-49 first
+    await publish_messages(log, messages[50:], settings)
+    g2 = dataclasses.replace(settings, generation="g2")
+    await _caught_up(g2, kafka_bootstrap, store_path, 60, timeout=240)
+    analyses = [decode_event(r.value) async for r in log.read(g2.topic("analyses"))]
+    first = [decode_event(r.value) async for r in log.read(settings.topic("analyses"))]
+    await log.stop()
+    assert len(analyses) == 60 and {a.analyzer.name for a in analyses} == {"none"}  # type: ignore[union-attr]
+    assert len({a.message.event_id for a in analyses}) == 60  # type: ignore[union-attr]
+    assert len(first) == 50  # nothing after the switch went to g1
+    live = LanceStore(str(store_path), read_only=True)
+    assert live.view == "g2" and len(live.rows("messages", "conv-26")) == 60
+    assert live.rows("episodic", "conv-26") == []
+    assert "restarting to follow analysis generation g2" in (tmp_path / "worker.log").read_text()

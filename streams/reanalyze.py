@@ -1,0 +1,226 @@
+"""Reanalysis: a new generation of analyses from the same messages, projected side by side.
+
+``reanalyze`` runs the Memory Agent with another extractor (or embedder) over every message and
+control event of the log, writing generation ``gN`` to its own analyses topic
+(``<prefix>.analyses.gN``); it projects that topic into a new view of the store (named ``gN``
+unless told otherwise) and compares the new view with the active one, layer by layer: items
+added, removed and altered. The active view keeps serving queries; nothing switches unless asked
+(``switch=True`` here, or ``switch_to`` later — ``adamem views switch NAME``), and a switch first
+catches the view up with whatever reached the log since.
+
+After a switch the write path follows the new generation: the in-process pipeline and the Faust
+worker read the generation of the active view and analyse new messages with its analyzer.
+A reanalysis that stops halfway leaves an unfinished view that is never active; run it again
+(a new generation number is taken) and remove the unfinished view's folder when convenient.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from adamem.errors import StoreError
+from adamem.runtime import build_agent
+from adamem.settings import Settings
+from projections.folds.rows import Row
+from projections.projector import Projector
+from projections.store.base import MemoryStore
+from projections.store.lance import LanceStore, current_view, list_views, switch_view
+from streams.generations import FIRST, generation_record, next_generation, resolve, settings_for
+from streams.log import EventLog, open_log
+from streams.pipeline import PipelineStats, analyze_pending, project_pending
+from streams.replay import LAYER_TABLES, store_rows
+
+__all__ = ["LayerChanges", "ReanalyzeReport", "catch_up", "layer_changes", "reanalyze", "switch_to", "view_generations"]
+
+PROVENANCE_FIELDS = frozenset(
+    {
+        "analysis_event_id",
+        "analyzer",
+        "generation",
+        "source_topic",
+        "source_partition",
+        "source_offset",
+        "origin_event_id",
+    }
+)
+"""Fields that say which analysis event a row came from; they differ between generations by
+construction, so they do not make a row "altered"."""
+
+EXAMPLES = 5  # examples kept per layer and kind of change
+
+
+@dataclass
+class LayerChanges:
+    """How one layer differs between the active view and the new one."""
+
+    added: int = 0
+    removed: int = 0
+    altered: int = 0
+    unchanged: int = 0
+    examples: list[tuple[str, str, str, str]] = field(default_factory=list)  # (kind, owner, table, text)
+
+
+@dataclass
+class ReanalyzeReport:
+    """What a reanalysis wrote and how its memory differs from the active one."""
+
+    view: str
+    generation: str
+    analyzer: dict[str, str]
+    previous_view: str
+    previous_generation: str
+    stats: PipelineStats = field(default_factory=PipelineStats)
+    layers: dict[str, LayerChanges] = field(default_factory=dict)
+    switched: bool = False
+
+
+def row_text(row: Row) -> str:
+    """A short human description of a row, for the change report."""
+    for name in ("text", "content", "label"):
+        value = getattr(row, name, None)
+        if isinstance(value, str) and value:
+            return value[:120]
+    if row.TABLE == "persona":
+        return f"{getattr(row, 'key', '')}: {getattr(row, 'value', '')}"[:120]
+    if row.TABLE == "graph_edges":
+        return f"{getattr(row, 'edge_type', '')} {getattr(row, 'src', '')[:8]}→{getattr(row, 'dst', '')[:8]}"
+    return row.id
+
+
+def _content(row: Row) -> dict[str, object]:
+    return {k: v for k, v in dataclasses.asdict(row).items() if k not in PROVENANCE_FIELDS}
+
+
+def layer_changes(live: MemoryStore, new: MemoryStore, owners: Sequence[str] | None = None) -> dict[str, LayerChanges]:
+    """Per layer, the items only in the new store (added), only in the live one (removed), changed (altered).
+
+    Rows are matched by table and id (ids are derived from content and source message, not from
+    the analysis event, so the same finding gets the same id in every generation).
+    """
+    who = list(owners) if owners is not None else sorted(set(live.owners()) | set(new.owners()))
+    report: dict[str, LayerChanges] = {}
+    for layer, tables in LAYER_TABLES.items():
+        wanted = set(tables)
+        a = {(r.user_id, r.TABLE, r.id): r for r in store_rows(live, wanted, who)}
+        b = {(r.user_id, r.TABLE, r.id): r for r in store_rows(new, wanted, who)}
+        changes = report[layer] = LayerChanges()
+        for key in sorted(set(a) | set(b)):
+            if key not in a:
+                kind, row = "added", b[key]
+            elif key not in b:
+                kind, row = "removed", a[key]
+            elif _content(a[key]) != _content(b[key]):
+                kind, row = "altered", b[key]
+                was, now = _content(a[key]), _content(b[key])
+                fields = [f for f in now if was[f] != now[f]]
+            else:
+                changes.unchanged += 1
+                continue
+            setattr(changes, kind, getattr(changes, kind) + 1)
+            if sum(1 for e in changes.examples if e[0] == kind) < EXAMPLES:
+                text = row_text(row) + (f"  [{', '.join(fields)}]" if kind == "altered" else "")
+                changes.examples.append((kind, key[0], key[1], text))
+    return report
+
+
+def view_generations(root: str) -> dict[str, dict[str, str]]:
+    """The recorded generation of every view of a store folder ({} for a view that records none)."""
+    return {name: LanceStore(root, read_only=True, view=name).generation() for name in list_views(root)}
+
+
+async def _analyze_and_project(
+    log: EventLog, store: MemoryStore, settings: Settings, progress: Callable[[int], None] | None
+) -> PipelineStats:
+    """Analyse every pending message of ``settings``' generation and project its analyses into ``store``."""
+    agent = build_agent(settings)
+    topic = settings.topic("analyses")
+    partitions = log.partitions(settings.topic("messages"))
+    store.bind(log.partitions(topic))
+    projector = Projector(store)
+    stats = PipelineStats()
+    for p in range(partitions):
+        stats.add(await analyze_pending(log, agent, settings, p, progress=progress))
+        stats.add(await project_pending(log, projector, settings, p))
+    return stats
+
+
+async def reanalyze(
+    settings: Settings,
+    root: str,
+    *,
+    extractor: str | None = None,
+    embedder: str | None = None,
+    view: str | None = None,
+    switch: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> ReanalyzeReport:
+    """Write a new analysis generation with another analyzer, project it into a new view, compare, maybe switch."""
+    active = current_view(root)
+    live = LanceStore(root, read_only=True, view=active)
+    before = resolve(settings, live)
+    generations = view_generations(root)
+    taken = [g.get("name", FIRST) for g in generations.values()] + [before.generation]
+    gen = next_generation(taken)
+    new_settings = dataclasses.replace(
+        before,
+        generation=gen,
+        extractor=extractor or before.extractor,
+        embedder=embedder or before.embedder,
+    )
+    build_agent(new_settings)  # a bad extractor/embedder name fails here, before anything is written
+    name = view or gen
+    if name in list_views(root):
+        raise StoreError(f"view {name!r} already exists in {root}; pick another name with --view")
+    log = open_log(settings.log_url, new_settings)
+    await log.start()
+    try:
+        topic = new_settings.topic("analyses")
+        while any((await log.end_offsets(topic)).values()):
+            # an earlier reanalysis stopped before recording its view: never append to its topic
+            gen = next_generation([*taken, gen])
+            new_settings = dataclasses.replace(new_settings, generation=gen)
+            topic = new_settings.topic("analyses")
+            name = view or gen
+        store = LanceStore(root, view=name, optimize_every=0)
+        store.bind(log.partitions(topic))
+        store.record_generation(generation_record(new_settings))
+        report = ReanalyzeReport(
+            view=name,
+            generation=gen,
+            analyzer=generation_record(new_settings),
+            previous_view=active,
+            previous_generation=before.generation,
+        )
+        report.stats = await _analyze_and_project(log, store, new_settings, progress)
+        store.optimize()
+    finally:
+        await log.stop()
+    report.layers = layer_changes(live, store)
+    if switch:
+        report.stats.add(await switch_to(settings, root, name))
+        report.switched = True
+    return report
+
+
+async def catch_up(settings: Settings, root: str, view: str) -> PipelineStats:
+    """Analyse and project into ``view`` whatever reached the log since it was last written."""
+    store = LanceStore(root, view=view)
+    gen_settings = settings_for(settings, store.generation() or generation_record(settings))
+    log = open_log(settings.log_url, gen_settings)
+    await log.start()
+    try:
+        return await _analyze_and_project(log, store, gen_settings, None)
+    finally:
+        await log.stop()
+        store.close()
+
+
+async def switch_to(settings: Settings, root: str, view: str) -> PipelineStats:
+    """Catch ``view`` up with the log, then make it the active view (atomically)."""
+    if view not in list_views(root):
+        raise StoreError(f"store {root} has no view {view!r}; views: {list_views(root)}")
+    stats = await catch_up(settings, root, view)
+    switch_view(root, view)
+    return stats
