@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import json
 import struct
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import avro.io
 import avro.schema
+import fastavro
 import pytest
 
 from adamem.errors import DecodeError, UnknownSchemaError
@@ -175,3 +177,57 @@ def test_every_schema_documents_every_field() -> None:
         assert schema["fields"][0]["name"] == "schema_version"
         for f in schema["fields"]:
             assert f.get("doc"), f"{path.name}: field {f['name']} has no doc"
+
+
+def _generic_decode(data: bytes) -> dict[str, object]:
+    """The record fastavro alone reads from a current-schema body (no fast path)."""
+    registry = default_registry()
+    name = registry.writer_of(data)
+    return fastavro.schemaless_reader(io.BytesIO(data[10:]), registry.schema(name), None)  # type: ignore[no-any-return]
+
+
+def _zigzag(n: int) -> bytes:
+    z, out = (n << 1) ^ (n >> 63), bytearray()
+    while True:
+        byte = z & 0x7F
+        z >>= 7
+        if z:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+@pytest.mark.parametrize(
+    "vector",
+    [(), (0.5,), tuple((i - 191.5) / 97.0 for i in range(384)), (-0.0, 1e-45, 3.4e38, float("inf"), -1.0 / 3)],
+    ids=["empty", "one", "dim384", "special"],
+)
+def test_the_vector_fast_path_reads_what_fastavro_reads(vector: tuple[float, ...]) -> None:
+    event = dataclasses.replace(ANALYSIS, embedding=Embedding("e", vector))
+    data = encode_event(event)
+    name, record = default_registry().decode(data)
+    assert name == MessageAnalyzed.SCHEMA
+    assert record == _generic_decode(data)
+    assert [struct.pack("<f", x) for x in record["embedding"]["vector"]] == [struct.pack("<f", x) for x in vector]
+
+
+def test_the_vector_fast_path_reads_arrays_written_in_several_blocks() -> None:
+    vector = [float(i) / 8 for i in range(10)]
+    empty = encode_event(dataclasses.replace(ANALYSIS, embedding=Embedding("e", ())))
+    assert empty[-1:] == b"\x00"  # an empty array is its terminating zero count
+    blocks = _zigzag(3) + struct.pack("<3f", *vector[:3])
+    blocks += _zigzag(-7) + _zigzag(28) + struct.pack("<7f", *vector[3:])  # a negative count carries the byte size
+    data = empty[:-1] + blocks + b"\x00"
+    _, record = default_registry().decode(data)
+    assert record["embedding"]["vector"] == vector
+    assert record == _generic_decode(data)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5, 200])
+def test_a_body_cut_inside_the_vector_is_a_typed_error(cut: int) -> None:
+    data = encode_event(ANALYSIS)
+    with pytest.raises(DecodeError):
+        decode_event(data[:-cut])
+    with pytest.raises(DecodeError, match="trailing"):
+        decode_event(data + b"\x00\x00")
