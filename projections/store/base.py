@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from adamem.errors import ConfigError
@@ -25,6 +27,8 @@ __all__ = [
     "open_store",
     "row_from_dict",
     "row_to_dict",
+    "row_tokens",
+    "rows_to_arrow",
 ]
 
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {
@@ -135,6 +139,24 @@ def has_vector(table: str) -> bool:
     return "vector" in _hints(table)
 
 
+_CACHED_TEXT_CHARS = 2_000
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _cached_tokens(text: str) -> str:
+    return search_text(text)
+
+
+def row_tokens(table: str, row: Row) -> str:
+    """The ``tokens`` column of a row of a full-text table: its text fields, tokenised.
+
+    Memoised by text (short texts only, so the cache stays small): a row is written again
+    whenever any of its fields changes, and its words mostly have not.
+    """
+    text = " ".join(str(getattr(row, f)) for f in TEXT_FIELDS[table])
+    return _cached_tokens(text) if len(text) <= _CACHED_TEXT_CHARS else search_text(text)
+
+
 def row_to_dict(table: str, row: Row, dim: int) -> dict[str, Any]:
     """A row as a column dict; empty vectors become zeros, ``tokens`` is derived from the text fields."""
     out = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
@@ -142,8 +164,37 @@ def row_to_dict(table: str, row: Row, dim: int) -> dict[str, Any]:
         vec = out["vector"]
         out["vector"] = list(vec) if vec else [0.0] * dim
     if table in TEXT_FIELDS:
-        out["tokens"] = search_text(" ".join(str(out[f]) for f in TEXT_FIELDS[table]))
+        out["tokens"] = row_tokens(table, row)
     return out
+
+
+def _vector_column(rows: Sequence[Row], kind: pa.FixedSizeListType) -> pa.Array:
+    """The fixed-size float32 vector column, from one flat NumPy array (empty vectors become zeros)."""
+    dim = kind.list_size
+    zeros = (0.0,) * dim
+    vectors = [getattr(r, "vector") or zeros for r in rows]  # noqa: B009 - every row of this table has one
+    wrong = next((len(v) for v in vectors if len(v) != dim), None)
+    if wrong is not None:
+        raise ValueError(f"a vector of {wrong} values does not fit the table's {dim}-dimensional column")
+    flat = np.fromiter(itertools.chain.from_iterable(vectors), dtype=np.float32, count=len(vectors) * dim)
+    return pa.FixedSizeListArray.from_arrays(pa.array(flat, type=kind.value_type), dim)
+
+
+def rows_to_arrow(table: str, rows: Sequence[Row], schema: pa.Schema) -> pa.Table:
+    """Rows of one table as an Arrow table of ``schema``, built column by column.
+
+    The same table as ``pa.Table.from_pylist([row_to_dict(...) ...], schema=schema)``, without a
+    dict per row and a Python list per vector.
+    """
+    columns = []
+    for f in schema:
+        if f.name == "tokens":
+            columns.append(pa.array([row_tokens(table, r) for r in rows], type=f.type))
+        elif f.name == "vector":
+            columns.append(_vector_column(rows, f.type))
+        else:
+            columns.append(pa.array([getattr(r, f.name) for r in rows], type=f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def row_from_dict(table: str, data: dict[str, Any]) -> Row:

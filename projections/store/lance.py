@@ -39,7 +39,7 @@ from projections.store.base import (
     final_rows,
     has_vector,
     row_from_dict,
-    row_to_dict,
+    rows_to_arrow,
 )
 
 __all__ = ["DEFAULT_VIEW", "LanceStore", "current_view", "list_views", "switch_view"]
@@ -149,12 +149,12 @@ class _Shard:
         for name, rows in final_rows(changes).items():
             table = self.table(name)
             gone = [i for i, r in rows.items() if r is None]
-            kept = [row_to_dict(name, r, self.dim) for r in rows.values() if r is not None]
+            kept = [r for r in rows.values() if r is not None]
             if gone:
                 for start in range(0, len(gone), 500):
                     table.delete("id IN (" + ", ".join(_quote(i) for i in gone[start : start + 500]) + ")")
             if kept:
-                data = pa.Table.from_pylist(kept, schema=table.schema)
+                data = rows_to_arrow(name, kept, table.schema)
                 table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
         for name in TEXT_FIELDS:
             table = self.tables.get(name)
