@@ -7,6 +7,11 @@ exactly the offsets the active view has reached, so the two can be compared row 
 queries are served from the old view until that moment. ``until`` builds a view as of an event
 time or a log offset and does not switch. A single owner can be rebuilt in place.
 
+A rebuild writes its view in bulk (``LanceStore(bulk=True)``): commits of ``REBUILD_BATCH`` events,
+new rows appended rather than merged, and the full-text indexes made by one ``optimize`` at the
+end. Every commit is still atomic with its checkpoint; a rebuild that stops half-way leaves a view
+that was never switched to (and is never resumed: the next rebuild picks a new name).
+
 Layers are rebuilt together: persona and graph are distilled from the same consolidation
 steps as episodic memory, so a fold of one layer alone would not be the same fold. ``layers``
 limits what is verified (and, for one owner, which tables are replaced).
@@ -35,6 +40,7 @@ from streams.log import EventLog
 
 __all__ = [
     "LAYER_TABLES",
+    "REBUILD_BATCH",
     "RebuildReport",
     "RowDiff",
     "diff_stores",
@@ -42,6 +48,9 @@ __all__ = [
     "rebuild_view",
     "rows_checksum",
 ]
+
+REBUILD_BATCH = 10_000
+"""Events folded per commit of a rebuild: few commits, while the decoded batch stays a few hundred MB at most."""
 
 LAYER_TABLES: dict[str, tuple[str, ...]] = {
     "working": ("owners", "messages"),
@@ -141,7 +150,7 @@ async def _fold_range(
     *,
     until_time: int | None = None,
     user: str | None = None,
-    batch: int = 5000,
+    batch: int = REBUILD_BATCH,
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Fold analyses [start, end) of a partition into the projector's store; returns events folded."""
@@ -193,7 +202,7 @@ async def rebuild_view(
     target = {p: min(end, until_offset) if until_offset is not None else end for p, end in ends.items()}
     if verify and not travel:
         target = live_offsets  # exactly where the live view is, so rows compare one to one
-    rebuilt = LanceStore(root, view=name, optimize_every=0)
+    rebuilt = LanceStore(root, view=name, optimize_every=0, bulk=True)
     rebuilt.bind(len(ends))
     projector = Projector(rebuilt)
     report = RebuildReport(view=name)

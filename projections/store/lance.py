@@ -12,6 +12,11 @@ table*. On open, a writer restores any table that is ahead of the last checkpoin
 between the table writes and the checkpoint), so the shard is exactly as of its checkpoint and
 the events after it are applied again. Writes are batched by the caller; ``optimize`` compacts
 and refreshes indexes every ``optimize_every`` commits.
+
+A rebuild writes a view nobody reads until it is switched to, and opens it in *bulk* mode: commits
+skip the full-text index (``optimize`` makes it once, at the end), and rows whose id this writer
+has never written to a table it found empty are appended (``add``) instead of merged. Each commit
+is still its rows plus its checkpoint, recovered the same way.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ def _quote(value: str) -> str:
 class _Shard:
     """One partition's LanceDB database and its open tables."""
 
-    def __init__(self, path: Path, dim: int, *, writer: bool) -> None:
+    def __init__(self, path: Path, dim: int, *, writer: bool, bulk: bool = False) -> None:
         path.mkdir(parents=True, exist_ok=True)
         # Readers check for new versions on every query: a query after a commit never sees stale rows.
         self.db = lancedb.connect(str(path), read_consistency_interval=None if writer else timedelta(0))
@@ -79,8 +84,13 @@ class _Shard:
         for name in (*TABLES, CHECKPOINTS):
             if name in names:
                 self.tables[name] = self.db.open_table(name)
+        self.bulk = bulk
+        # bulk: per table this writer found empty, every id it has written there (a superset of its ids)
+        self.written: dict[str, set[str]] | None = None
         if writer:
             self._recover()
+            if bulk:
+                self.written = {n: set() for n in TABLES if n not in self.tables or not self.tables[n].count_rows()}
 
     def get(self, name: str) -> Any | None:
         """An existing table's handle (opening one another process created since), or None."""
@@ -154,18 +164,9 @@ class _Shard:
                 for start in range(0, len(gone), 500):
                     table.delete("id IN (" + ", ".join(_quote(i) for i in gone[start : start + 500]) + ")")
             if kept:
-                data = rows_to_arrow(name, kept, table.schema)
-                table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
-        for name in TEXT_FIELDS:
-            table = self.tables.get(name)
-            if table is None or name in self.fts_ready:
-                continue
-            if any(ix.index_type == "FTS" for ix in table.list_indices()):
-                self.fts_ready.add(name)
-            elif table.count_rows():
-                # Made once; rows added later are searched unindexed until ``optimize`` folds them in.
-                table.create_index("tokens", config=_FTS, replace=True)
-                self.fts_ready.add(name)
+                self._write(name, table, kept)
+        if not self.bulk:
+            self._ensure_fts()
         ckpt = self.checkpoint_row()
         merged = {**(json.loads(ckpt["offsets"]) if ckpt else {}), **offsets}
         versions = {name: self.tables[name].version for name in TABLES if name in self.tables}
@@ -183,12 +184,39 @@ class _Shard:
         if optimize_every and self.commits % optimize_every == 0:
             self.optimize(self.vector_index_min_rows)
 
+    def _write(self, name: str, table: Any, rows: list[Row]) -> None:
+        """Upsert rows by id: merged, or in bulk mode appended when the id cannot be in the table yet."""
+        known = self.written.get(name) if self.written is not None else None
+        if known is not None:
+            new = [r for r in rows if r.id not in known]
+            rows = [r for r in rows if r.id in known]
+            if new:
+                table.add(rows_to_arrow(name, new, table.schema))
+                known.update(r.id for r in new)
+        if rows:
+            data = rows_to_arrow(name, rows, table.schema)
+            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+
+    def _ensure_fts(self) -> None:
+        """Make the full-text index of every text table that has rows and no index yet."""
+        for name in TEXT_FIELDS:
+            table = self.tables.get(name)
+            if table is None or name in self.fts_ready:
+                continue
+            if any(ix.index_type == "FTS" for ix in table.list_indices()):
+                self.fts_ready.add(name)
+            elif table.count_rows():
+                # Made once; rows added later are searched unindexed until ``optimize`` folds them in.
+                table.create_index("tokens", config=_FTS, replace=True)
+                self.fts_ready.add(name)
+
     def optimize(self, vector_index_min_rows: int = 0) -> None:
-        """Compact small fragments, bring indexes up to date, and index vectors of large tables.
+        """Make missing full-text indexes, compact small fragments, bring indexes up to date, index vectors.
 
         Below ``vector_index_min_rows`` rows an exact (flat) cosine search is fast and exact; above
         it an IVF_HNSW_SQ index (8-bit scalar quantised) keeps search fast and the index small.
         """
+        self._ensure_fts()
         for name in TABLES:
             table = self.tables.get(name)
             if table is None or not table.count_rows():
@@ -245,12 +273,15 @@ class LanceStore:
         optimize_every: int = 50,
         view: str | None = None,
         vector_index_min_rows: int = 10_000,
+        bulk: bool = False,
     ) -> None:
+        """``bulk``: write a view nobody reads yet (a rebuild); see the module's notes. Call ``optimize`` at the end."""
         self.root = Path(root)
         self.url = str(self.root)
         self._read_only = read_only
         self._optimize_every = optimize_every
         self._vector_index_min_rows = vector_index_min_rows
+        self._bulk = bulk
         self._pinned = view
         self.view = view or current_view(self.root)
         self._shards: dict[int, _Shard] = {}
@@ -306,7 +337,7 @@ class LanceStore:
             path = self.dir / f"p{partition}"
             if not create and not path.exists():
                 return None
-            shard = _Shard(path, self._meta.get("dim", 0), writer=not self._read_only)
+            shard = _Shard(path, self._meta.get("dim", 0), writer=not self._read_only, bulk=self._bulk)
             shard.vector_index_min_rows = self._vector_index_min_rows
             self._shards[partition] = shard
         return shard
