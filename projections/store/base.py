@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import operator
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -168,15 +169,15 @@ def row_to_dict(table: str, row: Row, dim: int) -> dict[str, Any]:
     return out
 
 
-def _vector_column(rows: Sequence[Row], kind: pa.FixedSizeListType) -> pa.Array:
+def _vector_column(vectors: Sequence[tuple[float, ...]], kind: pa.FixedSizeListType) -> pa.Array:
     """The fixed-size float32 vector column, from one flat NumPy array (empty vectors become zeros)."""
     dim = kind.list_size
     zeros = (0.0,) * dim
-    vectors = [getattr(r, "vector") or zeros for r in rows]  # noqa: B009 - every row of this table has one
-    wrong = next((len(v) for v in vectors if len(v) != dim), None)
+    filled = [v or zeros for v in vectors]
+    wrong = next((len(v) for v in filled if len(v) != dim), None)
     if wrong is not None:
         raise ValueError(f"a vector of {wrong} values does not fit the table's {dim}-dimensional column")
-    flat = np.fromiter(itertools.chain.from_iterable(vectors), dtype=np.float32, count=len(vectors) * dim)
+    flat = np.fromiter(itertools.chain.from_iterable(filled), dtype=np.float32, count=len(filled) * dim)
     return pa.FixedSizeListArray.from_arrays(pa.array(flat, type=kind.value_type), dim)
 
 
@@ -186,14 +187,16 @@ def rows_to_arrow(table: str, rows: Sequence[Row], schema: pa.Schema) -> pa.Tabl
     The same table as ``pa.Table.from_pylist([row_to_dict(...) ...], schema=schema)``, without a
     dict per row and a Python list per vector.
     """
+    names = [f.name for f in schema if f.name != "tokens"]
+    values = dict(zip(names, zip(*map(operator.attrgetter(*names), rows), strict=True), strict=True)) if rows else {}
     columns = []
     for f in schema:
         if f.name == "tokens":
             columns.append(pa.array([row_tokens(table, r) for r in rows], type=f.type))
         elif f.name == "vector":
-            columns.append(_vector_column(rows, f.type))
+            columns.append(_vector_column(values.get("vector", ()), f.type))
         else:
-            columns.append(pa.array([getattr(r, f.name) for r in rows], type=f.type))
+            columns.append(pa.array(values.get(f.name, ()), type=f.type))
     return pa.Table.from_arrays(columns, schema=schema)
 
 
