@@ -148,14 +148,19 @@ def _cached_tokens(text: str) -> str:
     return search_text(text)
 
 
+def _field_tokens(text: str) -> str:
+    return _cached_tokens(text) if len(text) <= _CACHED_TEXT_CHARS else search_text(text)
+
+
 def row_tokens(table: str, row: Row) -> str:
     """The ``tokens`` column of a row of a full-text table: its text fields, tokenised.
 
-    Memoised by text (short texts only, so the cache stays small): a row is written again
-    whenever any of its fields changes, and its words mostly have not.
+    The tokens of the fields joined by a space, i.e. of each field in turn (a token never spans a
+    space), memoised per field text (short texts only, so the cache stays small): a row is written
+    again whenever any of its fields changes, its speaker recurs, and a message's graph node is
+    labelled with the message's text.
     """
-    text = " ".join(str(getattr(row, f)) for f in TEXT_FIELDS[table])
-    return _cached_tokens(text) if len(text) <= _CACHED_TEXT_CHARS else search_text(text)
+    return " ".join(t for t in (_field_tokens(str(getattr(row, f))) for f in TEXT_FIELDS[table]) if t)
 
 
 def row_to_dict(table: str, row: Row, dim: int) -> dict[str, Any]:

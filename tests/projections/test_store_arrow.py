@@ -57,3 +57,27 @@ def test_tokens_of_long_and_repeated_texts_are_the_search_text() -> None:
     for text in ("I went hiking with my dogs — 我喜欢吃辣的", "running shoes " * 400):
         row = dataclasses.replace(msg, text=text)
         assert row_tokens("messages", row) == row_tokens("messages", row) == search_text(f"{row.speaker} {text}")
+
+
+def test_tokens_field_by_field_are_the_tokens_of_the_joined_fields() -> None:
+    msg = scenario_rows()["messages"][0]
+    assert isinstance(msg, MessageRow)
+    pieces = [
+        "",
+        " ",
+        "Alice",
+        "rock'",
+        "n roll",
+        "'s",
+        "it's",
+        "我喜欢",
+        "吃辣的",
+        "ΟΔΟΣ Σ",
+        "İstanbul",
+        "x y ",
+        "the",
+    ]
+    for speaker in pieces:
+        for text in pieces:
+            row = dataclasses.replace(msg, speaker=speaker, text=text)
+            assert row_tokens("messages", row) == search_text(f"{speaker} {text}"), (speaker, text)
