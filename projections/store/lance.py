@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -156,24 +157,29 @@ class _Shard:
                 table.restore(want)
 
     def commit(self, changes: Sequence[Change], offsets: dict[str, int], optimize_every: int) -> None:
-        for name, rows in final_rows(changes).items():
-            table = self.table(name)
-            gone = [i for i, r in rows.items() if r is None]
-            kept = [r for r in rows.values() if r is not None]
-            if gone:
-                for start in range(0, len(gone), 500):
-                    table.delete("id IN (" + ", ".join(_quote(i) for i in gone[start : start + 500]) + ")")
-            if kept:
-                self._write(name, table, kept)
+        with _Writes() as writes:  # every table written (or failed) before the checkpoint
+            for name, rows in final_rows(changes).items():
+                table = self.table(name)
+                gone = [i for i, r in rows.items() if r is None]
+                kept = [r for r in rows.values() if r is not None]
+                appended, merged = self._split(name, kept)
+                schema = table.schema if kept else None
+                writes.submit(
+                    _write,
+                    table,
+                    gone,
+                    rows_to_arrow(name, appended, schema) if appended else None,
+                    rows_to_arrow(name, merged, schema) if merged else None,
+                )
         if not self.bulk:
             self._ensure_fts()
         ckpt = self.checkpoint_row()
-        merged = {**(json.loads(ckpt["offsets"]) if ckpt else {}), **offsets}
+        merged_offsets = {**(json.loads(ckpt["offsets"]) if ckpt else {}), **offsets}
         versions = {name: self.tables[name].version for name in TABLES if name in self.tables}
         self.commits += 1
         row = {
             "id": "checkpoint",
-            "offsets": json.dumps(merged, sort_keys=True),
+            "offsets": json.dumps(merged_offsets, sort_keys=True),
             "versions": json.dumps(versions, sort_keys=True),
             "commits": self.commits,
         }
@@ -184,51 +190,91 @@ class _Shard:
         if optimize_every and self.commits % optimize_every == 0:
             self.optimize(self.vector_index_min_rows)
 
-    def _write(self, name: str, table: Any, rows: list[Row]) -> None:
-        """Upsert rows by id: merged, or in bulk mode appended when the id cannot be in the table yet."""
+    def _split(self, name: str, rows: list[Row]) -> tuple[list[Row], list[Row]]:
+        """Rows to append and rows to merge by id: in bulk mode, ids never written to a table found empty append."""
         known = self.written.get(name) if self.written is not None else None
-        if known is not None:
-            new = [r for r in rows if r.id not in known]
-            rows = [r for r in rows if r.id in known]
-            if new:
-                table.add(rows_to_arrow(name, new, table.schema))
-                known.update(r.id for r in new)
-        if rows:
-            data = rows_to_arrow(name, rows, table.schema)
-            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+        if known is None:
+            return [], rows
+        appended = [r for r in rows if r.id not in known]
+        merged = [r for r in rows if r.id in known]
+        known.update(r.id for r in appended)
+        return appended, merged
 
     def _ensure_fts(self) -> None:
-        """Make the full-text index of every text table that has rows and no index yet."""
-        for name in TEXT_FIELDS:
-            table = self.tables.get(name)
-            if table is None or name in self.fts_ready:
-                continue
-            if any(ix.index_type == "FTS" for ix in table.list_indices()):
-                self.fts_ready.add(name)
-            elif table.count_rows():
-                # Made once; rows added later are searched unindexed until ``optimize`` folds them in.
-                table.create_index("tokens", config=_FTS, replace=True)
-                self.fts_ready.add(name)
+        """Make the full-text index of every text table that has rows and no index yet (tables side by side)."""
+        with _Writes() as writes:
+            for name in TEXT_FIELDS:
+                table = self.tables.get(name)
+                if table is None or name in self.fts_ready:
+                    continue
+                if any(ix.index_type == "FTS" for ix in table.list_indices()):
+                    self.fts_ready.add(name)
+                elif table.count_rows():
+                    # Made once; rows added later are searched unindexed until ``optimize`` folds them in.
+                    writes.submit(table.create_index, "tokens", config=_FTS, replace=True)
+                    self.fts_ready.add(name)
 
     def optimize(self, vector_index_min_rows: int = 0) -> None:
         """Make missing full-text indexes, compact small fragments, bring indexes up to date, index vectors.
 
         Below ``vector_index_min_rows`` rows an exact (flat) cosine search is fast and exact; above
         it an IVF_HNSW_SQ index (8-bit scalar quantised) keeps search fast and the index small.
+        Tables are optimised side by side.
         """
         self._ensure_fts()
-        for name in TABLES:
-            table = self.tables.get(name)
-            if table is None or not table.count_rows():
-                continue
-            if (
-                vector_index_min_rows
-                and has_vector(name)
-                and table.count_rows() >= vector_index_min_rows
-                and not any(ix.columns == ["vector"] for ix in table.list_indices())
-            ):
-                table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
-            table.optimize()
+        with _Writes() as writes:
+            for name in TABLES:
+                table = self.tables.get(name)
+                rows = table.count_rows() if table is not None else 0
+                if table is None or not rows:
+                    continue
+                index = (
+                    vector_index_min_rows
+                    and has_vector(name)
+                    and rows >= vector_index_min_rows
+                    and not any(ix.columns == ["vector"] for ix in table.list_indices())
+                )
+                writes.submit(_optimize, table, bool(index))
+
+
+class _Writes:
+    """LanceDB calls of one step, each table's on a thread of its own, all finished when the block ends.
+
+    LanceDB does its work outside the GIL, so one table is written while the next one's Arrow data
+    is built. Leaving the block waits for every call, and re-raises the first failure.
+    """
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=len(TABLES), thread_name_prefix="adamem-lance")
+        self._pending: list[Future[Any]] = []
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self._pending.append(self._pool.submit(fn, *args, **kwargs))
+
+    def __enter__(self) -> _Writes:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self._pool.shutdown(wait=True)
+        if kind is None:
+            for future in self._pending:
+                future.result()
+
+
+def _write(table: Any, gone: list[str], appended: pa.Table | None, merged: pa.Table | None) -> None:
+    """One table's part of a commit: delete, append, merge by id."""
+    for start in range(0, len(gone), 500):
+        table.delete("id IN (" + ", ".join(_quote(i) for i in gone[start : start + 500]) + ")")
+    if appended is not None:
+        table.add(appended)
+    if merged is not None:
+        table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(merged)
+
+
+def _optimize(table: Any, index_vectors: bool) -> None:
+    if index_vectors:
+        table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
+    table.optimize()
 
 
 DEFAULT_VIEW = "main"
