@@ -20,6 +20,7 @@ __all__ = [
     "ExtractedAttribute",
     "ExtractedEvent",
     "ExtractedFact",
+    "Float32Vector",
     "MemoryCorrected",
     "MemoryForgotten",
     "MessageAnalyzed",
@@ -150,6 +151,15 @@ class ExtractedEvent:
     when_text: str = ""
 
 
+class Float32Vector(tuple[float, ...]):
+    """A vector whose values are float32 already: read from an Avro ``float`` array (rounding it again is a no-op).
+
+    ``projections.folds.rows.float32_vector`` returns such a vector as it is instead of copying it.
+    """
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Embedding:
     """A vector and the embedder (name and version) that made it."""
@@ -223,7 +233,7 @@ class MessageAnalyzed:
             event_id=str(r["event_id"]),
             message=ChatMessage.from_record(r["message"]),
             analyzer=Analyzer(**r["analyzer"]),
-            embedding=Embedding(model=r["embedding"]["model"], vector=tuple(r["embedding"]["vector"])),
+            embedding=Embedding(model=r["embedding"]["model"], vector=Float32Vector(r["embedding"]["vector"])),
             generation=r.get("generation", "g1"),
             summary=r.get("summary", ""),
             topics=tuple(r.get("topics", ())),

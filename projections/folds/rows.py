@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from adamem.events import Float32Vector
+
 __all__ = [
     "TABLES",
     "EpisodicRow",
@@ -227,7 +229,12 @@ def _float32s(n: int) -> struct.Struct:
 
 
 def float32_vector(values: Iterable[float]) -> tuple[float, ...]:
-    """The vector rounded to float32 precision, so that a float32 column stores it exactly."""
+    """The vector rounded to float32 precision, so that a float32 column stores it exactly.
+
+    A ``Float32Vector`` (an embedding read from the log) is float32 already and is returned as it is.
+    """
+    if type(values) is Float32Vector:
+        return values
     vector = values if isinstance(values, tuple | list) else tuple(values)
     packing = _float32s(len(vector))
     try:

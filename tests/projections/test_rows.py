@@ -38,3 +38,19 @@ def test_float32_vector_rounds_as_an_array_of_floats_does() -> None:
             got = float32_vector(given)
             assert type(got) is tuple
             assert [struct.pack("<d", x) for x in got] == [struct.pack("<d", x) for x in expected]
+
+
+def test_an_embedding_read_from_the_log_is_float32_already_and_kept_as_it_is() -> None:
+    from adamem.events import Float32Vector, MessageAnalyzed
+    from adamem.serde import decode_event, encode_event
+
+    event = scenario()[0].event
+    assert isinstance(event, MessageAnalyzed)
+    rng = random.Random(3)
+    wide = dataclasses.replace(event.embedding, vector=tuple(rng.gauss(0.0, 1.0) for _ in range(384)))
+    decoded = decode_event(encode_event(dataclasses.replace(event, embedding=wide)))
+    assert isinstance(decoded, MessageAnalyzed)
+    vector = decoded.embedding.vector
+    assert type(vector) is Float32Vector
+    assert float32_vector(vector) is vector
+    assert float32_vector(vector) == tuple(array("f", wide.vector)) == float32_vector(wide.vector)
