@@ -208,7 +208,7 @@ async def rebuild_view(
     rebuilt.bind(len(ends))
     projector = Projector(rebuilt)
     report = RebuildReport(view=name)
-    with _older_objects_frozen():
+    with _collector_paused():
         for p in sorted(ends):
             report.events += await _fold_range(
                 log, projector, settings, p, 0, target[p], until_time=until_time, progress=progress
@@ -232,22 +232,22 @@ async def rebuild_view(
 
 
 @contextlib.contextmanager
-def _older_objects_frozen() -> Iterator[None]:
-    """Keep the garbage collector's full passes off the objects that were alive before the rebuild.
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a rebuild runs (and restore it after).
 
-    A rebuild allocates rows by the million, and each full collection would walk the whole heap
-    again (jieba's dictionary, LanceDB and Arrow, the interpreter's own). Frozen objects are still
-    freed when their last reference goes; only cycles among them wait until they are unfrozen
-    afterwards. A process that froze objects itself is left alone.
+    A rebuild allocates rows by the million and leaves almost nothing in reference cycles (a few
+    hundred objects for 11,000 events, measured), so the collector's passes only walk live
+    objects again and again: ~13 % of a LoCoMo rebuild. Reference counting still frees everything
+    else at once, and the collector reclaims the few cycles once it runs again. It is paused for
+    the whole process: a rebuild runs in a command of its own.
     """
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if enabled:
+            gc.enable()
 
 
 def _next_view_name(root: str) -> str:
