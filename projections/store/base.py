@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import itertools
 import operator
+import struct
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -174,15 +175,25 @@ def row_to_dict(table: str, row: Row, dim: int) -> dict[str, Any]:
     return out
 
 
+@functools.lru_cache(maxsize=8)
+def _float32s(dim: int) -> struct.Struct:
+    return struct.Struct(f"<{dim}f")
+
+
 def _vector_column(vectors: Sequence[tuple[float, ...]], kind: pa.FixedSizeListType) -> pa.Array:
-    """The fixed-size float32 vector column, from one flat NumPy array (empty vectors become zeros)."""
+    """The fixed-size float32 vector column, from one flat buffer (empty vectors become zeros)."""
     dim = kind.list_size
     zeros = (0.0,) * dim
     filled = [v or zeros for v in vectors]
     wrong = next((len(v) for v in filled if len(v) != dim), None)
     if wrong is not None:
         raise ValueError(f"a vector of {wrong} values does not fit the table's {dim}-dimensional column")
-    flat = np.fromiter(itertools.chain.from_iterable(filled), dtype=np.float32, count=len(filled) * dim)
+    packing = _float32s(dim)
+    try:
+        flat = np.frombuffer(b"".join([packing.pack(*v) for v in filled]), dtype="<f4")
+    except OverflowError:  # a value beyond float32's range: round it to infinity, as Arrow does
+        with np.errstate(over="ignore"):
+            flat = np.fromiter(itertools.chain.from_iterable(filled), dtype=np.float32, count=len(filled) * dim)
     return pa.FixedSizeListArray.from_arrays(pa.array(flat, type=kind.value_type), dim)
 
 

@@ -411,10 +411,10 @@ class LanceStore:
         if not self._meta.get("partitions"):
             raise StoreError("store is not bound to a partition count; call bind() first")
         if not self._meta.get("dim"):
-            vectors = [getattr(c.row, "vector", ()) for c in changes if isinstance(c, Upsert)]
-            dims = {len(v) for v in vectors if v}
-            if dims:
-                self._meta["dim"] = dims.pop()
+            vectors = (getattr(c.row, "vector", ()) for c in changes if isinstance(c, Upsert))
+            dim = next((len(v) for v in vectors if v), 0)  # vectors of other lengths do not fit the column
+            if dim:
+                self._meta["dim"] = dim
                 self._write_meta()
                 for open_shard in self._shards.values():
                     open_shard.dim = self._meta["dim"]

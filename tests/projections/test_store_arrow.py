@@ -45,7 +45,8 @@ def test_column_built_tables_equal_row_dict_tables(table: str) -> None:
 def test_empty_vectors_become_zeros_and_a_wrong_dimension_is_refused() -> None:
     msg = scenario_rows()["messages"][0]
     assert isinstance(msg, MessageRow)
-    rows: list[Row] = [dataclasses.replace(msg, id="a", vector=()), msg]
+    wide = (1e300, -1e300, 3.4028235e38, -0.0)  # beyond float32: infinity, as Arrow rounds a Python float
+    rows: list[Row] = [dataclasses.replace(msg, id="a", vector=()), msg, dataclasses.replace(msg, id="b", vector=wide)]
     assert rows_to_arrow("messages", rows, arrow_schema("messages", DIM)).equals(reference("messages", rows, DIM))
     with pytest.raises(ValueError, match="3 values"):
         rows_to_arrow("messages", [dataclasses.replace(msg, vector=(1.0, 0.0, 0.0))], arrow_schema("messages", DIM))
