@@ -9,7 +9,9 @@ Decoding is on the replay hot path, so each writer schema's way of reading is pr
 (``_Plan``): fastavro gets schemas it has already parsed (it re-parses any other schema on every
 record), and a body whose schema ends in an array of floats (``MessageAnalyzed``'s embedding) is
 read by fastavro up to that array and the array itself with one ``struct`` call per block, which
-gives the same floats several times faster than fastavro's per-item reads.
+gives the same floats several times faster than fastavro's per-item reads. Such an array comes
+back as a ``Float32Array``: a list of the floats that also keeps their bytes, which a store can
+write as they are.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import functools
 import io
 import json
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -28,7 +30,7 @@ from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
 from adamem.errors import DecodeError, SchemaError, UnknownSchemaError
 
-__all__ = ["MAGIC", "SCHEMA_DIR", "SchemaRegistry", "default_registry", "fingerprint_of"]
+__all__ = ["MAGIC", "SCHEMA_DIR", "Float32Array", "SchemaRegistry", "default_registry", "fingerprint_of"]
 
 MAGIC = b"\xc3\x01"
 SCHEMA_DIR = Path(__file__).resolve().parent
@@ -92,17 +94,30 @@ def _read_long(data: bytes, pos: int) -> tuple[int, int]:
     return (value >> 1) ^ -(value & 1), pos
 
 
-def _read_floats(data: bytes, pos: int) -> tuple[list[float], int]:
+class Float32Array(list[float]):
+    """A decoded Avro array of floats that keeps its values' little-endian float32 bytes (``packed``)."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, values: Iterable[float], packed: bytes) -> None:
+        super().__init__(values)
+        self.packed = packed
+
+
+def _read_floats(data: bytes, pos: int) -> tuple[Float32Array, int]:
     """An Avro array of floats (little-endian float32) at ``pos``, in any blocking; returns (values, next position)."""
+    blocks: list[bytes] = []
     values: list[float] = []
     while True:
         count, pos = _read_long(data, pos)
         if count == 0:
-            return values, pos
+            packed = blocks[0] if len(blocks) == 1 else b"".join(blocks)
+            return Float32Array(values, packed), pos
         if count < 0:  # a negative count is followed by the block's size in bytes
             count = -count
             _, pos = _read_long(data, pos)
         values.extend(struct.unpack_from(f"<{count}f", data, pos))  # struct.error past the end
+        blocks.append(data[pos : pos + 4 * count])
         pos += 4 * count
 
 

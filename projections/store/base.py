@@ -181,7 +181,7 @@ def _float32s(dim: int) -> struct.Struct:
 
 
 def _vector_column(vectors: Sequence[tuple[float, ...]], kind: pa.FixedSizeListType) -> pa.Array:
-    """The fixed-size float32 vector column, from one flat buffer (empty vectors become zeros)."""
+    """The fixed-size float32 vector column, from one buffer of packed vectors (empty vectors become zeros)."""
     dim = kind.list_size
     zeros = (0.0,) * dim
     filled = [v or zeros for v in vectors]
@@ -189,8 +189,8 @@ def _vector_column(vectors: Sequence[tuple[float, ...]], kind: pa.FixedSizeListT
     if wrong is not None:
         raise ValueError(f"a vector of {wrong} values does not fit the table's {dim}-dimensional column")
     packing = _float32s(dim)
-    try:
-        flat = np.frombuffer(b"".join([packing.pack(*v) for v in filled]), dtype="<f4")
+    try:  # vectors read from the log keep their float32 bytes (Float32Vector.packed)
+        flat = np.frombuffer(b"".join([getattr(v, "packed", None) or packing.pack(*v) for v in filled]), dtype="<f4")
     except OverflowError:  # a value beyond float32's range: round it to infinity, as Arrow does
         with np.errstate(over="ignore"):
             flat = np.fromiter(itertools.chain.from_iterable(filled), dtype=np.float32, count=len(filled) * dim)

@@ -53,4 +53,5 @@ def test_an_embedding_read_from_the_log_is_float32_already_and_kept_as_it_is() -
     vector = decoded.embedding.vector
     assert type(vector) is Float32Vector
     assert float32_vector(vector) is vector
+    assert vector.packed == struct.pack("<384f", *vector)
     assert float32_vector(vector) == tuple(array("f", wide.vector)) == float32_vector(wide.vector)

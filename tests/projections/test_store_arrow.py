@@ -82,3 +82,21 @@ def test_tokens_field_by_field_are_the_tokens_of_the_joined_fields() -> None:
         for text in pieces:
             row = dataclasses.replace(msg, speaker=speaker, text=text)
             assert row_tokens("messages", row) == search_text(f"{speaker} {text}"), (speaker, text)
+
+
+def test_vectors_read_from_the_log_are_written_from_their_kept_bytes() -> None:
+    from adamem.events import Float32Vector, MessageAnalyzed
+    from adamem.serde import decode_event, encode_event
+    from projections.folds.apply import Positioned
+
+    events = [  # the analyses as read from the log (the scenario's control events have no UUID ids)
+        Positioned(decode_event(encode_event(p.event)), p.topic, p.partition, p.offset)
+        if isinstance(p.event, MessageAnalyzed)
+        else p
+        for p in scenario()
+    ]
+    state, _ = fold(events)
+    for table in ("messages", "episodic"):
+        rows = [state.tables[table][i] for i in sorted(state.tables[table])]
+        assert all(type(r.vector) is Float32Vector and r.vector.packed for r in rows)  # type: ignore[union-attr]
+        assert rows_to_arrow(table, rows, arrow_schema(table, DIM)).equals(reference(table, rows, DIM))

@@ -210,6 +210,7 @@ def test_the_vector_fast_path_reads_what_fastavro_reads(vector: tuple[float, ...
     assert name == MessageAnalyzed.SCHEMA
     assert record == _generic_decode(data)
     assert [struct.pack("<f", x) for x in record["embedding"]["vector"]] == [struct.pack("<f", x) for x in vector]
+    assert record["embedding"]["vector"].packed == struct.pack(f"<{len(vector)}f", *vector)  # the bytes, kept
 
 
 def test_the_vector_fast_path_reads_arrays_written_in_several_blocks() -> None:
@@ -221,6 +222,7 @@ def test_the_vector_fast_path_reads_arrays_written_in_several_blocks() -> None:
     data = empty[:-1] + blocks + b"\x00"
     _, record = default_registry().decode(data)
     assert record["embedding"]["vector"] == vector
+    assert record["embedding"]["vector"].packed == struct.pack("<10f", *vector)
     assert record == _generic_decode(data)
 
 
