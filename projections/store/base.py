@@ -90,10 +90,13 @@ def final_rows(changes: Sequence[Change]) -> dict[str, dict[str, Row | None]]:
     """Net effect of a change list: per table, per id, the last row written or None if deleted."""
     net: dict[str, dict[str, Row | None]] = {}
     for change in changes:
+        rows = net.get(change.table)
+        if rows is None:
+            rows = net[change.table] = {}
         if isinstance(change, Upsert):
-            net.setdefault(change.table, {})[change.row.id] = change.row
+            rows[change.row.id] = change.row
         elif isinstance(change, Delete):
-            net.setdefault(change.table, {})[change.id] = None
+            rows[change.id] = None
     return net
 
 
