@@ -81,8 +81,21 @@ def strength_at(row: PersonaRow, t: int, params: MemoryParameters) -> float:
 
 
 def _vector(tx: Transaction, message_ids: Iterable[str], params: MemoryParameters) -> tuple[float, ...]:
-    vectors = [m.vector for m in (tx.state.message(i) for i in message_ids) if m is not None and m.vector]
-    vectors = vectors[-params.persona_vector_window :]
+    """The normalised sum of the newest ``persona_vector_window`` evidence messages' vectors.
+
+    The evidence is read newest first and only as far as the window reaches: it holds up to
+    ``persona_evidence_cap`` (200) messages, and this runs whenever a trait is written.
+    """
+    ids = message_ids if isinstance(message_ids, Sequence) else list(message_ids)
+    window = params.persona_vector_window
+    vectors: list[tuple[float, ...]] = []
+    for i in reversed(ids):
+        m = tx.state.message(i)
+        if m is not None and m.vector:
+            vectors.append(m.vector)
+            if len(vectors) == window:
+                break
+    vectors.reverse()
     if not vectors:
         return ()
     dim = len(vectors[-1])
