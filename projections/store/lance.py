@@ -205,14 +205,17 @@ class _Shard:
         with _Writes() as writes:
             for name in TEXT_FIELDS:
                 table = self.tables.get(name)
-                if table is None or name in self.fts_ready:
-                    continue
-                if any(ix.index_type == "FTS" for ix in table.list_indices()):
-                    self.fts_ready.add(name)
-                elif table.count_rows():
-                    # Made once; rows added later are searched unindexed until ``optimize`` folds them in.
-                    writes.submit(table.create_index, "tokens", config=_FTS, replace=True)
-                    self.fts_ready.add(name)
+                if table is not None and name not in self.fts_ready:
+                    writes.submit(self._index_text, name, table)
+
+    def _index_text(self, name: str, table: Any) -> None:
+        """One text table's full-text index, made once the table has rows."""
+        if any(ix.index_type == "FTS" for ix in table.list_indices()):
+            self.fts_ready.add(name)
+        elif table.count_rows():
+            # Made once; rows added later are searched unindexed until ``optimize`` folds them in.
+            table.create_index("tokens", config=_FTS, replace=True)
+            self.fts_ready.add(name)
 
     def optimize(self, vector_index_min_rows: int = 0) -> None:
         """Make missing full-text indexes, compact small fragments, bring indexes up to date, index vectors.
@@ -221,20 +224,26 @@ class _Shard:
         it an IVF_HNSW_SQ index (8-bit scalar quantised) keeps search fast and the index small.
         Tables are optimised side by side.
         """
-        self._ensure_fts()
         with _Writes() as writes:
             for name in TABLES:
                 table = self.tables.get(name)
-                rows = table.count_rows() if table is not None else 0
-                if table is None or not rows:
-                    continue
-                index = (
-                    vector_index_min_rows
-                    and has_vector(name)
-                    and rows >= vector_index_min_rows
-                    and not any(ix.columns == ["vector"] for ix in table.list_indices())
-                )
-                writes.submit(_optimize, table, bool(index))
+                if table is not None:
+                    writes.submit(self._optimize_table, name, table, vector_index_min_rows)
+
+    def _optimize_table(self, name: str, table: Any, vector_index_min_rows: int) -> None:
+        if name in TEXT_FIELDS and name not in self.fts_ready:
+            self._index_text(name, table)
+        rows = table.count_rows()
+        if not rows:
+            return
+        if (
+            vector_index_min_rows
+            and has_vector(name)
+            and rows >= vector_index_min_rows
+            and not any(ix.columns == ["vector"] for ix in table.list_indices())
+        ):
+            table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
+        table.optimize()
 
 
 class _Writes:
@@ -269,12 +278,6 @@ def _write(table: Any, gone: list[str], appended: pa.Table | None, merged: pa.Ta
         table.add(appended)
     if merged is not None:
         table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(merged)
-
-
-def _optimize(table: Any, index_vectors: bool) -> None:
-    if index_vectors:
-        table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
-    table.optimize()
 
 
 DEFAULT_VIEW = "main"
