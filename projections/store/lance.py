@@ -88,10 +88,13 @@ class _Shard:
         self.bulk = bulk
         # bulk: per table this writer found empty, every id it has written there (a superset of its ids)
         self.written: dict[str, set[str]] | None = None
+        # bulk, all tables found empty: every owner this writer has written rows of (others have none)
+        self.owners_written: set[str] | None = None
         if writer:
             self._recover()
             if bulk:
                 self.written = {n: set() for n in TABLES if n not in self.tables or not self.tables[n].count_rows()}
+                self.owners_written = set() if len(self.written) == len(TABLES) else None
 
     def get(self, name: str) -> Any | None:
         """An existing table's handle (opening one another process created since), or None."""
@@ -162,6 +165,8 @@ class _Shard:
                 table = self.table(name)
                 gone = [i for i, r in rows.items() if r is None]
                 kept = [r for r in rows.values() if r is not None]
+                if self.owners_written is not None:
+                    self.owners_written.update(r.user_id for r in kept)
                 appended, merged = self._split(name, kept)
                 schema = table.schema if kept else None
                 writes.submit(
@@ -434,7 +439,10 @@ class LanceStore:
             shard.optimize(self._vector_index_min_rows)
 
     def load_owner(self, user_id: str) -> list[Row]:
-        """Every row of an owner."""
+        """Every row of an owner (none, without a query, for an owner a bulk writer has not written yet)."""
+        shard = self._owner_shard(user_id)
+        if shard is not None and shard.owners_written is not None and user_id not in shard.owners_written:
+            return []
         return [row for table in TABLES for row in self.rows(table, user_id)]
 
     def rows(self, table: str, user_id: str) -> list[Row]:

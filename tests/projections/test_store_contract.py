@@ -293,3 +293,22 @@ def test_lancedb_a_failed_table_write_fails_the_commit_before_its_checkpoint(
     reopened = LanceStore(root)
     assert [r.next_seq for r in reopened.rows("owners", "alice")] == [0]  # type: ignore[union-attr]
     assert [r.text for r in reopened.rows("messages", "alice")] == ["I love hiking", "My dog is called Rex"]  # type: ignore[union-attr]
+
+
+def test_lancedb_bulk_mode_loads_an_owner_it_never_wrote_without_a_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild meets most owners for the first time: their (absent) rows need no table scan."""
+    bulk = LanceStore(str(tmp_path / "store"), bulk=True)
+    bulk.bind(1)
+    bulk.commit(0, _bulk_history()[0], {"analyses": 1})
+    written = bulk.load_owner("alice")
+    assert sorted((r.TABLE, r.id) for r in written) == [("messages", "m1"), ("messages", "m2"), ("owners", "alice")]
+
+    def no_query(table: str, user_id: str) -> list[Row]:
+        raise AssertionError(f"queried {table} for {user_id}")
+
+    monkeypatch.setattr(bulk, "rows", no_query)
+    assert bulk.load_owner("carol") == []
+    filled = LanceStore(str(tmp_path / "store"), bulk=True)  # tables found filled: owners are looked up
+    assert [r.id for r in filled.load_owner("bob")] == ["m3"]
