@@ -76,6 +76,7 @@ class _Shard:
         self.db = lancedb.connect(str(path), read_consistency_interval=None if writer else timedelta(0))
         self.dim = dim
         self.tables: dict[str, Any] = {}
+        self.schemas: dict[str, pa.Schema] = {}
         self.writer = writer
         self.vector_index_min_rows = 0
         self.pinned: dict[str, int] = {}
@@ -161,17 +162,18 @@ class _Shard:
 
     def commit(self, changes: Sequence[Change], offsets: dict[str, int], optimize_every: int) -> None:
         with _Writes() as writes:  # every table written (or failed) before the checkpoint
+            if CHECKPOINTS not in self.tables:
+                writes.submit(self.table, CHECKPOINTS)
             for name, rows in final_rows(changes).items():
-                table = self.table(name)
                 gone = [i for i, r in rows.items() if r is None]
                 kept = [r for r in rows.values() if r is not None]
                 if self.owners_written is not None:
                     self.owners_written.update(r.user_id for r in kept)
                 appended, merged = self._split(name, kept)
-                schema = table.schema if kept else None
+                schema = self._schema(name)
                 writes.submit(
-                    _write,
-                    table,
+                    self._write,
+                    name,
                     gone,
                     rows_to_arrow(name, appended, schema) if appended else None,
                     rows_to_arrow(name, merged, schema) if merged else None,
@@ -194,6 +196,26 @@ class _Shard:
         )
         if optimize_every and self.commits % optimize_every == 0:
             self.optimize(self.vector_index_min_rows)
+
+    def _schema(self, name: str) -> pa.Schema:
+        """The Arrow schema of a table's rows: the table's own (read once), or the one it will be made with."""
+        schema = self.schemas.get(name)
+        if schema is None:
+            table = self.tables.get(name)
+            if table is None:
+                return arrow_schema(name, self.dim)
+            schema = self.schemas[name] = table.schema
+        return schema
+
+    def _write(self, name: str, gone: list[str], appended: pa.Table | None, merged: pa.Table | None) -> None:
+        """One table's part of a commit (making the table first if need be): delete, append, merge by id."""
+        table = self.table(name)
+        for start in range(0, len(gone), 500):
+            table.delete("id IN (" + ", ".join(_quote(i) for i in gone[start : start + 500]) + ")")
+        if appended is not None:
+            table.add(appended)
+        if merged is not None:
+            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(merged)
 
     def _split(self, name: str, rows: list[Row]) -> tuple[list[Row], list[Row]]:
         """Rows to append and rows to merge by id: in bulk mode, ids never written to a table found empty append."""
@@ -254,8 +276,8 @@ class _Shard:
 class _Writes:
     """LanceDB calls of one step, each table's on a thread of its own, all finished when the block ends.
 
-    LanceDB does its work outside the GIL, so one table is written while the next one's Arrow data
-    is built. Leaving the block waits for every call, and re-raises the first failure.
+    LanceDB does its work outside the GIL, so one table is made and written while the next one's
+    Arrow data is built. Leaving the block waits for every call, and re-raises the first failure.
     """
 
     def __init__(self) -> None:
@@ -273,16 +295,6 @@ class _Writes:
         if kind is None:
             for future in self._pending:
                 future.result()
-
-
-def _write(table: Any, gone: list[str], appended: pa.Table | None, merged: pa.Table | None) -> None:
-    """One table's part of a commit: delete, append, merge by id."""
-    for start in range(0, len(gone), 500):
-        table.delete("id IN (" + ", ".join(_quote(i) for i in gone[start : start + 500]) + ")")
-    if appended is not None:
-        table.add(appended)
-    if merged is not None:
-        table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(merged)
 
 
 DEFAULT_VIEW = "main"

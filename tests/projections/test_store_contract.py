@@ -269,27 +269,27 @@ def test_lancedb_a_failed_table_write_fails_the_commit_before_its_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tables are written side by side: one failing table fails the commit, and the others roll back."""
-    import projections.store.lance as lance
+    from projections.store.lance import _Shard
 
     root = str(tmp_path / "store")
     store = LanceStore(root)
     store.bind(1)
     store.commit(0, _bulk_history()[0], {"analyses": 1})
-    real = lance._write
+    real = _Shard._write
 
-    def failing(table: Any, *args: Any) -> None:
-        if table.name == "messages":
+    def failing(shard: _Shard, name: str, *args: Any) -> None:
+        if name == "messages":
             raise OSError("simulated disk error")
-        real(table, *args)
+        real(shard, name, *args)
 
-    monkeypatch.setattr(lance, "_write", failing)
+    monkeypatch.setattr(_Shard, "_write", failing)
     owner = make(OwnerRow, id="alice", user_id="alice", next_seq=9)
     changes = [Upsert("owners", owner), *_bulk_history()[1]]
     with pytest.raises(StoreError, match="simulated disk error"):
         store.commit(0, changes, {"analyses": 2})
     assert store.checkpoint(0) == {"analyses": 1}
     store.close()
-    monkeypatch.setattr(lance, "_write", real)
+    monkeypatch.setattr(_Shard, "_write", real)
     reopened = LanceStore(root)
     assert [r.next_seq for r in reopened.rows("owners", "alice")] == [0]  # type: ignore[union-attr]
     assert [r.text for r in reopened.rows("messages", "alice")] == ["I love hiking", "My dog is called Rex"]  # type: ignore[union-attr]
