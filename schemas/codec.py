@@ -11,7 +11,9 @@ record), and a body whose schema ends in an array of floats (``MessageAnalyzed``
 read by fastavro up to that array and the array itself with one ``struct`` call per block, which
 gives the same floats several times faster than fastavro's per-item reads. Such an array comes
 back as a ``Float32Array``: a list of the floats that also keeps their bytes, which a store can
-write as they are.
+write as they are. Fields of logical type ``uuid`` (in nested records) come back as their
+canonical text, ``str(uuid.UUID(text))``, checked without building a ``UUID`` when the text is
+canonical already (events' ids always are).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from __future__ import annotations
 import functools
 import io
 import json
+import re
 import struct
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +57,7 @@ class _Plan:
     reader: Any | None  # the current schema when it differs from the writer (schema resolution)
     head: Any | None  # the writer without its trailing float array, when it has one and needs no resolution
     tail: tuple[str, ...] = ()  # field path of that array, outermost record first
+    uuids: tuple[tuple[str, ...], ...] = ()  # field paths of the uuid fields, read as plain strings
 
 
 def _is_float(schema: Any) -> bool:
@@ -79,6 +84,39 @@ def _without_tail(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, An
     else:
         fields.pop()
     return {**schema, "fields": fields}
+
+
+def _is_uuid(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "string" and schema.get("logicalType") == "uuid"
+
+
+def _uuid_paths(schema: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Field paths of the uuid fields of a record schema, through nested records (not arrays, maps, unions)."""
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        return []
+    out: list[tuple[str, ...]] = []
+    for f in schema["fields"]:
+        where = (*path, str(f["name"]))
+        out.extend([where] if _is_uuid(f["type"]) else _uuid_paths(f["type"], where))
+    return out
+
+
+def _plain_uuids(schema: Any) -> Any:
+    """A copy of a record schema whose uuid fields (those ``_uuid_paths`` finds) are plain strings."""
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        return schema
+    fields = [{**f, "type": "string" if _is_uuid(f["type"]) else _plain_uuids(f["type"])} for f in schema["fields"]]
+    return {**schema, "fields": fields}
+
+
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _uuid_text(value: Any) -> str:
+    """The canonical text of a UUID (given as text or as a ``UUID``); ValueError for text that is none."""
+    if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value):
+        return value
+    return str(value if isinstance(value, uuid.UUID) else uuid.UUID(value))
 
 
 def _read_long(data: bytes, pos: int) -> tuple[int, int]:
@@ -119,6 +157,13 @@ def _read_floats(data: bytes, pos: int) -> tuple[Float32Array, int]:
         values.extend(struct.unpack_from(f"<{count}f", data, pos))  # struct.error past the end
         blocks.append(data[pos : pos + 4 * count])
         pos += 4 * count
+
+
+def _put(record: Any, path: tuple[str, ...], value: Any) -> None:
+    """Set the field at ``path`` (outermost record first) of a decoded record."""
+    for key in path[:-1]:
+        record = record[key]
+    record[path[-1]] = value
 
 
 class SchemaRegistry:
@@ -211,14 +256,18 @@ class SchemaRegistry:
         """Prepare (once per writer fingerprint) the schemas fastavro reads this writer's bodies with."""
         name, parsed = self._writers[fp]
         expanded = self._expanded[fp]
-        writer = parse_schema(expanded, named_schemas={})
         current = self._current.get(name)
-        reader = None
-        if current is not None and current is not parsed:
-            reader = parse_schema(self._expanded[self._current_fp[name]], named_schemas={})
-        tail = _float_tail(expanded) if reader is None else ()
-        head = parse_schema(_without_tail(expanded, tail), named_schemas={}) if tail else None
-        plan = self._plans[fp] = _Plan(name, writer, reader, head, tail)
+        if current is not None and current is not parsed:  # an older writer: fastavro resolves it
+            wanted = self._expanded[self._current_fp[name]]
+            writer = parse_schema(expanded, named_schemas={})
+            reader = parse_schema(wanted, named_schemas={})
+            plan = _Plan(name, writer, reader, None, (), tuple(_uuid_paths(wanted)))
+        else:
+            plain = _plain_uuids(expanded)
+            tail = _float_tail(plain)
+            head = parse_schema(_without_tail(plain, tail), named_schemas={}) if tail else None
+            plan = _Plan(name, parse_schema(plain, named_schemas={}), None, head, tail, tuple(_uuid_paths(expanded)))
+        self._plans[fp] = plan
         return plan
 
     @staticmethod
@@ -227,13 +276,17 @@ class SchemaRegistry:
         body = io.BytesIO(data)
         body.seek(10)
         if plan.head is None:
-            return schemaless_reader(body, plan.writer, plan.reader), body.tell()
-        record = schemaless_reader(body, plan.head, None)
-        values, end = _read_floats(data, body.tell())
-        inner: Any = record
-        for key in plan.tail[:-1]:
-            inner = inner[key]
-        inner[plan.tail[-1]] = values
+            record = schemaless_reader(body, plan.writer, plan.reader)
+            end = body.tell()
+        else:
+            record = schemaless_reader(body, plan.head, None)
+            values, end = _read_floats(data, body.tell())
+            _put(record, plan.tail, values)
+        for path in plan.uuids:
+            inner: Any = record
+            for key in path[:-1]:
+                inner = inner[key]
+            inner[path[-1]] = _uuid_text(inner[path[-1]])
         return record, end
 
     def _read_header(self, data: bytes) -> int:

@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 import struct
+import uuid
 from pathlib import Path
 
 import avro.io
@@ -179,11 +180,22 @@ def test_every_schema_documents_every_field() -> None:
             assert f.get("doc"), f"{path.name}: field {f['name']} has no doc"
 
 
+def _texts(value: object) -> object:
+    """A decoded value with every ``UUID`` as its text (the codec returns uuid fields as text)."""
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _texts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_texts(v) for v in value]
+    return value
+
+
 def _generic_decode(data: bytes) -> dict[str, object]:
-    """The record fastavro alone reads from a current-schema body (no fast path)."""
+    """The record fastavro alone reads from a current-schema body (no fast path), UUIDs as text."""
     registry = default_registry()
     name = registry.writer_of(data)
-    return fastavro.schemaless_reader(io.BytesIO(data[10:]), registry.schema(name), None)  # type: ignore[no-any-return]
+    return _texts(fastavro.schemaless_reader(io.BytesIO(data[10:]), registry.schema(name), None))  # type: ignore[return-value]
 
 
 def _zigzag(n: int) -> bytes:
@@ -233,3 +245,24 @@ def test_a_body_cut_inside_the_vector_is_a_typed_error(cut: int) -> None:
         decode_event(data[:-cut])
     with pytest.raises(DecodeError, match="trailing"):
         decode_event(data + b"\x00\x00")
+
+
+@pytest.mark.parametrize("event", [MSG, ANALYSIS, FORGOT, CORRECTED], ids=lambda e: type(e).__name__)
+def test_every_event_decodes_as_fastavro_reads_it(event: object) -> None:
+    data = encode_event(event)  # type: ignore[arg-type]
+    _, record = default_registry().decode(data)
+    assert record == _generic_decode(data)
+    assert isinstance(record["event_id"], str)
+
+
+def test_uuid_fields_come_back_as_canonical_text_and_bad_ones_are_refused() -> None:
+    registry = default_registry()
+    loose = MSG.to_record() | {"event_id": "{0B6F8F64-4C59-4F55-9A40-3F0E5A7F1A10}"}
+    _, record = registry.decode(registry.encode(ChatMessage.SCHEMA, loose))
+    assert record["event_id"] == "0b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10" == str(uuid.UUID(loose["event_id"]))
+    nested = ANALYSIS.to_record()
+    nested["message"] = nested["message"] | {"event_id": "0B6F8F644C594F559A403F0E5A7F1A10"}
+    _, record = registry.decode(registry.encode(MessageAnalyzed.SCHEMA, nested))
+    assert record["message"]["event_id"] == MSG.event_id
+    with pytest.raises(DecodeError, match="badly formed"):
+        registry.decode(registry.encode(ChatMessage.SCHEMA, MSG.to_record() | {"event_id": "not-a-uuid"}))
