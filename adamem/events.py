@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -20,6 +21,7 @@ __all__ = [
     "ExtractedAttribute",
     "ExtractedEvent",
     "ExtractedFact",
+    "Float32Vector",
     "MemoryCorrected",
     "MemoryForgotten",
     "MessageAnalyzed",
@@ -150,6 +152,26 @@ class ExtractedEvent:
     when_text: str = ""
 
 
+class Float32Vector(tuple[float, ...]):
+    """A vector whose values are float32 already: read from an Avro ``float`` array (rounding it again is a no-op).
+
+    ``projections.folds.rows.float32_vector`` returns such a vector as it is instead of copying it.
+    ``packed`` holds the values' little-endian float32 bytes when the decoder kept them (else
+    None), so a float32 column can take them as they are.
+    """
+
+    packed: bytes | None = None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Float32Vector:
+        """The vector of decoded Avro floats, with their bytes if the decoder kept them."""
+        vector = cls(values)
+        packed = getattr(values, "packed", None)
+        if packed is not None:
+            vector.packed = packed
+        return vector
+
+
 @dataclass(frozen=True, slots=True)
 class Embedding:
     """A vector and the embedder (name and version) that made it."""
@@ -223,7 +245,7 @@ class MessageAnalyzed:
             event_id=str(r["event_id"]),
             message=ChatMessage.from_record(r["message"]),
             analyzer=Analyzer(**r["analyzer"]),
-            embedding=Embedding(model=r["embedding"]["model"], vector=tuple(r["embedding"]["vector"])),
+            embedding=Embedding(model=r["embedding"]["model"], vector=Float32Vector.of(r["embedding"]["vector"])),
             generation=r.get("generation", "g1"),
             summary=r.get("summary", ""),
             topics=tuple(r.get("topics", ())),

@@ -7,8 +7,10 @@ stripped of stop words and lightly stemmed; Chinese runs are cut for search (ove
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import re
+from collections.abc import Iterator
 
 __all__ = ["search_text", "tokenize"]
 
@@ -53,20 +55,30 @@ def _jieba() -> object:
     return jieba
 
 
+_MEMO_PIECE_CHARS = 32
+
+
+def _cut(piece: str) -> tuple[str, ...]:
+    """Tokens of one piece of lower-cased text: an English word, or a run of Chinese characters."""
+    if "\u3400" <= piece[0] <= "\u9fff":
+        return tuple(w for w in _jieba().cut_for_search(piece) if w not in _STOP_ZH)  # type: ignore[attr-defined]
+    return () if piece in _STOP_EN else (_stem(piece),)
+
+
+_cut_memo = functools.lru_cache(maxsize=1 << 16)(_cut)
+
+
+def _pieces(text: str) -> Iterator[tuple[str, ...]]:
+    """Tokens of each piece of ``text``, in order (short pieces memoised: their tokens depend on them alone)."""
+    for piece in _WORD.findall(text.lower()):
+        yield _cut_memo(piece) if len(piece) <= _MEMO_PIECE_CHARS else _cut(piece)
+
+
 def tokenize(text: str) -> list[str]:
     """Search tokens of ``text``, in order; Chinese words may overlap (cut for search)."""
-    out: list[str] = []
-    for match in _WORD.finditer(text.lower()):
-        piece = match.group(0)
-        if "\u3400" <= piece[0] <= "\u9fff":
-            for word in _jieba().cut_for_search(piece):  # type: ignore[attr-defined]
-                if word not in _STOP_ZH:
-                    out.append(word)
-        elif piece not in _STOP_EN:
-            out.append(_stem(piece))
-    return out
+    return list(itertools.chain.from_iterable(_pieces(text)))
 
 
 def search_text(text: str) -> str:
     """Tokens joined by spaces: the column a whitespace full-text index is built on."""
-    return " ".join(tokenize(text))
+    return " ".join(itertools.chain.from_iterable(_pieces(text)))

@@ -4,6 +4,8 @@ The Faust worker, ``adamem project`` and replay all call ``Projector.apply_batch
 partition, in offset order. Events below the shard's checkpoint were applied already and are
 skipped (at-least-once delivery, exactly-once effect). Fold states are cached per owner and
 rebuilt from the store's rows on a miss, so a restarted worker continues exactly where it was.
+The cache is trimmed to its size only after a batch is committed: an owner evicted mid-batch would
+be reloaded from rows that do not hold the batch's earlier events yet.
 """
 
 from __future__ import annotations
@@ -45,11 +47,14 @@ class Projector:
         if state is None:
             state = OwnerMemory.from_rows(user_id, self.store.load_owner(user_id))
             self._cache[user_id] = state
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(user_id)
         return state
+
+    def _trim(self) -> None:
+        """Evict the least recently used states beyond the cache size (between batches only)."""
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
 
     def forget_cache(self) -> None:
         """Drop every cached state (after a rebalance: another worker may have written them)."""
@@ -87,4 +92,6 @@ class Projector:
             for owner in touched:  # their cached states hold effects that were never stored
                 self._cache.pop(owner, None)
             raise
+        finally:
+            self._trim()
         return BatchResult(len(todo), len(events) - len(todo), len(changes))

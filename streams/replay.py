@@ -7,6 +7,11 @@ exactly the offsets the active view has reached, so the two can be compared row 
 queries are served from the old view until that moment. ``until`` builds a view as of an event
 time or a log offset and does not switch. A single owner can be rebuilt in place.
 
+A rebuild writes its view in bulk (``LanceStore(bulk=True)``): commits of ``REBUILD_BATCH`` events,
+new rows appended rather than merged, and the full-text indexes made by one ``optimize`` at the
+end. Every commit is still atomic with its checkpoint; a rebuild that stops half-way leaves a view
+that was never switched to (and is never resumed: the next rebuild picks a new name).
+
 Layers are rebuilt together: persona and graph are distilled from the same consolidation
 steps as episodic memory, so a fold of one layer alone would not be the same fold. ``layers``
 limits what is verified (and, for one owner, which tables are replaced).
@@ -14,9 +19,11 @@ limits what is verified (and, for one owner, which tables are replaced).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -36,6 +43,7 @@ from streams.log import EventLog
 
 __all__ = [
     "LAYER_TABLES",
+    "REBUILD_BATCH",
     "RebuildReport",
     "RowDiff",
     "diff_stores",
@@ -43,6 +51,9 @@ __all__ = [
     "rebuild_view",
     "rows_checksum",
 ]
+
+REBUILD_BATCH = 10_000
+"""Events folded per commit of a rebuild: few commits, while the decoded batch stays a few hundred MB at most."""
 
 LAYER_TABLES: dict[str, tuple[str, ...]] = {
     "working": ("owners", "messages"),
@@ -142,7 +153,7 @@ async def _fold_range(
     *,
     until_time: int | None = None,
     user: str | None = None,
-    batch: int = 5000,
+    batch: int = REBUILD_BATCH,
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Fold analyses [start, end) of a partition into the projector's store; returns events folded."""
@@ -198,31 +209,54 @@ async def rebuild_view(
     target = {p: min(end, until_offset) if until_offset is not None else end for p, end in ends.items()}
     if verify and not travel:
         target = live_offsets  # exactly where the live view is, so rows compare one to one
-    rebuilt = LanceStore(root, view=name, optimize_every=0)
+    rebuilt = LanceStore(root, view=name, optimize_every=0, bulk=True)
     rebuilt.bind(len(ends))
     rebuilt.record_generation(live.generation() or generation_record(settings))
     projector = Projector(rebuilt)
     report = RebuildReport(view=name)
-    for p in sorted(ends):
-        report.events += await _fold_range(
-            log, projector, settings, p, 0, target[p], until_time=until_time, progress=progress
-        )
-    if verify:
-        tables = _tables(layers)
-        report.diffs = diff_stores(live, rebuilt, layers)
-        report.live_checksum = rows_checksum(store_rows(live, tables))
-        report.checksum = rows_checksum(store_rows(rebuilt, tables))
-        report.verified = not report.diffs
-    if not travel:
-        for p in sorted(ends):  # catch up with what arrived after the live view's position
-            ends_now = (await log.end_offsets(topic)).get(p, 0)
-            report.events += await _fold_range(log, projector, settings, p, target[p], ends_now, progress=progress)
-    report.offsets = {p: rebuilt.checkpoint(p).get(topic, 0) for p in sorted(ends)}
-    rebuilt.optimize()
+    with _collector_paused():
+        for p in sorted(ends):
+            report.events += await _fold_range(
+                log, projector, settings, p, 0, target[p], until_time=until_time, progress=progress
+            )
+        if verify:
+            tables = _tables(layers)
+            report.diffs = diff_stores(live, rebuilt, layers)
+            report.live_checksum = rows_checksum(store_rows(live, tables))
+            report.checksum = rows_checksum(store_rows(rebuilt, tables))
+            report.verified = not report.diffs
+        if not travel:
+            for p in sorted(ends):  # catch up with what arrived after the live view's position
+                ends_now = (await log.end_offsets(topic)).get(p, 0)
+                report.events += await _fold_range(log, projector, settings, p, target[p], ends_now, progress=progress)
+        report.offsets = {p: rebuilt.checkpoint(p).get(topic, 0) for p in sorted(ends)}
+        rebuilt.optimize()
     if switch and not travel:
         switch_view(root, name)
         report.switched = True
     return report
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a rebuild runs (and restore it after).
+
+    A rebuild allocates rows by the million and leaves almost nothing in reference cycles (a few
+    hundred objects for 11,000 events, measured), so the collector's passes only walk live
+    objects again and again: ~13 % of a LoCoMo rebuild. Reference counting still frees everything
+    else at once. What the rebuild leaves alive is frozen before the collector resumes, or its
+    first pass would walk all of it once more (~9 %); frozen objects are still freed by reference
+    counting, only a cycle among them would wait for ``gc.unfreeze``. The collector is paused
+    for the whole process: a rebuild runs in a command of its own.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def _next_view_name(root: str) -> str:

@@ -27,7 +27,7 @@ Time is event time only: the owner's ``last_event_time`` (max ``occurred_at`` ap
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import singledispatch
 from typing import Any
 
@@ -36,7 +36,7 @@ from projections.folds import control, episodic, graph, persona
 from projections.folds.changes import Change
 from projections.folds.lexicon import activity_of
 from projections.folds.params import SEED_DEFAULT, MemoryParameters
-from projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, float32_vector
+from projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, evolve, float32_vector
 from projections.folds.state import ForeignOwnerError, OwnerMemory, Transaction
 
 __all__ = ["ForeignOwnerError", "Positioned", "advance_clock", "apply", "consolidate"]
@@ -72,7 +72,7 @@ def apply(
 def advance_clock(tx: Transaction, occurred_at: int, *, next_seq: int | None = None) -> OwnerRow:
     """Move the owner's event-time clock forward (never back) and return the written owner row."""
     owner = tx.state.owner or OwnerRow(tx.state.user_id, tx.state.user_id, -1, 0, [])
-    row = replace(
+    row = evolve(
         owner,
         last_event_time=max(owner.last_event_time, occurred_at),
         next_seq=owner.next_seq if next_seq is None else next_seq,
@@ -111,7 +111,7 @@ def _(event: MessageAnalyzed, tx: Transaction, positioned: Positioned, params: M
             consolidate(tx, mid, params)
             current = state.message(mid)
             if current is not None:
-                tx.put(replace(current, in_working=False, working_seq=-1))
+                tx.put(evolve(current, in_working=False, working_seq=-1))
 
 
 @_handle.register
@@ -205,4 +205,4 @@ def consolidate(tx: Transaction, message_id: str, params: MemoryParameters) -> N
         persona.refresh_habit(tx, activity, params)
     current = tx.state.message(message_id)
     if current is not None:
-        tx.put(replace(current, consolidated=True))
+        tx.put(evolve(current, consolidated=True))

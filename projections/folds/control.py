@@ -29,7 +29,6 @@ the old messages does not undo an explicit correction. Correcting a non-active i
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from adamem.events import MemoryCorrected, MemoryForgotten
 from projections.folds import graph, persona
@@ -37,7 +36,7 @@ from projections.folds.ids import edge_id, node_id, record_id, trait_id
 from projections.folds.keys import attribute_identity
 from projections.folds.lexicon import activity_of, normalize
 from projections.folds.params import MemoryParameters
-from projections.folds.rows import TABLES, EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow
+from projections.folds.rows import TABLES, EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow, evolve
 from projections.folds.state import Transaction
 
 __all__ = ["correct", "forget"]
@@ -88,13 +87,13 @@ def _unlink(tx: Transaction, record: EpisodicRow) -> set[str]:
     newer = state.record(record.superseded_by) if record.superseded_by else None
     if older is not None and older.superseded_by == record.id:
         if newer is not None:
-            tx.put(replace(older, superseded_by=newer.id))
+            tx.put(evolve(older, superseded_by=newer.id))
         else:
-            restored = replace(older, status="active", valid_to=-1, superseded_by="")
+            restored = evolve(older, status="active", valid_to=-1, superseded_by="")
             tx.put(restored)
             graph.set_record_node_active(tx, restored)
     if newer is not None and newer.supersedes == record.id:
-        tx.put(replace(newer, supersedes=older.id if older is not None else ""))
+        tx.put(evolve(newer, supersedes=older.id if older is not None else ""))
     return {graph.record_node_id(record)}
 
 
@@ -120,7 +119,7 @@ def _forget_messages(tx: Transaction, ids: set[str], params: MemoryParameters) -
         return
     owner = state.owner
     if owner is not None:
-        tx.put(replace(owner, forgotten_message_ids=sorted({*owner.forgotten_message_ids, *ids})))
+        tx.put(evolve(owner, forgotten_message_ids=sorted({*owner.forgotten_message_ids, *ids})))
     nodes = {node_id(state.user_id, "message", i) for i in ids}
     activities: set[str] = set()
     for record in sorted(
@@ -136,7 +135,7 @@ def _forget_messages(tx: Transaction, ids: set[str], params: MemoryParameters) -
             activities.add(activity_of(current.content))
         remaining = [s for s in current.source_message_ids if s not in ids]
         if remaining:
-            tx.put(replace(current, source_message_ids=remaining))
+            tx.put(evolve(current, source_message_ids=remaining))
         else:
             nodes |= _unlink(tx, current)
     clusters: set[tuple[str, str]] = set()
@@ -168,7 +167,7 @@ def correct(tx: Transaction, event: MemoryCorrected, params: MemoryParameters) -
     record = state.record(event.item_id)
     if record is not None and record.status == "active":
         new_id = record_id(state.user_id, event.event_id, record.type, record.id)
-        new = replace(
+        new = evolve(
             record,
             id=new_id,
             content=event.content,
@@ -184,7 +183,7 @@ def correct(tx: Transaction, event: MemoryCorrected, params: MemoryParameters) -
             origin_event_id=event.event_id,
             attribute_value=event.content if record.type == "attribute" else record.attribute_value,
         )
-        old = replace(record, status="superseded", valid_to=at, superseded_by=new_id)
+        old = evolve(record, status="superseded", valid_to=at, superseded_by=new_id)
         tx.put(old)
         tx.put(new)
         user = state.user_id
@@ -216,7 +215,7 @@ def correct(tx: Transaction, event: MemoryCorrected, params: MemoryParameters) -
         return
     value = normalize(event.content) if trait.kind != "habit" else event.content.strip()
     cluster = persona.choose_cluster(tx, value) if trait.kind == "preference" else trait.cluster
-    new_trait = replace(
+    new_trait = evolve(
         trait,
         id=trait_id(state.user_id, "correction", event.event_id, trait.id),
         value=value,
@@ -237,8 +236,8 @@ def correct(tx: Transaction, event: MemoryCorrected, params: MemoryParameters) -
     stable = (
         new_trait.strength >= params.persona_stable_strength and new_trait.mention_count >= params.persona_min_evidence
     )
-    tx.put(replace(trait, status="superseded", valid_to=at, superseded_by=new_trait.id, stable=False, changed_at=at))
-    tx.put(replace(new_trait, stable=stable))
+    tx.put(evolve(trait, status="superseded", valid_to=at, superseded_by=new_trait.id, stable=False, changed_at=at))
+    tx.put(evolve(new_trait, stable=stable))
     if trait.kind == "preference":
         persona.refresh_cluster(tx, trait.key, trait.cluster, params)
         persona.refresh_cluster(tx, trait.key, cluster, params)

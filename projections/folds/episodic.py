@@ -20,14 +20,14 @@ Events have no conflict slot: recurring events are separate records (they feed h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from projections.folds.ids import record_id
 from projections.folds.keys import attribute_identity, attribute_slot, event_content_key
 from projections.folds.lexicon import normalize
 from projections.folds.params import MemoryParameters
-from projections.folds.rows import EpisodicRow, MessageRow
+from projections.folds.rows import EpisodicRow, MessageRow, evolve
 from projections.folds.state import Transaction
 
 __all__ = ["Item", "Routed", "items_of", "route"]
@@ -112,7 +112,7 @@ def route(tx: Transaction, m: MessageRow, item: Item, params: MemoryParameters) 
     same = _pick(tx, index.record_content.get(f"{item.type}|{item.content_key}"), newest=False)
     if same is not None:
         if params.merge_redundant_sources and m.id not in same.source_message_ids:
-            same = replace(same, source_message_ids=[*same.source_message_ids, m.id])
+            same = evolve(same, source_message_ids=[*same.source_message_ids, m.id])
             tx.put(same)
         return Routed("IGNORE", "redundant", same)
     old = _pick(tx, index.record_slot.get(f"{item.type}|{item.slot}"), newest=True) if item.slot else None
@@ -147,7 +147,7 @@ def route(tx: Transaction, m: MessageRow, item: Item, params: MemoryParameters) 
     if old is None:
         tx.put(new)
         return Routed("ADD", "new", new)
-    replaced = replace(old, status="superseded", valid_to=m.occurred_at, superseded_by=new.id)
+    replaced = evolve(old, status="superseded", valid_to=m.occurred_at, superseded_by=new.id)
     tx.put(replaced)
     tx.put(new)
     return Routed("UPDATE", "conflict", new, replaced)

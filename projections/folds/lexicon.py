@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 from functools import lru_cache
 
 __all__ = [
@@ -298,12 +299,38 @@ def tokens(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _contains(term: str, norm: str, words: set[str]) -> bool:
-    if not term.isascii():
-        return term in norm
-    if " " in term:
-        return f" {term} " in f" {' '.join(_words(norm))} "
-    return term in words
+@dataclass(frozen=True, slots=True)
+class _Terms:
+    """A label's terms, grouped by how each matches normalised text."""
+
+    words: frozenset[str]  # English single words: match a whole word
+    phrases: tuple[str, ...]  # English multi-word terms: match a run of whole words
+    substrings: tuple[str, ...]  # other (Chinese) terms: match anywhere
+
+    @classmethod
+    def of(cls, terms: tuple[str, ...]) -> _Terms:
+        ascii_terms = [t for t in terms if t.isascii()]
+        return cls(
+            frozenset(t for t in ascii_terms if " " not in t),
+            tuple(f" {t} " for t in ascii_terms if " " in t),
+            tuple(t for t in terms if not t.isascii()),
+        )
+
+    def found_in(self, norm: str, words: set[str], spaced: str) -> bool:
+        """Whether any term occurs in ``norm`` (its words, and them joined by single spaces and padded)."""
+        return (
+            not self.words.isdisjoint(words)
+            or any(p in spaced for p in self.phrases)
+            or any(t in norm for t in self.substrings)
+        )
+
+
+def _first_label(table: dict[str, _Terms], text: str) -> tuple[str | None, str]:
+    """The first label any of whose terms occurs in the text, and the normalised text."""
+    norm = normalize(text)
+    found = _words(norm)
+    words, spaced = set(found), f" {' '.join(found)} "
+    return next((label for label, terms in table.items() if terms.found_in(norm, words, spaced)), None), norm
 
 
 @lru_cache(maxsize=1 << 16)
@@ -335,25 +362,22 @@ def is_single_valued(key: str) -> bool:
     return normalize(key).replace(" ", "_") in SINGLE_VALUED_KEYS
 
 
+_CLUSTER_TERMS = {label: _Terms.of(terms) for label, terms in PREFERENCE_CLUSTERS.items()}
+_ACTIVITY_TERMS = {label: _Terms.of(terms) for label, terms in ACTIVITIES.items()}
+
+
 @lru_cache(maxsize=1 << 16)
 def lexicon_cluster(value: str) -> str | None:
     """The lexicon's cluster label for a preference value, or None."""
-    norm = normalize(value)
-    words = set(_words(norm))
-    for label, terms in PREFERENCE_CLUSTERS.items():
-        if any(_contains(t, norm, words) for t in terms):
-            return label
-    return None
+    return _first_label(_CLUSTER_TERMS, value)[0]
 
 
 @lru_cache(maxsize=1 << 16)
 def activity_of(content: str, when_text: str = "") -> str:
     """The activity an event is an occurrence of: a lexicon label, else its content without time words."""
-    norm = normalize(content)
-    words = set(_words(norm))
-    for label, terms in ACTIVITIES.items():
-        if any(_contains(t, norm, words) for t in terms):
-            return label
+    label, norm = _first_label(_ACTIVITY_TERMS, content)
+    if label is not None:
+        return label
     if when_text:
         norm = norm.replace(normalize(when_text), " ")
     latin = " ".join(w for w in _words(norm) if w not in _ACTIVITY_STOP)

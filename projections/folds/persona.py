@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from itertools import repeat
 from operator import truediv
 from typing import TypeVar
@@ -41,7 +40,7 @@ from projections.folds.ids import trait_id
 from projections.folds.keys import attribute_identity, trait_slot
 from projections.folds.lexicon import lexicon_cluster, tokens
 from projections.folds.params import DAY_MS, MemoryParameters
-from projections.folds.rows import PersonaRow, Row, float32_vector
+from projections.folds.rows import PersonaRow, Row, evolve, float32_vector
 from projections.folds.state import Transaction
 
 __all__ = [
@@ -82,8 +81,21 @@ def strength_at(row: PersonaRow, t: int, params: MemoryParameters) -> float:
 
 
 def _vector(tx: Transaction, message_ids: Iterable[str], params: MemoryParameters) -> tuple[float, ...]:
-    vectors = [m.vector for m in (tx.state.message(i) for i in message_ids) if m is not None and m.vector]
-    vectors = vectors[-params.persona_vector_window :]
+    """The normalised sum of the newest ``persona_vector_window`` evidence messages' vectors.
+
+    The evidence is read newest first and only as far as the window reaches: it holds up to
+    ``persona_evidence_cap`` (200) messages, and this runs whenever a trait is written.
+    """
+    ids = message_ids if isinstance(message_ids, Sequence) else list(message_ids)
+    window = params.persona_vector_window
+    vectors: list[tuple[float, ...]] = []
+    for i in reversed(ids):
+        m = tx.state.message(i)
+        if m is not None and m.vector:
+            vectors.append(m.vector)
+            if len(vectors) == window:
+                break
+    vectors.reverse()
     if not vectors:
         return ()
     dim = len(vectors[-1])
@@ -104,14 +116,14 @@ def _finish(before: PersonaRow | None, row: PersonaRow, now: int, params: Memory
         row.disputed,
         row.status,
     )
-    return replace(row, stable=stable, changed_at=now if changed else before.changed_at if before else now)
+    return evolve(row, stable=stable, changed_at=now if changed else before.changed_at if before else now)
 
 
 def _settle(
     tx: Transaction, row: PersonaRow, current: float, prev: float, now: int, params: MemoryParameters
 ) -> PersonaRow:
     if row.status != "active":
-        return replace(row, strength=current)
+        return evolve(row, strength=current)
     slot = trait_slot(row)
     rivals = (
         [
@@ -123,24 +135,24 @@ def _settle(
         else []
     )
     if not rivals:
-        return replace(row, strength=current, disputed=False)
+        return evolve(row, strength=current, disputed=False)
     rival = max(rivals, key=lambda r: (strength_at(r, now, params), r.id))
     o, tol = strength_at(rival, now, params), params.persona_tie_tolerance
     if abs(current - o) <= tol:
         if not rival.disputed:
-            tx.put(_finish(rival, replace(rival, disputed=True), now, params))
-        return replace(row, strength=current, disputed=True)
+            tx.put(_finish(rival, evolve(rival, disputed=True), now, params))
+        return evolve(row, strength=current, disputed=True)
     if current < o:
-        return replace(row, strength=prev, disputed=False)
+        return evolve(row, strength=prev, disputed=False)
     if prev > o + tol:
         strength = current
-        damped = replace(rival, disputed=False)
+        damped = evolve(rival, disputed=False)
     else:
         strength = o * params.persona_smoothing_old + current * params.persona_smoothing_new
-        damped = replace(rival, strength=o * params.persona_smoothing_old, updated_at=now, disputed=False)
+        damped = evolve(rival, strength=o * params.persona_smoothing_old, updated_at=now, disputed=False)
     if damped != rival:
         tx.put(_finish(rival, damped, now, params))
-    return replace(row, strength=strength, disputed=False)
+    return evolve(row, strength=strength, disputed=False)
 
 
 def _blank(user: str, id: str, kind: str, key: str, value: str, cluster: str, at: int) -> PersonaRow:
@@ -207,7 +219,7 @@ def observe_attribute(
     confs = [*old.evidence_confidences, confidence][-cap:]
     times = [*old.evidence_times, at][-cap:]
     count = old.mention_count + 1
-    row = replace(
+    row = evolve(
         old,
         evidence_message_ids=msgs,
         evidence_confidences=confs,
@@ -255,7 +267,7 @@ def refresh_cluster(tx: Transaction, polarity: str, label: str, params: MemoryPa
     old = before or _blank(state.user_id, aid, "preference_cluster", polarity, label, label, first_seen)
     # members asserted only by corrections carry no evidence list: fall back to their confidences
     base = sum(confs) / len(confs) if confs else sum(t.base_confidence for t in members) / len(members)
-    row = replace(
+    row = evolve(
         old,
         members=values,
         evidence_message_ids=[e[1] for e in evidence],
@@ -317,7 +329,7 @@ def refresh_habit(tx: Transaction, activity: str, params: MemoryParameters) -> N
     msgs = [r.source_message_ids[0] if r.source_message_ids else r.id for r in kept]
     old = before or _blank(state.user_id, hid, "habit", "habit", activity, "", times[0])
     value = habit_label(activity, times, params.habit_utc_offset_minutes) if old.status == "active" else old.value
-    row = replace(
+    row = evolve(
         old,
         value=value,
         members=[activity],
@@ -350,7 +362,7 @@ def drop_evidence(tx: Transaction, row: PersonaRow, message_ids: set[str], param
     times = [row.evidence_times[i] for i in keep]
     count = max(len(keep), row.mention_count - removed)
     strength = min(strength_at(row, now, params), evidence_strength(confs, times, count, now, params))
-    new = replace(
+    new = evolve(
         row,
         evidence_message_ids=msgs,
         evidence_confidences=confs,

@@ -8,7 +8,8 @@ values: a changed row is a new row (``dataclasses.replace``), never an edited on
 their lists.
 
 Every ``vector`` the folds write holds float32 values (``float32_vector``): vector columns are
-float32, and a state rebuilt from stored rows must equal the live one bit for bit.
+float32, and a state rebuilt from stored rows must equal the live one bit for bit. ``evolve`` is
+``dataclasses.replace`` for rows, without its per-call introspection (the folds call it per event).
 
 Tables: ``owners`` (one bookkeeping row per owner), ``messages``, ``episodic``, ``persona``,
 ``graph_nodes``, ``graph_edges``.
@@ -16,10 +17,16 @@ Tables: ``owners`` (one bookkeeping row per owner), ``messages``, ``episodic``, 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import operator
+import struct
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
+
+from adamem.events import Float32Vector
 
 __all__ = [
     "TABLES",
@@ -30,6 +37,7 @@ __all__ = [
     "OwnerRow",
     "PersonaRow",
     "Row",
+    "evolve",
     "float32_vector",
     "row_types",
 ]
@@ -191,6 +199,45 @@ def row_types() -> dict[str, type[Row]]:
     return {t.TABLE: t for t in (OwnerRow, MessageRow, EpisodicRow, PersonaRow, GraphNodeRow, GraphEdgeRow)}
 
 
+_R = TypeVar("_R", OwnerRow, MessageRow, EpisodicRow, PersonaRow, GraphNodeRow, GraphEdgeRow)
+
+
+def _layout(cls: type[Row]) -> tuple[Callable[[Any], tuple[Any, ...]], dict[str, int]]:
+    names = [f.name for f in dataclasses.fields(cls)]
+    return operator.attrgetter(*names), {name: i for i, name in enumerate(names)}
+
+
+_LAYOUTS = {cls.__name__: _layout(cls) for cls in row_types().values()}
+"""Per row class: a getter of all field values in order, and each field's position."""
+
+
+def evolve(row: _R, **changes: Any) -> _R:
+    """A copy of ``row`` with some fields changed: ``dataclasses.replace``, for rows, faster."""
+    cls = type(row)
+    get, index = _LAYOUTS[cls.__name__]
+    values = list(get(row))
+    for name, value in changes.items():
+        if name not in index:
+            raise TypeError(f"{cls.__name__} has no field {name!r}")
+        values[index[name]] = value
+    return cls(*values)
+
+
+@functools.lru_cache(maxsize=64)
+def _float32s(n: int) -> struct.Struct:
+    return struct.Struct(f"<{n}f")
+
+
 def float32_vector(values: Iterable[float]) -> tuple[float, ...]:
-    """The vector rounded to float32 precision, so that a float32 column stores it exactly."""
-    return tuple(array("f", values))
+    """The vector rounded to float32 precision, so that a float32 column stores it exactly.
+
+    A ``Float32Vector`` (an embedding read from the log) is float32 already and is returned as it is.
+    """
+    if type(values) is Float32Vector:
+        return values
+    vector = values if isinstance(values, tuple | list) else tuple(values)
+    packing = _float32s(len(vector))
+    try:
+        return packing.unpack(packing.pack(*vector))
+    except OverflowError:  # beyond float32's range: round to infinity as a float32 column does
+        return tuple(array("f", vector))

@@ -184,7 +184,8 @@ class OwnerMemory:
 
     def working_ids(self) -> list[str]:
         """Message ids in working memory, oldest first."""
-        return [mid for mid, _ in sorted(self.index.working.items(), key=lambda kv: kv[1])]
+        working = self.index.working
+        return sorted(working, key=working.__getitem__)
 
     def message(self, id: str) -> MessageRow | None:
         """An archived message by event id."""

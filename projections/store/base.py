@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
+import operator
+import struct
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from adamem.errors import ConfigError
@@ -25,6 +29,8 @@ __all__ = [
     "open_store",
     "row_from_dict",
     "row_to_dict",
+    "row_tokens",
+    "rows_to_arrow",
     "store_folder",
 ]
 
@@ -91,10 +97,13 @@ def final_rows(changes: Sequence[Change]) -> dict[str, dict[str, Row | None]]:
     """Net effect of a change list: per table, per id, the last row written or None if deleted."""
     net: dict[str, dict[str, Row | None]] = {}
     for change in changes:
+        rows = net.get(change.table)
+        if rows is None:
+            rows = net[change.table] = {}
         if isinstance(change, Upsert):
-            net.setdefault(change.table, {})[change.row.id] = change.row
+            rows[change.row.id] = change.row
         elif isinstance(change, Delete):
-            net.setdefault(change.table, {})[change.id] = None
+            rows[change.id] = None
     return net
 
 
@@ -142,6 +151,29 @@ def has_vector(table: str) -> bool:
     return "vector" in _hints(table)
 
 
+_CACHED_TEXT_CHARS = 2_000
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _cached_tokens(text: str) -> str:
+    return search_text(text)
+
+
+def _field_tokens(text: str) -> str:
+    return _cached_tokens(text) if len(text) <= _CACHED_TEXT_CHARS else search_text(text)
+
+
+def row_tokens(table: str, row: Row) -> str:
+    """The ``tokens`` column of a row of a full-text table: its text fields, tokenised.
+
+    The tokens of the fields joined by a space, i.e. of each field in turn (a token never spans a
+    space), memoised per field text (short texts only, so the cache stays small): a row is written
+    again whenever any of its fields changes, its speaker recurs, and a message's graph node is
+    labelled with the message's text.
+    """
+    return " ".join(t for t in (_field_tokens(str(getattr(row, f))) for f in TEXT_FIELDS[table]) if t)
+
+
 def row_to_dict(table: str, row: Row, dim: int) -> dict[str, Any]:
     """A row as a column dict; empty vectors become zeros, ``tokens`` is derived from the text fields."""
     out = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
@@ -149,8 +181,49 @@ def row_to_dict(table: str, row: Row, dim: int) -> dict[str, Any]:
         vec = out["vector"]
         out["vector"] = list(vec) if vec else [0.0] * dim
     if table in TEXT_FIELDS:
-        out["tokens"] = search_text(" ".join(str(out[f]) for f in TEXT_FIELDS[table]))
+        out["tokens"] = row_tokens(table, row)
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _float32s(dim: int) -> struct.Struct:
+    return struct.Struct(f"<{dim}f")
+
+
+def _vector_column(vectors: Sequence[tuple[float, ...]], kind: pa.FixedSizeListType) -> pa.Array:
+    """The fixed-size float32 vector column, from one buffer of packed vectors (empty vectors become zeros)."""
+    dim = kind.list_size
+    zeros = (0.0,) * dim
+    filled = [v or zeros for v in vectors]
+    wrong = next((len(v) for v in filled if len(v) != dim), None)
+    if wrong is not None:
+        raise ValueError(f"a vector of {wrong} values does not fit the table's {dim}-dimensional column")
+    packing = _float32s(dim)
+    try:  # vectors read from the log keep their float32 bytes (Float32Vector.packed)
+        flat = np.frombuffer(b"".join([getattr(v, "packed", None) or packing.pack(*v) for v in filled]), dtype="<f4")
+    except OverflowError:  # a value beyond float32's range: round it to infinity, as Arrow does
+        with np.errstate(over="ignore"):
+            flat = np.fromiter(itertools.chain.from_iterable(filled), dtype=np.float32, count=len(filled) * dim)
+    return pa.FixedSizeListArray.from_arrays(pa.array(flat, type=kind.value_type), dim)
+
+
+def rows_to_arrow(table: str, rows: Sequence[Row], schema: pa.Schema) -> pa.Table:
+    """Rows of one table as an Arrow table of ``schema``, built column by column.
+
+    The same table as ``pa.Table.from_pylist([row_to_dict(...) ...], schema=schema)``, without a
+    dict per row and a Python list per vector.
+    """
+    names = [f.name for f in schema if f.name != "tokens"]
+    values = dict(zip(names, zip(*map(operator.attrgetter(*names), rows), strict=True), strict=True)) if rows else {}
+    columns = []
+    for f in schema:
+        if f.name == "tokens":
+            columns.append(pa.array([row_tokens(table, r) for r in rows], type=f.type))
+        elif f.name == "vector":
+            columns.append(_vector_column(values.get("vector", ()), f.type))
+        else:
+            columns.append(pa.array(values.get(f.name, ()), type=f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def row_from_dict(table: str, data: dict[str, Any]) -> Row:

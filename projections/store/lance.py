@@ -12,13 +12,19 @@ table*. On open, a writer restores any table that is ahead of the last checkpoin
 between the table writes and the checkpoint), so the shard is exactly as of its checkpoint and
 the events after it are applied again. Writes are batched by the caller; ``optimize`` compacts
 and refreshes indexes every ``optimize_every`` commits.
+
+A rebuild writes a view nobody reads until it is switched to, and opens it in *bulk* mode: commits
+skip the full-text index (``optimize`` makes it once, at the end), and rows whose id this writer
+has never written to a table it found empty are appended (``add``) instead of merged. Each commit
+is still its rows plus its checkpoint, recovered the same way.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,7 +45,7 @@ from projections.store.base import (
     final_rows,
     has_vector,
     row_from_dict,
-    row_to_dict,
+    rows_to_arrow,
 )
 
 __all__ = ["DEFAULT_VIEW", "LanceStore", "current_view", "list_views", "switch_view"]
@@ -64,12 +70,13 @@ def _quote(value: str) -> str:
 class _Shard:
     """One partition's LanceDB database and its open tables."""
 
-    def __init__(self, path: Path, dim: int, *, writer: bool) -> None:
+    def __init__(self, path: Path, dim: int, *, writer: bool, bulk: bool = False) -> None:
         path.mkdir(parents=True, exist_ok=True)
         # Readers check for new versions on every query: a query after a commit never sees stale rows.
         self.db = lancedb.connect(str(path), read_consistency_interval=None if writer else timedelta(0))
         self.dim = dim
         self.tables: dict[str, Any] = {}
+        self.schemas: dict[str, pa.Schema] = {}
         self.writer = writer
         self.vector_index_min_rows = 0
         self.pinned: dict[str, int] = {}
@@ -79,8 +86,16 @@ class _Shard:
         for name in (*TABLES, CHECKPOINTS):
             if name in names:
                 self.tables[name] = self.db.open_table(name)
+        self.bulk = bulk
+        # bulk: per table this writer found empty, every id it has written there (a superset of its ids)
+        self.written: dict[str, set[str]] | None = None
+        # bulk, all tables found empty: every owner this writer has written rows of (others have none)
+        self.owners_written: set[str] | None = None
         if writer:
             self._recover()
+            if bulk:
+                self.written = {n: set() for n in TABLES if n not in self.tables or not self.tables[n].count_rows()}
+                self.owners_written = set() if len(self.written) == len(TABLES) else None
 
     def get(self, name: str) -> Any | None:
         """An existing table's handle (opening one another process created since), or None."""
@@ -146,33 +161,32 @@ class _Shard:
                 table.restore(want)
 
     def commit(self, changes: Sequence[Change], offsets: dict[str, int], optimize_every: int) -> None:
-        for name, rows in final_rows(changes).items():
-            table = self.table(name)
-            gone = [i for i, r in rows.items() if r is None]
-            kept = [row_to_dict(name, r, self.dim) for r in rows.values() if r is not None]
-            if gone:
-                for start in range(0, len(gone), 500):
-                    table.delete("id IN (" + ", ".join(_quote(i) for i in gone[start : start + 500]) + ")")
-            if kept:
-                data = pa.Table.from_pylist(kept, schema=table.schema)
-                table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
-        for name in TEXT_FIELDS:
-            table = self.tables.get(name)
-            if table is None or name in self.fts_ready:
-                continue
-            if any(ix.index_type == "FTS" for ix in table.list_indices()):
-                self.fts_ready.add(name)
-            elif table.count_rows():
-                # Made once; rows added later are searched unindexed until ``optimize`` folds them in.
-                table.create_index("tokens", config=_FTS, replace=True)
-                self.fts_ready.add(name)
+        with _Writes() as writes:  # every table written (or failed) before the checkpoint
+            if CHECKPOINTS not in self.tables:
+                writes.submit(self.table, CHECKPOINTS)
+            for name, rows in final_rows(changes).items():
+                gone = [i for i, r in rows.items() if r is None]
+                kept = [r for r in rows.values() if r is not None]
+                if self.owners_written is not None:
+                    self.owners_written.update(r.user_id for r in kept)
+                appended, merged = self._split(name, kept)
+                schema = self._schema(name)
+                writes.submit(
+                    self._write,
+                    name,
+                    gone,
+                    rows_to_arrow(name, appended, schema) if appended else None,
+                    rows_to_arrow(name, merged, schema) if merged else None,
+                )
+        if not self.bulk:
+            self._ensure_fts()
         ckpt = self.checkpoint_row()
-        merged = {**(json.loads(ckpt["offsets"]) if ckpt else {}), **offsets}
+        merged_offsets = {**(json.loads(ckpt["offsets"]) if ckpt else {}), **offsets}
         versions = {name: self.tables[name].version for name in TABLES if name in self.tables}
         self.commits += 1
         row = {
             "id": "checkpoint",
-            "offsets": json.dumps(merged, sort_keys=True),
+            "offsets": json.dumps(merged_offsets, sort_keys=True),
             "versions": json.dumps(versions, sort_keys=True),
             "commits": self.commits,
         }
@@ -183,24 +197,104 @@ class _Shard:
         if optimize_every and self.commits % optimize_every == 0:
             self.optimize(self.vector_index_min_rows)
 
+    def _schema(self, name: str) -> pa.Schema:
+        """The Arrow schema of a table's rows: the table's own (read once), or the one it will be made with."""
+        schema = self.schemas.get(name)
+        if schema is None:
+            table = self.tables.get(name)
+            if table is None:
+                return arrow_schema(name, self.dim)
+            schema = self.schemas[name] = table.schema
+        return schema
+
+    def _write(self, name: str, gone: list[str], appended: pa.Table | None, merged: pa.Table | None) -> None:
+        """One table's part of a commit (making the table first if need be): delete, append, merge by id."""
+        table = self.table(name)
+        for start in range(0, len(gone), 500):
+            table.delete("id IN (" + ", ".join(_quote(i) for i in gone[start : start + 500]) + ")")
+        if appended is not None:
+            table.add(appended)
+        if merged is not None:
+            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(merged)
+
+    def _split(self, name: str, rows: list[Row]) -> tuple[list[Row], list[Row]]:
+        """Rows to append and rows to merge by id: in bulk mode, ids never written to a table found empty append."""
+        known = self.written.get(name) if self.written is not None else None
+        if known is None:
+            return [], rows
+        appended = [r for r in rows if r.id not in known]
+        merged = [r for r in rows if r.id in known]
+        known.update(r.id for r in appended)
+        return appended, merged
+
+    def _ensure_fts(self) -> None:
+        """Make the full-text index of every text table that has rows and no index yet (tables side by side)."""
+        with _Writes() as writes:
+            for name in TEXT_FIELDS:
+                table = self.tables.get(name)
+                if table is not None and name not in self.fts_ready:
+                    writes.submit(self._index_text, name, table)
+
+    def _index_text(self, name: str, table: Any) -> None:
+        """One text table's full-text index, made once the table has rows."""
+        if any(ix.index_type == "FTS" for ix in table.list_indices()):
+            self.fts_ready.add(name)
+        elif table.count_rows():
+            # Made once; rows added later are searched unindexed until ``optimize`` folds them in.
+            table.create_index("tokens", config=_FTS, replace=True)
+            self.fts_ready.add(name)
+
     def optimize(self, vector_index_min_rows: int = 0) -> None:
-        """Compact small fragments, bring indexes up to date, and index vectors of large tables.
+        """Make missing full-text indexes, compact small fragments, bring indexes up to date, index vectors.
 
         Below ``vector_index_min_rows`` rows an exact (flat) cosine search is fast and exact; above
         it an IVF_HNSW_SQ index (8-bit scalar quantised) keeps search fast and the index small.
+        Tables are optimised side by side.
         """
-        for name in TABLES:
-            table = self.tables.get(name)
-            if table is None or not table.count_rows():
-                continue
-            if (
-                vector_index_min_rows
-                and has_vector(name)
-                and table.count_rows() >= vector_index_min_rows
-                and not any(ix.columns == ["vector"] for ix in table.list_indices())
-            ):
-                table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
-            table.optimize()
+        with _Writes() as writes:
+            for name in TABLES:
+                table = self.tables.get(name)
+                if table is not None:
+                    writes.submit(self._optimize_table, name, table, vector_index_min_rows)
+
+    def _optimize_table(self, name: str, table: Any, vector_index_min_rows: int) -> None:
+        if name in TEXT_FIELDS and name not in self.fts_ready:
+            self._index_text(name, table)
+        rows = table.count_rows()
+        if not rows:
+            return
+        if (
+            vector_index_min_rows
+            and has_vector(name)
+            and rows >= vector_index_min_rows
+            and not any(ix.columns == ["vector"] for ix in table.list_indices())
+        ):
+            table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
+        table.optimize()
+
+
+class _Writes:
+    """LanceDB calls of one step, each table's on a thread of its own, all finished when the block ends.
+
+    LanceDB does its work outside the GIL, so one table is made and written while the next one's
+    Arrow data is built. Leaving the block waits for every call, and re-raises the first failure.
+    """
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=len(TABLES), thread_name_prefix="adamem-lance")
+        self._pending: list[Future[Any]] = []
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self._pending.append(self._pool.submit(fn, *args, **kwargs))
+
+    def __enter__(self) -> _Writes:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self._pool.shutdown(wait=True)
+        if kind is None:
+            for future in self._pending:
+                future.result()
 
 
 DEFAULT_VIEW = "main"
@@ -245,12 +339,15 @@ class LanceStore:
         optimize_every: int = 50,
         view: str | None = None,
         vector_index_min_rows: int = 10_000,
+        bulk: bool = False,
     ) -> None:
+        """``bulk``: write a view nobody reads yet (a rebuild); see the module's notes. Call ``optimize`` at the end."""
         self.root = Path(root)
         self.url = str(self.root)
         self._read_only = read_only
         self._optimize_every = optimize_every
         self._vector_index_min_rows = vector_index_min_rows
+        self._bulk = bulk
         self._pinned = view
         self.view = view or current_view(self.root)
         self._shards: dict[int, _Shard] = {}
@@ -319,7 +416,7 @@ class LanceStore:
             path = self.dir / f"p{partition}"
             if not create and not path.exists():
                 return None
-            shard = _Shard(path, self._meta.get("dim", 0), writer=not self._read_only)
+            shard = _Shard(path, self._meta.get("dim", 0), writer=not self._read_only, bulk=self._bulk)
             shard.vector_index_min_rows = self._vector_index_min_rows
             self._shards[partition] = shard
         return shard
@@ -347,10 +444,10 @@ class LanceStore:
         if not self._meta.get("partitions"):
             raise StoreError("store is not bound to a partition count; call bind() first")
         if not self._meta.get("dim"):
-            vectors = [getattr(c.row, "vector", ()) for c in changes if isinstance(c, Upsert)]
-            dims = {len(v) for v in vectors if v}
-            if dims:
-                self._meta["dim"] = dims.pop()
+            vectors = (getattr(c.row, "vector", ()) for c in changes if isinstance(c, Upsert))
+            dim = next((len(v) for v in vectors if v), 0)  # vectors of other lengths do not fit the column
+            if dim:
+                self._meta["dim"] = dim
                 self._write_meta()
                 for open_shard in self._shards.values():
                     open_shard.dim = self._meta["dim"]
@@ -367,7 +464,10 @@ class LanceStore:
             shard.optimize(self._vector_index_min_rows)
 
     def load_owner(self, user_id: str) -> list[Row]:
-        """Every row of an owner."""
+        """Every row of an owner (none, without a query, for an owner a bulk writer has not written yet)."""
+        shard = self._owner_shard(user_id)
+        if shard is not None and shard.owners_written is not None and user_id not in shard.owners_written:
+            return []
         return [row for table in TABLES for row in self.rows(table, user_id)]
 
     def rows(self, table: str, user_id: str) -> list[Row]:

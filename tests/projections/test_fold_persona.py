@@ -277,3 +277,34 @@ def test_the_assistants_attributes_and_events_are_not_the_owners_persona() -> No
     state, _ = fold([*says, chat.say("(later)", at=T0 + 3 * WEEK, conv="end")])
     assert traits(state) == {}
     assert {r.speaker_role for r in state.tables["episodic"].values()} == {"assistant"}  # type: ignore[union-attr]
+
+
+def test_a_trait_vector_reads_only_the_newest_window_of_its_evidence() -> None:
+    """The vector over the newest ``persona_vector_window`` evidence messages, as when all evidence was read."""
+    import itertools
+    from array import array
+    from operator import truediv
+
+    from projections.folds import persona
+    from projections.folds.state import Transaction
+
+    def reference(state: OwnerMemory, ids: list[str], window: int) -> tuple[float, ...]:
+        vectors = [m.vector for m in (state.message(i) for i in ids) if m is not None and m.vector]
+        vectors = vectors[-window:]
+        if not vectors:
+            return ()
+        dim = len(vectors[-1])
+        sums = list(map(math.fsum, zip(*(v for v in vectors if len(v) == dim), strict=True)))
+        norm = math.hypot(*sums)
+        return tuple(array("f", map(truediv, sums, itertools.repeat(norm)) if norm > 0 else sums))
+
+    chat = Chat()
+    state, _ = fold([chat.say(f"message {i}", at=T0 + i * HOUR, conv=f"c{i // 7}") for i in range(60)])
+    ids = sorted(state.tables["messages"])
+    with_gaps = [*ids[:10], "forgotten-1", *ids[10:], "forgotten-2"]
+    tx = Transaction(state)
+    for window in (0, 1, 5, 20, 100):
+        params = replace(SEED_DEFAULT, persona_vector_window=window)
+        for evidence in (ids, with_gaps, ids[:3], [], ["forgotten-1"]):
+            assert persona._vector(tx, evidence, params) == reference(state, evidence, window)
+            assert persona._vector(tx, iter(evidence), params) == reference(state, evidence, window)

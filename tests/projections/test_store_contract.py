@@ -208,3 +208,131 @@ def test_lancedb_indexes_vectors_of_large_tables_and_still_finds_the_nearest(tmp
     reader = LanceStore(str(tmp_path / "store"), read_only=True)
     hits = reader.vector_search("messages", "alice", rows[123].vector, 3)  # type: ignore[union-attr]
     assert hits[0].row.id == "m0123"
+
+
+def _bulk_history() -> list[list[Any]]:
+    """Commits of inserts, updates of earlier rows, deletes and a re-insert of a deleted id."""
+    a = message("alice", "m1", "I love hiking", (1.0, 0.0, 0.0))
+    b = message("alice", "m2", "My dog is called Rex", (0.0, 1.0, 0.0))
+    c = message("bob", "m3", "我喜欢吃辣的", (0.0, 0.0, 1.0))
+    owner = make(OwnerRow, id="alice", user_id="alice")
+    return [
+        [Upsert("messages", a), Upsert("messages", b), Upsert("owners", owner), Upsert("messages", c)],
+        [
+            Upsert("messages", dataclasses.replace(a, text="I love climbing")),  # type: ignore[type-var]
+            Delete("messages", "m2"),
+            Upsert("messages", message("alice", "m4", "new in the second commit", (0.6, 0.8, 0.0))),
+        ],
+        [Upsert("messages", dataclasses.replace(b, text="Rex is back")), Delete("messages", "m3")],  # type: ignore[type-var]
+    ]
+
+
+def test_lancedb_bulk_mode_stores_the_rows_merging_stores(tmp_path: Path) -> None:
+    """A rebuild's bulk writer (appends new ids, indexes at optimize) ends with the same rows and search."""
+    stores = {bulk: LanceStore(str(tmp_path / f"store-{bulk}"), bulk=bulk) for bulk in (False, True)}
+    for store in stores.values():
+        store.bind(1)
+        for n, changes in enumerate(_bulk_history(), start=1):
+            store.commit(0, changes, {"analyses": n})
+        store.optimize()
+    merged, bulk = stores[False], stores[True]
+    assert bulk.checkpoint(0) == merged.checkpoint(0) == {"analyses": 3}
+    for user in ("alice", "bob"):
+        assert bulk.load_owner(user) == merged.load_owner(user)
+    assert [r.text for r in bulk.rows("messages", "alice")] == [
+        "I love climbing",
+        "Rex is back",
+        "new in the second commit",
+    ]  # type: ignore[union-attr]
+    assert [h.row.id for h in bulk.text_search("messages", "alice", "Rex", 5)] == ["m2"]
+
+
+def test_lancedb_bulk_mode_merges_into_tables_it_found_filled(tmp_path: Path) -> None:
+    root = str(tmp_path / "store")
+    first = LanceStore(root)
+    first.bind(1)
+    first.commit(0, _bulk_history()[0], {"analyses": 1})
+    first.close()
+    again = LanceStore(root, bulk=True)
+    again.commit(0, [Upsert("messages", message("alice", "m1", "written twice", (1.0, 0.0, 0.0)))], {"analyses": 2})
+    assert [(r.id, r.text) for r in again.rows("messages", "alice")] == [
+        ("m1", "written twice"),
+        ("m2", "My dog is called Rex"),
+    ]  # type: ignore[union-attr]
+
+
+def test_lancedb_bulk_mode_rolls_back_a_commit_torn_before_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = str(tmp_path / "store")
+    store = LanceStore(root, bulk=True)
+    store.bind(1)
+    store.commit(0, _bulk_history()[0], {"analyses": 1})
+    shard = store._shard(0, create=True)
+    assert shard is not None
+    original = shard.table
+
+    def crash_on_checkpoint(name: str) -> Any:
+        if name == "checkpoints":
+            raise OSError("simulated crash before the checkpoint")
+        return original(name)
+
+    monkeypatch.setattr(shard, "table", crash_on_checkpoint)
+    with pytest.raises(StoreError, match="simulated crash"):
+        store.commit(0, _bulk_history()[1], {"analyses": 2})  # appends m4, merges m1, deletes m2
+    store.close()
+    reopened = LanceStore(root, bulk=True)
+    assert reopened.checkpoint(0) == {"analyses": 1}
+    assert [(r.id, r.text) for r in reopened.rows("messages", "alice")] == [
+        ("m1", "I love hiking"),
+        ("m2", "My dog is called Rex"),
+    ]  # type: ignore[union-attr]
+
+
+def test_lancedb_a_failed_table_write_fails_the_commit_before_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tables are written side by side: one failing table fails the commit, and the others roll back."""
+    from projections.store.lance import _Shard
+
+    root = str(tmp_path / "store")
+    store = LanceStore(root)
+    store.bind(1)
+    store.commit(0, _bulk_history()[0], {"analyses": 1})
+    real = _Shard._write
+
+    def failing(shard: _Shard, name: str, *args: Any) -> None:
+        if name == "messages":
+            raise OSError("simulated disk error")
+        real(shard, name, *args)
+
+    monkeypatch.setattr(_Shard, "_write", failing)
+    owner = make(OwnerRow, id="alice", user_id="alice", next_seq=9)
+    changes = [Upsert("owners", owner), *_bulk_history()[1]]
+    with pytest.raises(StoreError, match="simulated disk error"):
+        store.commit(0, changes, {"analyses": 2})
+    assert store.checkpoint(0) == {"analyses": 1}
+    store.close()
+    monkeypatch.setattr(_Shard, "_write", real)
+    reopened = LanceStore(root)
+    assert [r.next_seq for r in reopened.rows("owners", "alice")] == [0]  # type: ignore[union-attr]
+    assert [r.text for r in reopened.rows("messages", "alice")] == ["I love hiking", "My dog is called Rex"]  # type: ignore[union-attr]
+
+
+def test_lancedb_bulk_mode_loads_an_owner_it_never_wrote_without_a_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild meets most owners for the first time: their (absent) rows need no table scan."""
+    bulk = LanceStore(str(tmp_path / "store"), bulk=True)
+    bulk.bind(1)
+    bulk.commit(0, _bulk_history()[0], {"analyses": 1})
+    written = bulk.load_owner("alice")
+    assert sorted((r.TABLE, r.id) for r in written) == [("messages", "m1"), ("messages", "m2"), ("owners", "alice")]
+
+    def no_query(table: str, user_id: str) -> list[Row]:
+        raise AssertionError(f"queried {table} for {user_id}")
+
+    monkeypatch.setattr(bulk, "rows", no_query)
+    assert bulk.load_owner("carol") == []
+    filled = LanceStore(str(tmp_path / "store"), bulk=True)  # tables found filled: owners are looked up
+    assert [r.id for r in filled.load_owner("bob")] == ["m3"]

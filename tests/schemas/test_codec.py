@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import json
 import struct
+import uuid
 from pathlib import Path
 
 import avro.io
 import avro.schema
+import fastavro
 import pytest
 
 from adamem.errors import DecodeError, UnknownSchemaError
@@ -175,3 +178,91 @@ def test_every_schema_documents_every_field() -> None:
         assert schema["fields"][0]["name"] == "schema_version"
         for f in schema["fields"]:
             assert f.get("doc"), f"{path.name}: field {f['name']} has no doc"
+
+
+def _texts(value: object) -> object:
+    """A decoded value with every ``UUID`` as its text (the codec returns uuid fields as text)."""
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _texts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_texts(v) for v in value]
+    return value
+
+
+def _generic_decode(data: bytes) -> dict[str, object]:
+    """The record fastavro alone reads from a current-schema body (no fast path), UUIDs as text."""
+    registry = default_registry()
+    name = registry.writer_of(data)
+    return _texts(fastavro.schemaless_reader(io.BytesIO(data[10:]), registry.schema(name), None))  # type: ignore[return-value]
+
+
+def _zigzag(n: int) -> bytes:
+    z, out = (n << 1) ^ (n >> 63), bytearray()
+    while True:
+        byte = z & 0x7F
+        z >>= 7
+        if z:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+@pytest.mark.parametrize(
+    "vector",
+    [(), (0.5,), tuple((i - 191.5) / 97.0 for i in range(384)), (-0.0, 1e-45, 3.4e38, float("inf"), -1.0 / 3)],
+    ids=["empty", "one", "dim384", "special"],
+)
+def test_the_vector_fast_path_reads_what_fastavro_reads(vector: tuple[float, ...]) -> None:
+    event = dataclasses.replace(ANALYSIS, embedding=Embedding("e", vector))
+    data = encode_event(event)
+    name, record = default_registry().decode(data)
+    assert name == MessageAnalyzed.SCHEMA
+    assert record == _generic_decode(data)
+    assert [struct.pack("<f", x) for x in record["embedding"]["vector"]] == [struct.pack("<f", x) for x in vector]
+    assert record["embedding"]["vector"].packed == struct.pack(f"<{len(vector)}f", *vector)  # the bytes, kept
+
+
+def test_the_vector_fast_path_reads_arrays_written_in_several_blocks() -> None:
+    vector = [float(i) / 8 for i in range(10)]
+    empty = encode_event(dataclasses.replace(ANALYSIS, embedding=Embedding("e", ())))
+    assert empty[-1:] == b"\x00"  # an empty array is its terminating zero count
+    blocks = _zigzag(3) + struct.pack("<3f", *vector[:3])
+    blocks += _zigzag(-7) + _zigzag(28) + struct.pack("<7f", *vector[3:])  # a negative count carries the byte size
+    data = empty[:-1] + blocks + b"\x00"
+    _, record = default_registry().decode(data)
+    assert record["embedding"]["vector"] == vector
+    assert record["embedding"]["vector"].packed == struct.pack("<10f", *vector)
+    assert record == _generic_decode(data)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5, 200])
+def test_a_body_cut_inside_the_vector_is_a_typed_error(cut: int) -> None:
+    data = encode_event(ANALYSIS)
+    with pytest.raises(DecodeError):
+        decode_event(data[:-cut])
+    with pytest.raises(DecodeError, match="trailing"):
+        decode_event(data + b"\x00\x00")
+
+
+@pytest.mark.parametrize("event", [MSG, ANALYSIS, FORGOT, CORRECTED], ids=lambda e: type(e).__name__)
+def test_every_event_decodes_as_fastavro_reads_it(event: object) -> None:
+    data = encode_event(event)  # type: ignore[arg-type]
+    _, record = default_registry().decode(data)
+    assert record == _generic_decode(data)
+    assert isinstance(record["event_id"], str)
+
+
+def test_uuid_fields_come_back_as_canonical_text_and_bad_ones_are_refused() -> None:
+    registry = default_registry()
+    loose = MSG.to_record() | {"event_id": "{0B6F8F64-4C59-4F55-9A40-3F0E5A7F1A10}"}
+    _, record = registry.decode(registry.encode(ChatMessage.SCHEMA, loose))
+    assert record["event_id"] == "0b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10" == str(uuid.UUID(loose["event_id"]))
+    nested = ANALYSIS.to_record()
+    nested["message"] = nested["message"] | {"event_id": "0B6F8F644C594F559A403F0E5A7F1A10"}
+    _, record = registry.decode(registry.encode(MessageAnalyzed.SCHEMA, nested))
+    assert record["message"]["event_id"] == MSG.event_id
+    with pytest.raises(DecodeError, match="badly formed"):
+        registry.decode(registry.encode(ChatMessage.SCHEMA, MSG.to_record() | {"event_id": "not-a-uuid"}))

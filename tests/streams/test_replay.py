@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import json
 import threading
 from importlib import resources
@@ -54,6 +55,7 @@ async def test_full_replay_verifies_equal_and_switches(settings: Settings, tmp_p
     report = await rebuild_view(log, root, settings, verify=True)
     assert report.verified is True and report.diffs == []
     assert report.checksum == report.live_checksum == before
+    assert gc.isenabled()  # the rebuild paused the collector only while it ran
     assert report.switched and current_view(root) == report.view == "r1"
     assert live.view == "main"
     live.owners()  # any call follows the switch

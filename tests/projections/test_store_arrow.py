@@ -1,0 +1,102 @@
+"""The store's Arrow fast path: column-built tables equal the row-dict tables the store used to write."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from adamem.text import search_text
+from projections.folds.rows import TABLES, MessageRow, Row
+from projections.folds.testing import fold, scenario
+from projections.store.base import TEXT_FIELDS, arrow_schema, row_tokens, rows_to_arrow
+
+DIM = 4
+
+
+def reference(table: str, rows: list[Row], dim: int) -> pa.Table:
+    """The table as the store built it before: one dict per row, vectors as lists, tokens from the text."""
+    out = []
+    for row in rows:
+        d: dict[str, Any] = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}  # type: ignore[arg-type]
+        if "vector" in d:
+            d["vector"] = list(d["vector"]) if d["vector"] else [0.0] * dim
+        if table in TEXT_FIELDS:
+            d["tokens"] = search_text(" ".join(str(d[f]) for f in TEXT_FIELDS[table]))
+        out.append(d)
+    return pa.Table.from_pylist(out, schema=arrow_schema(table, dim))
+
+
+def scenario_rows() -> dict[str, list[Row]]:
+    state, _ = fold(scenario())
+    return {t: [state.tables[t][i] for i in sorted(state.tables[t])] for t in TABLES}
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_column_built_tables_equal_row_dict_tables(table: str) -> None:
+    rows = scenario_rows()[table]
+    assert rows
+    built = rows_to_arrow(table, rows, arrow_schema(table, DIM))
+    assert built.equals(reference(table, rows, DIM))
+
+
+def test_empty_vectors_become_zeros_and_a_wrong_dimension_is_refused() -> None:
+    msg = scenario_rows()["messages"][0]
+    assert isinstance(msg, MessageRow)
+    wide = (1e300, -1e300, 3.4028235e38, -0.0)  # beyond float32: infinity, as Arrow rounds a Python float
+    rows: list[Row] = [dataclasses.replace(msg, id="a", vector=()), msg, dataclasses.replace(msg, id="b", vector=wide)]
+    assert rows_to_arrow("messages", rows, arrow_schema("messages", DIM)).equals(reference("messages", rows, DIM))
+    with pytest.raises(ValueError, match="3 values"):
+        rows_to_arrow("messages", [dataclasses.replace(msg, vector=(1.0, 0.0, 0.0))], arrow_schema("messages", DIM))
+
+
+def test_tokens_of_long_and_repeated_texts_are_the_search_text() -> None:
+    msg = scenario_rows()["messages"][0]
+    assert isinstance(msg, MessageRow)
+    for text in ("I went hiking with my dogs — 我喜欢吃辣的", "running shoes " * 400):
+        row = dataclasses.replace(msg, text=text)
+        assert row_tokens("messages", row) == row_tokens("messages", row) == search_text(f"{row.speaker} {text}")
+
+
+def test_tokens_field_by_field_are_the_tokens_of_the_joined_fields() -> None:
+    msg = scenario_rows()["messages"][0]
+    assert isinstance(msg, MessageRow)
+    pieces = [
+        "",
+        " ",
+        "Alice",
+        "rock'",
+        "n roll",
+        "'s",
+        "it's",
+        "我喜欢",
+        "吃辣的",
+        "ΟΔΟΣ Σ",
+        "İstanbul",
+        "x y ",
+        "the",
+    ]
+    for speaker in pieces:
+        for text in pieces:
+            row = dataclasses.replace(msg, speaker=speaker, text=text)
+            assert row_tokens("messages", row) == search_text(f"{speaker} {text}"), (speaker, text)
+
+
+def test_vectors_read_from_the_log_are_written_from_their_kept_bytes() -> None:
+    from adamem.events import Float32Vector, MessageAnalyzed
+    from adamem.serde import decode_event, encode_event
+    from projections.folds.apply import Positioned
+
+    events = [  # the analyses as read from the log (the scenario's control events have no UUID ids)
+        Positioned(decode_event(encode_event(p.event)), p.topic, p.partition, p.offset)
+        if isinstance(p.event, MessageAnalyzed)
+        else p
+        for p in scenario()
+    ]
+    state, _ = fold(events)
+    for table in ("messages", "episodic"):
+        rows = [state.tables[table][i] for i in sorted(state.tables[table])]
+        assert all(type(r.vector) is Float32Vector and r.vector.packed for r in rows)  # type: ignore[union-attr]
+        assert rows_to_arrow(table, rows, arrow_schema(table, DIM)).equals(reference(table, rows, DIM))
