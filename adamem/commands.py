@@ -247,7 +247,8 @@ async def run_replay(
     if report.switched:
         print(f"switched: queries now read {report.view}" if user is None else f"replaced {user}'s rows")
     elif user is None:
-        print(f"not switched; inspect with --view {report.view}")
+        why = "verification found differences; " if report.verified is False else ""
+        print(f"not switched; {why}inspect the view {report.view}, switch with: adamem views switch {report.view}")
     return 0 if report.verified in (None, True) else 1
 
 

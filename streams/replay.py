@@ -231,7 +231,9 @@ async def rebuild_view(
                 report.events += await _fold_range(log, projector, settings, p, target[p], ends_now, progress=progress)
         report.offsets = {p: rebuilt.checkpoint(p).get(topic, 0) for p in sorted(ends)}
         rebuilt.optimize()
-    if switch and not travel:
+    # A rebuild that verification found different from the live view is kept for inspection, never
+    # switched to: which of the two is right is a question for a person (`adamem views switch`).
+    if switch and not travel and report.verified is not False:
         switch_view(root, name)
         report.switched = True
     return report

@@ -72,8 +72,8 @@ async def test_verify_reports_a_tampered_row(settings: Settings, tmp_path: Path)
     from projections.folds.changes import Upsert
 
     store.commit(partition_for("alice", 2), [Upsert("persona", replace(trait, value="tampered"))], {})  # type: ignore[type-var]
-    report = await rebuild_view(log, root, settings, verify=True, layers=["persona"], switch=False)
-    assert report.verified is False
+    report = await rebuild_view(log, root, settings, verify=True, layers=["persona"])
+    assert report.verified is False and not report.switched  # a failed verification never switches
     assert [(d.table, d.id, d.kind, d.fields) for d in report.diffs] == [("persona", trait.id, "changed", ("value",))]
     assert current_view(root) == "main"
     await log.stop()
