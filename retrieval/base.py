@@ -55,10 +55,32 @@ __all__ = [
 TABLES: tuple[str, ...] = ("persona", "episodic", "messages")
 """Tables base retrieval searches."""
 
-QUESTION_WORDS_ZH = frozenset((
-    "什么", "为什么", "为何", "怎么", "怎么样", "怎样", "如何", "哪", "哪里", "哪儿", "哪个", "哪些", "谁", "几",
-    "多少", "是不是", "有没有", "什么时候", "时候", "吗", "呢", "吧",
-))
+QUESTION_WORDS_ZH = frozenset(
+    (
+        "什么",
+        "为什么",
+        "为何",
+        "怎么",
+        "怎么样",
+        "怎样",
+        "如何",
+        "哪",
+        "哪里",
+        "哪儿",
+        "哪个",
+        "哪些",
+        "谁",
+        "几",
+        "多少",
+        "是不是",
+        "有没有",
+        "什么时候",
+        "时候",
+        "吗",
+        "呢",
+        "吧",
+    )
+)
 """Chinese interrogatives dropped from BM25 query terms (English ones are stop words of ``adamem.text`` already)."""
 
 
@@ -103,8 +125,9 @@ def allowed(row: MemoryRow, whose: WhoseDecision, user_names: Sequence[str]) -> 
 class SemanticScorer:
     """Scores any row of one query consistently: cosine, scaled BM25, and their fusion."""
 
-    def __init__(self, view: View, question: str, query_vector: Vector, config: RetrievalConfig,
-                 whose: WhoseDecision) -> None:
+    def __init__(
+        self, view: View, question: str, query_vector: Vector, config: RetrievalConfig, whose: WhoseDecision
+    ) -> None:
         self.view = view
         self.config = config
         self.whose = whose

@@ -202,8 +202,7 @@ class QueryCache(Generic[V]):
         hit = owner.entries.get(best[1])
         return hit.value if hit is not None else None
 
-    def put(self, user_id: str, token: Token, vector: npt.NDArray[np.float64], guard: Hashable,
-            value: V) -> None:
+    def put(self, user_id: str, token: Token, vector: npt.NDArray[np.float64], guard: Hashable, value: V) -> None:
         """Remember a value for this owner and token."""
         owner = self._owner(user_id, token)
         with owner.lock:

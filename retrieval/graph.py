@@ -104,8 +104,16 @@ class MemoryGraph:
             self._order[node] = order
         return order
 
-    def hub_neighbours(self, hub: str, near: int, fanout: int, direction: Direction, limit: int,
-                       skip: frozenset[str] = frozenset(), relevance: Relevance | None = None) -> list[str]:
+    def hub_neighbours(
+        self,
+        hub: str,
+        near: int,
+        fanout: int,
+        direction: Direction,
+        limit: int,
+        skip: frozenset[str] = frozenset(),
+        relevance: Relevance | None = None,
+    ) -> list[str]:
         """The ``fanout`` neighbours of a topic hub (not in ``skip``, within the direction limit).
 
         The most ``relevance``-ant ones when a relevance is given (ties: nearest in time), else the
@@ -149,8 +157,15 @@ class MemoryGraph:
         return out
 
 
-def _expand_one(graph: MemoryGraph, seed: str, score: float, config: RetrievalConfig, direction: Direction,
-                usable: Callable[[str], bool], relevance: Relevance | None) -> dict[str, Reach]:
+def _expand_one(
+    graph: MemoryGraph,
+    seed: str,
+    score: float,
+    config: RetrievalConfig,
+    direction: Direction,
+    usable: Callable[[str], bool],
+    relevance: Relevance | None,
+) -> dict[str, Reach]:
     """Best path (max score, then fewer hops, then higher-priority edges) to every node within the hop limit."""
     limit = graph.time(seed)
     best: dict[str, Reach] = {seed: Reach(seed, score, seed, ())}
@@ -163,8 +178,11 @@ def _expand_one(graph: MemoryGraph, seed: str, score: float, config: RetrievalCo
             arcs = graph.arcs(u)
             if graph.node_type(u) == "topic":
                 entered = reach.path[-2].node if len(reach.path) >= 2 else seed
-                allowed = set(graph.hub_neighbours(u, graph.time(entered), config.hub_fanout, direction, limit,
-                                                   frozenset(visited), relevance))
+                allowed = set(
+                    graph.hub_neighbours(
+                        u, graph.time(entered), config.hub_fanout, direction, limit, frozenset(visited), relevance
+                    )
+                )
                 arcs = [a for a in arcs if a[1] in allowed]
             for rank, v, weight, edge_type in arcs:
                 if weight < config.min_edge_weight or v in visited or not usable(v):
@@ -172,7 +190,8 @@ def _expand_one(graph: MemoryGraph, seed: str, score: float, config: RetrievalCo
                 if graph.node_type(v) != "topic":
                     t = graph.time(v)
                     if (direction is Direction.ANTECEDENT and t > limit) or (
-                            direction is Direction.CONSEQUENT and t < limit):
+                        direction is Direction.CONSEQUENT and t < limit
+                    ):
                         continue
                 s = reach.score * weight * config.hop_decay
                 key = (s, -rank, u)
@@ -190,10 +209,16 @@ def _expand_one(graph: MemoryGraph, seed: str, score: float, config: RetrievalCo
     return best
 
 
-def expand(graph: MemoryGraph, seeds: Sequence[tuple[str, float]], config: RetrievalConfig,
-           direction: Direction = Direction.ANY, usable: Callable[[str], bool] = lambda _: True,
-           executor: Executor | None = None, related: Callable[[str, str], bool] = lambda _a, _b: False,
-           relevance: Relevance | None = None) -> dict[str, Reach]:
+def expand(
+    graph: MemoryGraph,
+    seeds: Sequence[tuple[str, float]],
+    config: RetrievalConfig,
+    direction: Direction = Direction.ANY,
+    usable: Callable[[str], bool] = lambda _: True,
+    executor: Executor | None = None,
+    related: Callable[[str, str], bool] = lambda _a, _b: False,
+    relevance: Relevance | None = None,
+) -> dict[str, Reach]:
     """Expand every seed and keep, per node, the best reach from a seed other than the node itself.
 
     ``seeds`` are (node id, score in [0, 1]) in rank order; seeds missing from the graph or not
@@ -202,8 +227,11 @@ def expand(graph: MemoryGraph, seeds: Sequence[tuple[str, float]], config: Retri
     ``relevance`` (nodes → their relevance to the question) makes topic hubs pass on to their most
     relevant messages instead of those nearest in time.
     """
-    valid = [(n, s) for n, s in seeds if n in graph and usable(n) and
-             graph.g.nodes[n]["confidence"] >= config.min_node_confidence]
+    valid = [
+        (n, s)
+        for n, s in seeds
+        if n in graph and usable(n) and graph.g.nodes[n]["confidence"] >= config.min_node_confidence
+    ]
 
     def ok(node: str) -> bool:
         return bool(graph.g.nodes[node]["confidence"] >= config.min_node_confidence) and usable(node)

@@ -38,8 +38,14 @@ def extracted_text(row: _Row) -> str:
 class TextIndex:
     """Owner-scoped Okapi BM25 (k1 1.2, b 0.75) over one table's text fields (plus ``extra`` text per row)."""
 
-    def __init__(self, rows: Sequence[_Row], fields: tuple[str, ...], k1: float = 1.2, b: float = 0.75,
-                 extra: Callable[[_Row], str] | None = None) -> None:
+    def __init__(
+        self,
+        rows: Sequence[_Row],
+        fields: tuple[str, ...],
+        k1: float = 1.2,
+        b: float = 0.75,
+        extra: Callable[[_Row], str] | None = None,
+    ) -> None:
         ordered = sorted(rows, key=lambda r: r.id)
         self.ids: list[str] = [r.id for r in ordered]
         self.position: dict[str, int] = {r.id: i for i, r in enumerate(ordered)}
@@ -57,8 +63,9 @@ class TextIndex:
         avg = float(lengths.mean()) if n and lengths.mean() > 0 else 1.0
         self._norm = k1 * (1 - b + b * lengths / avg)  # per row: the length part of the denominator
         self._k1 = k1
-        self._postings = {t: (np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.float64))
-                          for t, (r, c) in postings.items()}
+        self._postings = {
+            t: (np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.float64)) for t, (r, c) in postings.items()
+        }
         self._idf = {t: math.log(1 + (n - len(r) + 0.5) / (len(r) + 0.5)) for t, (r, _) in postings.items()}
 
     def scores(self, terms: Iterable[str]) -> Vector:

@@ -61,8 +61,15 @@ _Scored = tuple[float, Candidate, Breakdown, Reach | None]
 class Retriever:
     """Adaptive retrieval over one store: whose memory, routing, base retrieval, graph expansion, fusion."""
 
-    def __init__(self, store: MemoryStore, embedder: Embedder, config: RetrievalConfig = SEED_DEFAULT, *,
-                 partitions: int | None = None, memory_params: MemoryParameters = MEMORY_DEFAULT) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        config: RetrievalConfig = SEED_DEFAULT,
+        *,
+        partitions: int | None = None,
+        memory_params: MemoryParameters = MEMORY_DEFAULT,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.config = config
@@ -109,13 +116,25 @@ class Retriever:
 
         return self._hot.working(user_id, token, load)
 
-    async def aquery(self, user_id: str, question: str, top_k: int | None = None, as_of: int | AsOf | None = None,
-                     reference_time: int | None = None) -> Answer:
+    async def aquery(
+        self,
+        user_id: str,
+        question: str,
+        top_k: int | None = None,
+        as_of: int | AsOf | None = None,
+        reference_time: int | None = None,
+    ) -> Answer:
         """``query`` in a worker thread, for asyncio callers."""
         return await asyncio.to_thread(self.query, user_id, question, top_k, as_of, reference_time)
 
-    def query(self, user_id: str, question: str, top_k: int | None = None, as_of: int | AsOf | None = None,
-              reference_time: int | None = None) -> Answer:
+    def query(
+        self,
+        user_id: str,
+        question: str,
+        top_k: int | None = None,
+        as_of: int | AsOf | None = None,
+        reference_time: int | None = None,
+    ) -> Answer:
         """Ranked evidence for ``question`` from ``user_id``'s memory, now or ``as_of`` (event ms or ``AsOf``).
 
         ``reference_time`` resolves time words in the question ("last week"); by default the
@@ -153,15 +172,32 @@ class Retriever:
         t4 = time.perf_counter()
         items = self._rank(view, scorer, candidates, reaches, plan, whose, windows, now, k, question)
         t5 = time.perf_counter()
-        answer = Answer(user_id, question, tuple(items), plan, whose,
-                        Timing(_ms(t0, t1), _ms(t1, t2), _ms(t2, t3), _ms(t3, t4), _ms(t4, t5), _ms(t0, t5)),
-                        now, windows, point, cfg.name)
+        answer = Answer(
+            user_id,
+            question,
+            tuple(items),
+            plan,
+            whose,
+            Timing(_ms(t0, t1), _ms(t1, t2), _ms(t2, t3), _ms(t3, t4), _ms(t4, t5), _ms(t0, t5)),
+            now,
+            windows,
+            point,
+            cfg.name,
+        )
         if cfg.cache.query_cache:
             self._answers.put(user_id, token, qvec, guard, answer)
         return answer
 
-    def _guard(self, question: str, k: int, point: AsOf | None, plan: RoutePlan, whose: WhoseDecision,
-               windows: tuple[TimeWindow, ...], now: int) -> Hashable:
+    def _guard(
+        self,
+        question: str,
+        k: int,
+        point: AsOf | None,
+        plan: RoutePlan,
+        whose: WhoseDecision,
+        windows: tuple[TimeWindow, ...],
+        now: int,
+    ) -> Hashable:
         terms = frozenset(tokenize(question)) if self.config.cache.query_same_terms else None
         return (k, point, plan, whose, windows, now, terms)
 
@@ -192,8 +228,9 @@ class Retriever:
                 seeds.setdefault(node, c.semantic)
         return list(seeds.items())
 
-    def _expand(self, view: View, scorer: SemanticScorer, base: Sequence[Candidate], plan: RoutePlan
-                ) -> dict[str, Reach]:
+    def _expand(
+        self, view: View, scorer: SemanticScorer, base: Sequence[Candidate], plan: RoutePlan
+    ) -> dict[str, Reach]:
         graph, snap = self._graph(view), view.snapshot
 
         def related(seed: str, node: str) -> bool:
@@ -210,12 +247,23 @@ class Retriever:
             found: list[float] = np.where(index >= 0, cosines[index], 0.0).tolist()
             return found
 
-        return expand(graph, self._seeds(view, scorer, base), self.config, plan.direction,
-                      executor=self._executor, related=related,
-                      relevance=relevance if self.config.hub_by_relevance and plan.route is not Route.GRAPH else None)
+        return expand(
+            graph,
+            self._seeds(view, scorer, base),
+            self.config,
+            plan.direction,
+            executor=self._executor,
+            related=related,
+            relevance=relevance if self.config.hub_by_relevance and plan.route is not Route.GRAPH else None,
+        )
 
-    def _add_reached(self, view: View, scorer: SemanticScorer, reaches: dict[str, Reach],
-                     candidates: dict[tuple[str, str], Candidate]) -> None:
+    def _add_reached(
+        self,
+        view: View,
+        scorer: SemanticScorer,
+        reaches: dict[str, Reach],
+        candidates: dict[tuple[str, str], Candidate],
+    ) -> None:
         snap = view.snapshot
         for node in sorted(reaches):
             n = snap.nodes.get(node)
@@ -231,9 +279,19 @@ class Retriever:
 
     # --- fusion and answer ------------------------------------------------------------------------
 
-    def _rank(self, view: View, scorer: SemanticScorer, candidates: dict[tuple[str, str], Candidate],
-              reaches: dict[str, Reach], plan: RoutePlan, whose: WhoseDecision, windows: tuple[TimeWindow, ...],
-              now: int, k: int, question: str) -> list[Item]:
+    def _rank(
+        self,
+        view: View,
+        scorer: SemanticScorer,
+        candidates: dict[tuple[str, str], Candidate],
+        reaches: dict[str, Reach],
+        plan: RoutePlan,
+        whose: WhoseDecision,
+        windows: tuple[TimeWindow, ...],
+        now: int,
+        k: int,
+        question: str,
+    ) -> list[Item]:
         cfg, snap = self.config, view.snapshot
         scored: list[_Scored] = []
         # a cause is older than what it explains; recency only matters for questions about the present
@@ -246,15 +304,17 @@ class Retriever:
             beside = bool(anchor_conversation) and _conversation(c.row) == anchor_conversation
             node = snap.node_of.get(c.row.id) if not isinstance(c.row, PersonaRow) else None
             reach = reaches.get(node) if node is not None else None
-            parts = Breakdown(c.semantic, reach.score if reach is not None else 0.0,
-                              temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction,
-                                             beside),
-                              fact_support(c.row, view, cfg))
+            parts = Breakdown(
+                c.semantic,
+                reach.score if reach is not None else 0.0,
+                temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction, beside),
+                fact_support(c.row, view, cfg),
+            )
             scored.append((fuse(parts, cfg.fusion), c, parts, reach))
         scored.sort(key=lambda s: (-s[0], s[1].table, s[1].row.id))
         if plan.route is not Route.GRAPH and cfg.current_first:
             # what a message stated and a newer message superseded is history: current evidence first
-            scored = ([s for s in scored if not _stale(view, s[1].row)] + [s for s in scored if _stale(view, s[1].row)])
+            scored = [s for s in scored if not _stale(view, s[1].row)] + [s for s in scored if _stale(view, s[1].row)]
         if anchor is not None and plan.causal and not windows and cfg.causal_order:
             # a cause is never later than its effect: later items go last
             scored = [s for s in scored if s[2].temporal > 0] + [s for s in scored if s[2].temporal == 0]
@@ -265,8 +325,9 @@ class Retriever:
         chosen = self._select(view, scorer, scored, whose, k)
         return [self._item(rank, view, scorer, s) for rank, s in enumerate(chosen, start=1)]
 
-    def _select(self, view: View, scorer: SemanticScorer, scored: list[_Scored], whose: WhoseDecision,
-                k: int) -> list[_Scored]:
+    def _select(
+        self, view: View, scorer: SemanticScorer, scored: list[_Scored], whose: WhoseDecision, k: int
+    ) -> list[_Scored]:
         """Top k, skipping items that add no new evidence; an ambiguous subject reserves room for both sides."""
         cfg = self.config
         fresh: list[_Scored] = []
@@ -314,8 +375,9 @@ class Retriever:
         path: tuple[PathStep, ...] = ()
         if reach is not None:
             steps = [PathStep(reach.seed, _ntype(snap, reach.seed), _label(snap, reach.seed))]
-            steps += [PathStep(h.node, _ntype(snap, h.node), _label(snap, h.node), h.edge_type, h.weight)
-                      for h in reach.path]
+            steps += [
+                PathStep(h.node, _ntype(snap, h.node), _label(snap, h.node), h.edge_type, h.weight) for h in reach.path
+            ]
             path = tuple(steps)
         speaker, role = speaker_of(row, scorer.user_names)
         if isinstance(row, MessageRow):

@@ -184,8 +184,10 @@ class OwnerSnapshot:
     def _text_indexes(self) -> dict[str, TextIndex]:
         # a message is also found by the words of what was extracted from it ("Alice lives in Shenzhen"),
         # before its records exist (working memory) and after
-        return {t: TextIndex(self.table_rows(t), TEXT_FIELDS[t], extra=extracted_text if t == "messages" else None)
-                for t in ("messages", "episodic", "persona")}
+        return {
+            t: TextIndex(self.table_rows(t), TEXT_FIELDS[t], extra=extracted_text if t == "messages" else None)
+            for t in ("messages", "episodic", "persona")
+        }
 
     @cached_property
     def _vector_indexes(self) -> dict[str, VectorIndex]:

@@ -15,7 +15,8 @@ Lines = list[dict[str, Any]]
 
 
 def test_a_contradicting_fact_wins_as_soon_as_it_is_projected(
-        build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]) -> None:
+    build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]
+) -> None:
     before, move, after = moving
     memory = build("move")
     memory.add(before)
@@ -36,7 +37,8 @@ def test_a_contradicting_fact_wins_as_soon_as_it_is_projected(
 
 
 def test_the_query_cache_guard_refuses_similar_questions_with_other_words(
-        build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]) -> None:
+    build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]
+) -> None:
     memory = build("guard")
     memory.add(moving[0])
     retriever = Retriever(memory.store, embedder, partitions=memory.partitions)

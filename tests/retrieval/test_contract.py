@@ -37,8 +37,12 @@ def _comparable(answer: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def twins(tmp_path_factory: pytest.TempPathFactory, embedder: E5Embedder, memory_class: type[Any],
-          motivating_conversations: Callable[[], list[dict[str, Any]]]) -> Iterator[tuple[Any, Any]]:
+def twins(
+    tmp_path_factory: pytest.TempPathFactory,
+    embedder: E5Embedder,
+    memory_class: type[Any],
+    motivating_conversations: Callable[[], list[dict[str, Any]]],
+) -> Iterator[tuple[Any, Any]]:
     """The motivating conversations projected into LanceDB and into the in-memory store."""
     lines = motivating_conversations()
     lance = memory_class(tmp_path_factory.mktemp("lance"), embedder)
@@ -50,8 +54,9 @@ def twins(tmp_path_factory: pytest.TempPathFactory, embedder: E5Embedder, memory
 
 
 @pytest.mark.parametrize("source", list(SearchSource))
-def test_in_memory_and_lancedb_stores_answer_alike(twins: tuple[Any, Any], embedder: E5Embedder,
-                                                   source: SearchSource) -> None:
+def test_in_memory_and_lancedb_stores_answer_alike(
+    twins: tuple[Any, Any], embedder: E5Embedder, source: SearchSource
+) -> None:
     lance, memory = twins
     config = dataclasses.replace(SEED_DEFAULT, search=source)
     a = Retriever(lance.store, embedder, config, partitions=lance.partitions)
