@@ -22,7 +22,8 @@ from bench.metrics import (
     recall_at,
     summary_ms,
 )
-from projections.folds.rows import MessageRow
+from projections.folds.rows import EpisodicRow, MessageRow
+from projections.store.base import OwnerChanges
 from retrieval.answer import Answer, Item, Provenance, Timing
 from retrieval.config import Layer, Route, Subject
 from retrieval.fusion import Breakdown
@@ -261,6 +262,14 @@ class _Store:
     def text_search(self, table: str, user_id: str, query: str, k: int) -> list[str]:
         return [table]
 
+    def owner_changes(self, user_id: str, since: str) -> OwnerChanges | None:
+        record = EpisodicRow(
+            "r1", "u", "fact", "", "Ann likes tea", 0.9, ["ev-D1:2"], "Ann", "user", "c", 0, 0, -1, "", "", "active",
+            "ADD", (), -1, "general", "", "", [], "",
+        )  # fmt: skip
+        gone = {"episodic": frozenset({"r0"}), "messages": frozenset({"m0"})}
+        return OwnerChanges("t2", (_message("D1:2"), record), gone) if since == "t1" else None
+
     def extra(self) -> str:
         return "delegated"
 
@@ -273,6 +282,9 @@ def test_messages_only_hides_persona_and_episodic() -> None:
     assert view.rows("messages", "u") == ["messages"]  # type: ignore[comparison-overlap]
     assert [r.TABLE for r in view.load_owner("u")] == ["messages"]
     assert view.view == "main" and view.extra() == "delegated"
+    changes = view.owner_changes("u", "t1")  # what changed, without the hidden layers either
+    assert changes is not None and changes.token == "t2" and [r.TABLE for r in changes.rows] == ["messages"]
+    assert changes.gone == {"messages": frozenset({"m0"})} and view.owner_changes("u", "t0") is None
 
 
 def test_ablations_switch_one_thing_each() -> None:
