@@ -104,7 +104,7 @@ class CacheSettings:
     """Owner snapshots (rows, indexes, graph) kept at most (0: load every row on every query)."""
     hot_bytes: int = 2 << 30
     """Approximate memory of the snapshots kept (``OwnerSnapshot.size``), least frequently used out first.
-    A 100-message owner takes about 0.6 MB, a 10,000-message one about 50 MB."""
+    A 100-message owner takes about 1.1 MB, a 10,000-message one about 90 MB."""
     query_entries: int = 4096
     """Answers kept per owner in the semantic query cache (least frequently used evicted)."""
     query_bytes: int = 256 << 20
