@@ -182,16 +182,20 @@ def test_lancedb_indexes_vectors_of_large_tables_and_still_finds_the_nearest(tmp
         message("alice", f"m{i:04d}", f"text {i}", (1.0, (i % 97) / 97.0, (i % 13) / 13.0, (i % 7) / 7.0))
         for i in range(400)
     ]
-    store.commit(0, [Upsert("messages", r) for r in rows], {"analyses": 1})
+    bob = [message("bob", f"b{i:02d}", "bob's", (0.0, 1.0, 0.0, 0.0)) for i in range(20)]
+    store.commit(0, [Upsert("messages", r) for r in rows + bob], {"analyses": 1})
     store.optimize()
     shard = store._shard(0, create=False)
     assert shard is not None
-    kinds = [ix.index_type for ix in shard.tables["messages"].list_indices()]
-    assert "IvfHnswSq" in kinds and "FTS" in kinds
-    store.commit(0, [], {"analyses": 2})  # the next checkpoint covers the indexed version
+    kinds = {tuple(ix.columns): ix.index_type for ix in shard.tables["messages"].list_indices()}
+    assert kinds == {("vector",): "IvfHnswSq", ("tokens",): "FTS", ("user_id",): "BTree"}
+    late = message("bob", "b99", "after the index", (0.0, 1.0, 0.0, 0.0))
+    store.commit(0, [Upsert("messages", late)], {"analyses": 2})  # the next checkpoint covers the indexed version
     reader = LanceStore(str(tmp_path / "store"), read_only=True)
     hits = reader.vector_search("messages", "alice", rows[123].vector, 3)  # type: ignore[union-attr]
     assert hits[0].row.id == "m0123"
+    assert [r.id for r in reader.rows("messages", "bob")] == [r.id for r in bob] + ["b99"]  # indexed, and not yet
+    assert len(reader.rows("messages", "alice")) == 400
 
 
 def _same_shard_as(user: str) -> str:
