@@ -86,6 +86,11 @@ class LFUCache(Generic[K, V]):
             self._touch(key, self._uses[key] + 1)
             return found[0]
 
+    def uses(self, key: K) -> int:
+        """How often an entry was put or got (0 when absent)."""
+        with self._lock:
+            return self._uses.get(key, 0)
+
     def peek(self, key: K) -> V | None:
         """The value without counting a use, or None."""
         with self._lock:
@@ -249,12 +254,9 @@ class QueryCache(Generic[V]):
             owner.entries[key] = entry
             self._lfu.put((user_id, key), entry)
             while len(owner.entries) > self.per_owner:
-                victim = min(owner.entries, key=lambda k: self._lfu_rank(user_id, k))
+                victim = min(owner.entries, key=lambda k: (self._lfu.uses((user_id, k)), k))
                 owner.entries.pop(victim)
                 self._lfu.pop((user_id, victim))
-
-    def _lfu_rank(self, user_id: str, key: int) -> tuple[int, int]:
-        return self._lfu._uses.get((user_id, key), 0), key
 
     def __len__(self) -> int:
         return len(self._lfu)
