@@ -89,11 +89,16 @@ class Retriever:
         self._working: dict[str, tuple[str, tuple[MessageRow, ...]]] = {}
         self._syncing = [threading.Lock() for _ in range(64)]  # one synchronisation of an owner at a time
         self._versions = itertools.count(1)
-        self._executor = ThreadPoolExecutor(config.max_parallel_seeds, thread_name_prefix="graph-expand")
+        self._executor = (
+            ThreadPoolExecutor(config.max_parallel_seeds, thread_name_prefix="graph-expand")
+            if config.max_parallel_seeds > 1
+            else None
+        )
 
     def close(self) -> None:
         """Stop the expansion threads."""
-        self._executor.shutdown(wait=True)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
 
     def warm_up(self) -> None:
         """Load the lazy parts once (jieba's dictionary, ~0.7 s; the embedder) so the first query is not slow."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
 
 from adamem.analysis.e5 import E5Embedder
 from adamem.errors import AdaMemError
-from retrieval import Layer, Retriever, Route, Subject, UnknownOwner
+from retrieval import SEED_DEFAULT, CacheSettings, Layer, Retriever, Route, Subject, UnknownOwner
 
 
 @pytest.fixture
@@ -67,3 +68,16 @@ def test_the_async_wrapper_gives_the_same_answer(retriever: Retriever) -> None:
     sync = retriever.query("xiaolin", "我为什么开始健身？")
     answer = asyncio.run(retriever.aquery("xiaolin", "我为什么开始健身？"))
     assert [i.id for i in answer.items] == [i.id for i in sync.items] and answer.cached
+
+
+def test_expanding_seeds_in_the_querys_thread_gives_the_same_answers(motivating: Any, embedder: E5Embedder) -> None:
+    inline = dataclasses.replace(SEED_DEFAULT, max_parallel_seeds=1, cache=CacheSettings(query_cache=False))
+    threads = dataclasses.replace(inline, max_parallel_seeds=4)
+    a = Retriever(motivating.store, embedder, inline, partitions=motivating.partitions)
+    b = Retriever(motivating.store, embedder, threads, partitions=motivating.partitions)
+    assert a._executor is None and b._executor is not None
+    for user, question in (("sam", "why did I start working out?"), ("xiaolin", "我为什么开始健身？")):
+        left, right = a.query(user, question).to_dict(), b.query(user, question).to_dict()
+        assert left["items"] and left["items"] == right["items"]
+    a.close()
+    b.close()
