@@ -2,9 +2,11 @@
 
 One query runs five stages, each timed:
 
-1. resolve — the owner's change token and snapshot (hot cache), the as-of view, whose memory;
+1. resolve — the shard's change token, the owner's state (``retrieval.cache``: synchronised with
+   the store's changes when the token moved), whose memory, the reference time; and, when the
+   answer is not cached, the owner's snapshot (loading it counts here);
 2. route — ``route_query``: semantic, graph (temporal/causal) or persona first;
-3. retrieve — embed the question, try the semantic query cache, base retrieval over every layer;
+3. retrieve — embed the question (memoised), try the semantic query cache, base retrieval over every layer;
 4. expand — graph expansion from the top ``graph_seeds`` base hits;
 5. fuse — the four-part score, then three ordering rules, each a stable partition of the ranking:
    persona traits first on the persona route; off the time/cause route, messages whose records
