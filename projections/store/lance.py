@@ -253,13 +253,17 @@ class _Shard:
                 # Made once; rows added later are searched unindexed until ``optimize`` folds them in.
                 table.create_index("tokens", config=_FTS, replace=True)
                 self.fts_ready.add(name)
-        ckpt = self.checkpoint_row()
-        merged = {**(json.loads(ckpt["offsets"]) if ckpt else {}), **offsets}
-        versions = {name: self.tables[name].version for name in TABLES if name in self.tables}
         self.commits += 1
         self.table(CHANGES).add(
             pa.Table.from_pylist([{"commit": self.commits, "entry": json.dumps(change_entry(net))}], _CHANGES_SCHEMA)
         )
+        if optimize_every and self.commits % optimize_every == 0:
+            # before the checkpoint, so that it covers the compacted, indexed versions: readers see
+            # them at once (after it, they read 50 small fragments per table until the next commit)
+            self.optimize(self.vector_index_min_rows)
+        ckpt = self.checkpoint_row()
+        merged = {**(json.loads(ckpt["offsets"]) if ckpt else {}), **offsets}
+        versions = {name: self.tables[name].version for name in TABLES if name in self.tables}
         row = {
             "id": "checkpoint",
             "offsets": json.dumps(merged, sort_keys=True),
@@ -270,8 +274,6 @@ class _Shard:
         ckpt_table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
             pa.Table.from_pylist([row], schema=_CKPT_SCHEMA)
         )
-        if optimize_every and self.commits % optimize_every == 0:
-            self.optimize(self.vector_index_min_rows)
 
     def optimize(self, vector_index_min_rows: int = 0) -> None:
         """Compact small fragments, bring indexes up to date, and index vectors of large tables.

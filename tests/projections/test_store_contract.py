@@ -310,3 +310,14 @@ def test_lancedb_owner_changes_do_not_cross_a_view_switch(tmp_path: Path) -> Non
     switch_view(root, "rebuilt")
     assert reader.change_token(0) == "rebuilt/1" != token  # the same commit count in another view
     assert reader.owner_changes("alice", token) is None
+
+
+def test_lancedb_readers_see_a_periodic_optimize_at_once(tmp_path: Path) -> None:
+    store = LanceStore(str(tmp_path / "store"), optimize_every=2)
+    store.bind(1)
+    for i in range(2):
+        store.commit(0, [Upsert("messages", message("alice", f"m{i}", "x", (1.0, 0.0, 0.0)))], {"analyses": i + 1})
+    reader = LanceStore(str(tmp_path / "store"), read_only=True)
+    table = reader._owner_shard("alice").visible("messages")  # type: ignore[union-attr]
+    assert {ix.index_type for ix in table.list_indices()} == {"FTS", "BTree"}  # the checkpoint covers the optimize
+    assert [r.id for r in reader.rows("messages", "alice")] == ["m0", "m1"]
