@@ -297,12 +297,10 @@ class Retriever:
         whose = whose_memory(question, state.facts.speakers)
         if reference_time is not None:
             return whose, reference_time
-        if point is None:
-            return whose, state.facts.last_event_time
-        if point.offset is None and point.time is not None:
-            return whose, point.time
-        assert snap is not None
-        return whose, View(snap, point).now
+        if point is not None and point.offset is not None:  # the time of the newest message below the offset
+            assert snap is not None
+            return whose, View(snap, point).now
+        return whose, point.time if point is not None and point.time is not None else state.facts.last_event_time
 
     def _guard(
         self,

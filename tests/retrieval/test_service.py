@@ -10,7 +10,7 @@ import pytest
 
 from adamem.analysis.e5 import E5Embedder
 from adamem.errors import AdaMemError
-from retrieval import SEED_DEFAULT, CacheSettings, Layer, Retriever, Route, Subject, UnknownOwner
+from retrieval import SEED_DEFAULT, AsOf, CacheSettings, Layer, Retriever, Route, Subject, UnknownOwner
 
 
 @pytest.fixture
@@ -81,3 +81,10 @@ def test_expanding_seeds_in_the_querys_thread_gives_the_same_answers(motivating:
         assert left["items"] and left["items"] == right["items"]
     a.close()
     b.close()
+
+
+def test_an_as_of_without_time_or_offset_answers_as_now(retriever: Retriever) -> None:
+    now = retriever.query("sam", "where is my office?")
+    empty = retriever.query("sam", "where is my office?", as_of=AsOf())
+    assert empty.items and [i.id for i in empty.items] == [i.id for i in now.items]
+    assert empty.reference_time == now.reference_time
