@@ -83,8 +83,11 @@ def test_expanding_seeds_in_the_querys_thread_gives_the_same_answers(motivating:
     b.close()
 
 
-def test_an_as_of_without_time_or_offset_answers_as_now(retriever: Retriever) -> None:
-    now = retriever.query("sam", "where is my office?")
-    empty = retriever.query("sam", "where is my office?", as_of=AsOf())
+def test_an_as_of_without_time_or_offset_answers_as_now(motivating: Any, embedder: E5Embedder) -> None:
+    no_hot_owners = dataclasses.replace(SEED_DEFAULT, cache=CacheSettings(hot_owners=0))  # facts only, between queries
+    r = Retriever(motivating.store, embedder, no_hot_owners, partitions=motivating.partitions)
+    now = r.query("sam", "where is my office?")
+    empty = r.query("sam", "where is my office?", as_of=AsOf())
     assert empty.items and [i.id for i in empty.items] == [i.id for i in now.items]
     assert empty.reference_time == now.reference_time
+    r.close()
