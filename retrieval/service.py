@@ -144,15 +144,18 @@ class Retriever:
                     return state, snap
                 if changes is not None and updated is not None:
                     return self._keep(user_id, changes.token, updated)
-            return self._keep(
-                user_id, token, OwnerSnapshot(user_id, self.store.load_owner(user_id), self.memory_params)
-            )
+            # the same token: the rows of the version held (a commit since would have moved the token)
+            same = state.version if state is not None and state.token == token else None
+            snap = OwnerSnapshot(user_id, self.store.load_owner(user_id), self.memory_params)
+            return self._keep(user_id, token, snap, same)
 
-    def _keep(self, user_id: str, token: str, snap: OwnerSnapshot) -> tuple[OwnerState, OwnerSnapshot]:
-        """Cache a new snapshot as a new version of the owner's rows."""
+    def _keep(
+        self, user_id: str, token: str, snap: OwnerSnapshot, version: int | None = None
+    ) -> tuple[OwnerState, OwnerSnapshot]:
+        """Cache a snapshot as ``version`` of the owner's rows (by default a new one)."""
         tenants = frozenset(m.tenant for m in snap.messages.values())
         facts = OwnerFacts(snap.owner is not None or bool(snap.messages), snap.speakers, snap.last_event_time, tenants)
-        state = OwnerState(token, next(self._versions), facts)
+        state = OwnerState(token, next(self._versions) if version is None else version, facts)
         self._snapshots.put(user_id, (state.version, snap))
         self._states.put(user_id, state)
         return state, snap

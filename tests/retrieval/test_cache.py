@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from adamem.analysis.e5 import E5Embedder
-from retrieval import Retriever
+from retrieval import SEED_DEFAULT, CacheSettings, Retriever
 from retrieval.cache import LFUCache, QueryCache
 
 Lines = list[dict[str, Any]]
@@ -98,3 +99,19 @@ def test_answers_are_bounded_per_owner_and_in_total() -> None:
     assert len(cache) == 3 and cache.get("x", 1, np.array([1.0, 0.0]), "g") == "x"
     assert cache.get("w", 1, np.array([1.0, 0.0]), "g") is None
     assert cache.get("u", 1, np.array([1.0, 0.0]), "g1") == "u1"  # used twice: kept
+
+
+def test_answers_outlive_an_evicted_snapshot_until_the_rows_change(
+    build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]
+) -> None:
+    memory = build("evicted")
+    memory.add(moving[0])
+    nothing_kept = dataclasses.replace(SEED_DEFAULT, cache=CacheSettings(hot_owners=0))
+    retriever = Retriever(memory.store, embedder, nothing_kept, partitions=memory.partitions)
+    retriever.query("alice", "where do I live?")
+    assert not retriever.query("alice", "What food do I like?").cached  # a miss: every row read again
+    assert retriever.query("alice", "where do I live?").cached  # the same token, the same rows: still valid
+    memory.add(moving[1])
+    moved = retriever.query("alice", "where do I live?")
+    assert not moved.cached and moved.items[0].content == "I just moved to Shenzhen for a new job."
+    retriever.close()
