@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -17,6 +18,8 @@ from adamem.settings import Settings
 __all__ = ["main"]
 
 PROGRESS_MIN = 200  # inputs at least this long get a progress bar
+SERVICE_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+"""Thread pools of the numeric libraries (e5's OpenMP, NumPy's BLAS), one thread each in the query service."""
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -78,6 +81,17 @@ def _query(args: argparse.Namespace) -> int:
     return run_query(
         _settings(args), args.user, args.question, top_k=args.top_k, as_of=args.as_of, as_json=args.json, url=args.url
     )
+
+
+def _one_thread_per_request() -> None:
+    """The query service's numeric libraries use one thread each (a value in the environment wins).
+
+    Requests already run in parallel threads; a pool of threads per embedding or matrix product
+    on top oversubscribes the cores: with 8 clients on 2 cores, OpenMP's and OpenBLAS's spinning
+    workers took half the service's CPU. Must run before NumPy or e5 load.
+    """
+    for name in SERVICE_THREADS:
+        os.environ.setdefault(name, "1")
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -301,6 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``adamem`` console script."""
+    if list(sys.argv[1:] if argv is None else argv)[:1] == ["serve"]:
+        _one_thread_per_request()  # before the parser: building it loads NumPy (the bench commands)
     args = build_parser().parse_args(argv)
     try:
         if getattr(args, "sync", False):

@@ -304,7 +304,6 @@ async def run_views(settings: Settings, *, switch: str | None) -> int:
     """List the store's views with their generation and progress, or switch to one (after catching it up)."""
     from projections.store.base import store_folder
     from projections.store.lance import LanceStore, current_view, list_views
-    from retrieval.cache import store_partitions
     from streams.reanalyze import switch_to
 
     root = store_folder(settings.store_url)
@@ -324,7 +323,7 @@ async def run_views(settings: Settings, *, switch: str | None) -> int:
         store = LanceStore(root, read_only=True, view=name)
         record = store.generation()
         topic = record.get("topic", settings.topic("analyses"))
-        reached = sum(store.checkpoint(p).get(topic, 0) for p in range(store_partitions(store)))
+        reached = sum(store.checkpoint(p).get(topic, 0) for p in range(store.partition_count()))
         analyzer = ", ".join(f"{k}={v}" for k, v in record.items() if k not in ("name", "topic")) or "not recorded"
         mark = "*" if name == active else " "
         print(f"{mark} {name:12} {record.get('name', 'g1'):4} {analyzer:40} {reached} analyses folded")

@@ -53,7 +53,7 @@ from bench.common import (
 from bench.metrics import CATEGORIES, coverage, flatten, mean, parse_evidence, recall_at, summary_ms, words
 from projections.folds.rows import MessageRow, Row
 from projections.store import open_store
-from projections.store.base import Hit, MemoryStore
+from projections.store.base import Hit, MemoryStore, OwnerChanges
 from projections.store.scoring import bm25_scores
 from retrieval import SEED_DEFAULT, Answer, FusionWeights, RetrievalConfig, Retriever
 
@@ -77,8 +77,21 @@ class MessagesOnly:
     def bind(self, partitions: int) -> None:  # pragma: no cover - read-only use
         self.inner.bind(partitions)
 
+    def partition_count(self) -> int:
+        return self.inner.partition_count()
+
     def checkpoint(self, partition: int) -> dict[str, int]:
         return self.inner.checkpoint(partition)
+
+    def change_token(self, partition: int) -> str:
+        return self.inner.change_token(partition)
+
+    def owner_changes(self, user_id: str, since: str) -> OwnerChanges | None:
+        changes = self.inner.owner_changes(user_id, since)
+        if changes is None:
+            return None
+        rows = tuple(r for r in changes.rows if r.TABLE not in HIDDEN)
+        return OwnerChanges(changes.token, rows, {t: ids for t, ids in changes.gone.items() if t not in HIDDEN})
 
     def commit(self, partition: int, changes: Any, offsets: dict[str, int]) -> None:  # pragma: no cover
         raise RuntimeError("the messages-only view is read-only")
@@ -103,15 +116,6 @@ class MessagesOnly:
 
     def close(self) -> None:
         self.inner.close()
-
-    @property
-    def view(self) -> str:
-        """The inner store's active view (part of the retriever's change token)."""
-        return str(getattr(self.inner, "view", ""))
-
-    @property
-    def _meta(self) -> Any:
-        return getattr(self.inner, "_meta", None)
 
     def __getattr__(self, name: str) -> Any:  # anything else the retriever may use: the inner store's
         return getattr(self.inner, name)

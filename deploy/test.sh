@@ -18,6 +18,8 @@ trap cleanup EXIT
 
 echo "test.sh: ruff"
 .venv/bin/ruff check .
+echo "test.sh: ruff format --check"
+.venv/bin/ruff format --check .
 echo "test.sh: mypy --strict"
 .venv/bin/mypy
 echo "test.sh: pytest"

@@ -38,17 +38,34 @@ class Provenance:
     @classmethod
     def of(cls, m: MessageRow) -> Provenance:
         """The provenance of an archived message."""
-        return cls(m.id, m.conversation_id, m.message_id, m.speaker, m.role, m.occurred_at, m.source_topic,
-                   m.source_partition, m.source_offset, m.analyzer, m.analysis_event_id)
+        return cls(
+            m.id,
+            m.conversation_id,
+            m.message_id,
+            m.speaker,
+            m.role,
+            m.occurred_at,
+            m.source_topic,
+            m.source_partition,
+            m.source_offset,
+            m.analyzer,
+            m.analysis_event_id,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
-            "message_event_id": self.message_event_id, "conversation_id": self.conversation_id,
-            "message_id": self.message_id, "speaker": self.speaker, "role": self.role,
-            "occurred_at": self.occurred_at, "source_topic": self.source_topic,
-            "source_partition": self.source_partition, "source_offset": self.source_offset,
-            "analyzer": self.analyzer, "analysis_event_id": self.analysis_event_id,
+            "message_event_id": self.message_event_id,
+            "conversation_id": self.conversation_id,
+            "message_id": self.message_id,
+            "speaker": self.speaker,
+            "role": self.role,
+            "occurred_at": self.occurred_at,
+            "source_topic": self.source_topic,
+            "source_partition": self.source_partition,
+            "source_offset": self.source_offset,
+            "analyzer": self.analyzer,
+            "analysis_event_id": self.analysis_event_id,
         }
 
 
@@ -64,8 +81,13 @@ class PathStep:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"node": self.node, "node_type": self.node_type, "label": self.label, "edge_type": self.edge_type,
-                "weight": self.weight}
+        return {
+            "node": self.node,
+            "node_type": self.node_type,
+            "label": self.label,
+            "edge_type": self.edge_type,
+            "weight": self.weight,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +111,19 @@ class Item:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
-            "rank": self.rank, "layer": self.layer.value, "kind": self.kind, "id": self.id, "content": self.content,
-            "score": round(self.score, 6), "breakdown": self.breakdown.to_dict(), "speaker": self.speaker,
-            "role": self.role, "occurred_at": self.occurred_at, "event_time": self.event_time,
-            "provenance": [p.to_dict() for p in self.provenance], "hop_path": [s.to_dict() for s in self.hop_path],
+            "rank": self.rank,
+            "layer": self.layer.value,
+            "kind": self.kind,
+            "id": self.id,
+            "content": self.content,
+            "score": round(self.score, 6),
+            "breakdown": self.breakdown.to_dict(),
+            "speaker": self.speaker,
+            "role": self.role,
+            "occurred_at": self.occurred_at,
+            "event_time": self.event_time,
+            "provenance": [p.to_dict() for p in self.provenance],
+            "hop_path": [s.to_dict() for s in self.hop_path],
         }
 
 
@@ -141,10 +172,15 @@ class Answer:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
-            "user_id": self.user_id, "question": self.question, "config": self.config, "cached": self.cached,
+            "user_id": self.user_id,
+            "question": self.question,
+            "config": self.config,
+            "cached": self.cached,
             "as_of": self.as_of.to_dict() if self.as_of is not None else None,
             "reference_time": self.reference_time,
             "time_windows": [{"start": w.start, "end": w.end, "text": w.text} for w in self.time_windows],
-            "whose": self.whose.to_dict(), "route": self.route.to_dict(),
-            "items": [i.to_dict() for i in self.items], "timing_ms": self.timing.to_dict(),
+            "whose": self.whose.to_dict(),
+            "route": self.route.to_dict(),
+            "items": [i.to_dict() for i in self.items],
+            "timing_ms": self.timing.to_dict(),
         }

@@ -36,7 +36,7 @@ from adamem.text import tokenize
 from projections.folds.rows import EpisodicRow, MessageRow
 from projections.store.base import MemoryStore
 from retrieval.config import BaseFusion, RetrievalConfig, SearchSource, Subject
-from retrieval.index import Vector
+from retrieval.index import Vector, best_first
 from retrieval.snapshot import MemoryRow, View
 from retrieval.whose import WhoseDecision
 
@@ -55,10 +55,32 @@ __all__ = [
 TABLES: tuple[str, ...] = ("persona", "episodic", "messages")
 """Tables base retrieval searches."""
 
-QUESTION_WORDS_ZH = frozenset((
-    "什么", "为什么", "为何", "怎么", "怎么样", "怎样", "如何", "哪", "哪里", "哪儿", "哪个", "哪些", "谁", "几",
-    "多少", "是不是", "有没有", "什么时候", "时候", "吗", "呢", "吧",
-))
+QUESTION_WORDS_ZH = frozenset(
+    (
+        "什么",
+        "为什么",
+        "为何",
+        "怎么",
+        "怎么样",
+        "怎样",
+        "如何",
+        "哪",
+        "哪里",
+        "哪儿",
+        "哪个",
+        "哪些",
+        "谁",
+        "几",
+        "多少",
+        "是不是",
+        "有没有",
+        "什么时候",
+        "时候",
+        "吗",
+        "呢",
+        "吧",
+    )
+)
 """Chinese interrogatives dropped from BM25 query terms (English ones are stop words of ``adamem.text`` already)."""
 
 
@@ -103,8 +125,9 @@ def allowed(row: MemoryRow, whose: WhoseDecision, user_names: Sequence[str]) -> 
 class SemanticScorer:
     """Scores any row of one query consistently: cosine, scaled BM25, and their fusion."""
 
-    def __init__(self, view: View, question: str, query_vector: Vector, config: RetrievalConfig,
-                 whose: WhoseDecision) -> None:
+    def __init__(
+        self, view: View, question: str, query_vector: Vector, config: RetrievalConfig, whose: WhoseDecision
+    ) -> None:
         self.view = view
         self.config = config
         self.whose = whose
@@ -185,36 +208,37 @@ class SemanticScorer:
         return row is not None and self.view.visible(row) and allowed(row, self.whose, self.user_names)
 
 
+def _best_usable(scorer: SemanticScorer, table: str, scores: Vector, ids: Sequence[str], k: int) -> list[MemoryRow]:
+    """The ``k`` best-scoring rows that the view and whose memory allow, best first.
+
+    Rows are taken in the order of a stable sort of the scores, best first (ties by position),
+    looking at the best ``4k`` first and widening only when too few of them are usable.
+    """
+    snap, out = scorer.view.snapshot, []
+    seen, want = 0, 4 * k
+    while True:
+        order = best_first(scores, want)
+        for pos in order[seen:]:
+            row = snap.row(table, ids[pos])
+            if scorer.usable(row):
+                assert row is not None
+                out.append(row)
+                if len(out) >= k:
+                    return out
+        if len(order) >= len(scores):
+            return out
+        seen, want = len(order), want * 4
+
+
 def _from_snapshot(scorer: SemanticScorer, table: str, k: int) -> list[MemoryRow]:
     snap = scorer.view.snapshot
-    index = snap.vector_index(table)
-    cos = scorer.cosines(table)
-    out: list[MemoryRow] = []
-    taken = 0
-    for pos in np.argsort(-cos, kind="stable"):
-        row = snap.row(table, index.ids[pos])
-        if scorer.usable(row):
-            assert row is not None
-            out.append(row)
-            taken += 1
-            if taken >= k:
-                break
+    out = _best_usable(scorer, table, scorer.cosines(table), snap.vector_index(table).ids, k)
     if not scorer.terms:
         return out
     bm = scorer.bm25_all(table)
+    matching = np.flatnonzero(bm > 0)
     text_ids = snap.text_index(table).ids
-    taken = 0
-    for pos in np.argsort(-bm, kind="stable"):
-        if bm[pos] <= 0:
-            break
-        row = snap.row(table, text_ids[pos])
-        if scorer.usable(row):
-            assert row is not None
-            out.append(row)
-            taken += 1
-            if taken >= k:
-                break
-    return out
+    return out + _best_usable(scorer, table, bm[matching], [text_ids[i] for i in matching], k)
 
 
 def _from_store(store: MemoryStore, scorer: SemanticScorer, question: str, table: str, k: int) -> list[MemoryRow]:

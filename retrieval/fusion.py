@@ -63,8 +63,12 @@ class Breakdown:
 
     def to_dict(self) -> dict[str, float]:
         """JSON-ready form, rounded to 6 places."""
-        return {"semantic": round(self.semantic, 6), "graph": round(self.graph, 6),
-                "temporal": round(self.temporal, 6), "fact": round(self.fact, 6)}
+        return {
+            "semantic": round(self.semantic, 6),
+            "graph": round(self.graph, 6),
+            "temporal": round(self.temporal, 6),
+            "fact": round(self.fact, 6),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +82,12 @@ class TimeWindow:
 
 def fuse(parts: Breakdown, weights: FusionWeights) -> float:
     """The weighted sum of the components."""
-    return (weights.semantic * parts.semantic + weights.graph * parts.graph
-            + weights.temporal * parts.temporal + weights.fact * parts.fact)
+    return (
+        weights.semantic * parts.semantic
+        + weights.graph * parts.graph
+        + weights.temporal * parts.temporal
+        + weights.fact * parts.fact
+    )
 
 
 def time_windows(question: str, reference_time: int) -> tuple[TimeWindow, ...]:
@@ -115,9 +123,16 @@ def item_times(row: MemoryRow) -> tuple[int, ...]:
     return tuple(times)
 
 
-def temporal_score(times: Sequence[int], windows: Sequence[TimeWindow], now: int, config: RetrievalConfig,
-                   recency: bool = True, anchor: int | None = None, direction: Direction = Direction.ANY,
-                   beside_anchor: bool = False) -> float:
+def temporal_score(
+    times: Sequence[int],
+    windows: Sequence[TimeWindow],
+    now: int,
+    config: RetrievalConfig,
+    recency: bool = True,
+    anchor: int | None = None,
+    direction: Direction = Direction.ANY,
+    beside_anchor: bool = False,
+) -> float:
     """Time match with the question's periods; else the side of ``anchor`` for a directed question; else recency.
 
     ``anchor`` is the time of the event a "why" / "after" question is about (the best base hit):

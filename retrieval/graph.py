@@ -1,4 +1,4 @@
-"""Graph expansion over an owner's memory graph (networkx), from the top base hits.
+"""Graph expansion over an owner's memory graph, from the top base hits.
 
 Arcs: every stored edge is walked in its stored direction; ``direction='both'`` edges both ways;
 ``mentions``, ``supports`` and ``supersedes`` are associations, so they are also walked from
@@ -18,23 +18,32 @@ seed order, so the outcome does not depend on which finishes first.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-import networkx as nx
 import numpy as np
 
 from projections.folds.rows import GraphEdgeRow, GraphNodeRow
 from retrieval.config import Direction, RetrievalConfig
 
-__all__ = ["REVERSIBLE", "Hop", "MemoryGraph", "Reach", "Relevance", "expand"]
+__all__ = ["REVERSIBLE", "Hop", "MemoryGraph", "Reach", "Relevance", "edges_by_node", "expand"]
 
 Relevance = Callable[[Sequence[str]], Sequence[float]]
 """Relevance of nodes to the question, in the order given."""
 
 REVERSIBLE = frozenset({"mentions", "supports", "supersedes"})
 """Edge types also walked from ``dst`` to ``src``."""
+
+
+def edges_by_node(edges: Iterable[GraphEdgeRow]) -> dict[str, list[GraphEdgeRow]]:
+    """The edges at each node (as source or destination), in id order; a loop is listed once."""
+    out: dict[str, list[GraphEdgeRow]] = {}
+    for e in sorted(edges, key=lambda e: e.id):
+        out.setdefault(e.src, []).append(e)
+        if e.dst != e.src:
+            out.setdefault(e.dst, []).append(e)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,50 +71,108 @@ class Reach:
 
 
 class MemoryGraph:
-    """An owner's graph as a ``networkx.DiGraph`` of walkable arcs, with per-topic time indexes."""
+    """An owner's graph of walkable arcs, with per-topic time indexes; a node's arcs are made when first walked.
+
+    Built over every node and edge of a snapshot (``over``) it shows only what a view can see:
+    nodes ``node_visible`` accepts and edges ``edge_visible`` accepts between two of them, exactly
+    as if it had been built from those alone (``MemoryGraph(nodes, edges, config)``).
+    """
 
     def __init__(self, nodes: Iterable[GraphNodeRow], edges: Iterable[GraphEdgeRow], config: RetrievalConfig) -> None:
-        g: nx.DiGraph = nx.DiGraph()
-        for n in sorted(nodes, key=lambda n: n.id):
-            g.add_node(n.id, type=n.node_type, confidence=n.confidence, time=n.occurred_at, ref=n.ref_id)
-        for e in sorted(edges, key=lambda e: e.id):
-            if e.src not in g or e.dst not in g:
-                continue
-            arcs = [(e.src, e.dst)]
-            if e.direction == "both" or (e.direction == "forward" and e.edge_type in REVERSIBLE):
-                arcs.append((e.dst, e.src))
-            rank = config.edge_rank(e.edge_type)
-            if rank == len(config.edge_priority) and not config.walk_other_edges:
-                continue
-            for u, v in arcs:
-                old = g.get_edge_data(u, v)
-                if old is None or (e.weight, -rank) > (old["weight"], -old["rank"]):
-                    g.add_edge(u, v, weight=e.weight, type=e.edge_type, rank=rank)
-        self.g = g
+        self._setup({n.id: n for n in sorted(nodes, key=lambda n: n.id)}, edges_by_node(edges), config, None, None)
+
+    @classmethod
+    def over(
+        cls,
+        nodes: Mapping[str, GraphNodeRow],
+        edges_at: Mapping[str, Sequence[GraphEdgeRow]],
+        config: RetrievalConfig,
+        node_visible: Callable[[GraphNodeRow], bool],
+        edge_visible: Callable[[GraphEdgeRow], bool] | None = None,
+    ) -> MemoryGraph:
+        """The graph a view sees of ``nodes`` and the edges at each node (``edges_by_node``)."""
+        graph = object.__new__(cls)
+        graph._setup(nodes, edges_at, config, node_visible, edge_visible)
+        return graph
+
+    def _setup(
+        self,
+        nodes: Mapping[str, GraphNodeRow],
+        edges_at: Mapping[str, Sequence[GraphEdgeRow]],
+        config: RetrievalConfig,
+        node_visible: Callable[[GraphNodeRow], bool] | None,
+        edge_visible: Callable[[GraphEdgeRow], bool] | None,
+    ) -> None:
+        self._nodes, self._edges_at, self._config = nodes, edges_at, config
+        self._node_visible, self._edge_visible = node_visible, edge_visible
+        self._visible: dict[str, bool] = {}
         self._hub_times: dict[str, tuple[list[int], list[str]]] = {}
         self._order: dict[str, list[tuple[int, str, float, str]]] = {}
 
     def __contains__(self, node: object) -> bool:
-        return node in self.g
+        if not isinstance(node, str):
+            return False
+        seen = self._visible.get(node)
+        if seen is None:
+            row = self._nodes.get(node)
+            seen = row is not None and (self._node_visible is None or self._node_visible(row))
+            self._visible[node] = seen
+        return seen
 
     def node_type(self, node: str) -> str:
         """Type of a node (message, topic, fact, attribute, event)."""
-        return str(self.g.nodes[node]["type"])
+        return self._nodes[node].node_type
 
     def time(self, node: str) -> int:
         """Event time of a node."""
-        return int(self.g.nodes[node]["time"])
+        return self._nodes[node].occurred_at
+
+    def confidence(self, node: str) -> float:
+        """Confidence of a node."""
+        return self._nodes[node].confidence
 
     def arcs(self, node: str) -> list[tuple[int, str, float, str]]:
-        """Outgoing arcs as (priority rank, target, weight, type), in expansion order."""
+        """Outgoing arcs as (priority rank, target, weight, type), in expansion order.
+
+        Every edge at the node whose two ends are in the graph gives an arc to the other end
+        (stored direction; ``both`` and reversible ``forward`` edges also backwards); parallel arcs
+        keep the best weight, ties the higher-priority type, then the lowest edge id.
+        """
         order = self._order.get(node)
         if order is None:
-            order = sorted((d["rank"], v, d["weight"], d["type"]) for v, d in self.g.adj[node].items())
+            config, others = self._config, len(self._config.edge_priority)
+            best: dict[str, tuple[float, int, str]] = {}
+            for e in self._edges_at.get(node, ()):
+                if e.src not in self or e.dst not in self:
+                    continue
+                if self._edge_visible is not None and not self._edge_visible(e):
+                    continue
+                rank = config.edge_rank(e.edge_type)
+                if rank == others and not config.walk_other_edges:
+                    continue
+                targets = [e.dst] if e.src == node else []
+                if e.dst == node and (
+                    e.direction == "both" or (e.direction == "forward" and e.edge_type in REVERSIBLE)
+                ):
+                    targets.append(e.src)
+                for v in targets:
+                    old = best.get(v)
+                    if old is None or (e.weight, -rank) > (old[0], -old[1]):
+                        best[v] = (e.weight, rank, e.edge_type)
+            order = sorted((rank, v, weight, kind) for v, (weight, rank, kind) in best.items())
             self._order[node] = order
         return order
 
-    def hub_neighbours(self, hub: str, near: int, fanout: int, direction: Direction, limit: int,
-                       skip: frozenset[str] = frozenset(), relevance: Relevance | None = None) -> list[str]:
+    def hub_neighbours(
+        self,
+        hub: str,
+        near: int,
+        fanout: int,
+        direction: Direction,
+        limit: int,
+        skip: frozenset[str] = frozenset(),
+        relevance: Relevance | None = None,
+    ) -> list[str]:
         """The ``fanout`` neighbours of a topic hub (not in ``skip``, within the direction limit).
 
         The most ``relevance``-ant ones when a relevance is given (ties: nearest in time), else the
@@ -113,7 +180,7 @@ class MemoryGraph:
         """
         index = self._hub_times.get(hub)
         if index is None:
-            pairs = sorted((self.time(v), v) for v in self.g.adj[hub])
+            pairs = sorted((self.time(v), v) for _, v, _, _ in self.arcs(hub))
             index = ([t for t, _ in pairs], [v for _, v in pairs])
             self._hub_times[hub] = index
         times, ids = index
@@ -149,8 +216,15 @@ class MemoryGraph:
         return out
 
 
-def _expand_one(graph: MemoryGraph, seed: str, score: float, config: RetrievalConfig, direction: Direction,
-                usable: Callable[[str], bool], relevance: Relevance | None) -> dict[str, Reach]:
+def _expand_one(
+    graph: MemoryGraph,
+    seed: str,
+    score: float,
+    config: RetrievalConfig,
+    direction: Direction,
+    usable: Callable[[str], bool],
+    relevance: Relevance | None,
+) -> dict[str, Reach]:
     """Best path (max score, then fewer hops, then higher-priority edges) to every node within the hop limit."""
     limit = graph.time(seed)
     best: dict[str, Reach] = {seed: Reach(seed, score, seed, ())}
@@ -163,8 +237,11 @@ def _expand_one(graph: MemoryGraph, seed: str, score: float, config: RetrievalCo
             arcs = graph.arcs(u)
             if graph.node_type(u) == "topic":
                 entered = reach.path[-2].node if len(reach.path) >= 2 else seed
-                allowed = set(graph.hub_neighbours(u, graph.time(entered), config.hub_fanout, direction, limit,
-                                                   frozenset(visited), relevance))
+                allowed = set(
+                    graph.hub_neighbours(
+                        u, graph.time(entered), config.hub_fanout, direction, limit, frozenset(visited), relevance
+                    )
+                )
                 arcs = [a for a in arcs if a[1] in allowed]
             for rank, v, weight, edge_type in arcs:
                 if weight < config.min_edge_weight or v in visited or not usable(v):
@@ -172,7 +249,8 @@ def _expand_one(graph: MemoryGraph, seed: str, score: float, config: RetrievalCo
                 if graph.node_type(v) != "topic":
                     t = graph.time(v)
                     if (direction is Direction.ANTECEDENT and t > limit) or (
-                            direction is Direction.CONSEQUENT and t < limit):
+                        direction is Direction.CONSEQUENT and t < limit
+                    ):
                         continue
                 s = reach.score * weight * config.hop_decay
                 key = (s, -rank, u)
@@ -190,10 +268,16 @@ def _expand_one(graph: MemoryGraph, seed: str, score: float, config: RetrievalCo
     return best
 
 
-def expand(graph: MemoryGraph, seeds: Sequence[tuple[str, float]], config: RetrievalConfig,
-           direction: Direction = Direction.ANY, usable: Callable[[str], bool] = lambda _: True,
-           executor: Executor | None = None, related: Callable[[str, str], bool] = lambda _a, _b: False,
-           relevance: Relevance | None = None) -> dict[str, Reach]:
+def expand(
+    graph: MemoryGraph,
+    seeds: Sequence[tuple[str, float]],
+    config: RetrievalConfig,
+    direction: Direction = Direction.ANY,
+    usable: Callable[[str], bool] = lambda _: True,
+    executor: Executor | None = None,
+    related: Callable[[str, str], bool] = lambda _a, _b: False,
+    relevance: Relevance | None = None,
+) -> dict[str, Reach]:
     """Expand every seed and keep, per node, the best reach from a seed other than the node itself.
 
     ``seeds`` are (node id, score in [0, 1]) in rank order; seeds missing from the graph or not
@@ -202,11 +286,10 @@ def expand(graph: MemoryGraph, seeds: Sequence[tuple[str, float]], config: Retri
     ``relevance`` (nodes → their relevance to the question) makes topic hubs pass on to their most
     relevant messages instead of those nearest in time.
     """
-    valid = [(n, s) for n, s in seeds if n in graph and usable(n) and
-             graph.g.nodes[n]["confidence"] >= config.min_node_confidence]
+    valid = [(n, s) for n, s in seeds if n in graph and usable(n) and graph.confidence(n) >= config.min_node_confidence]
 
     def ok(node: str) -> bool:
-        return bool(graph.g.nodes[node]["confidence"] >= config.min_node_confidence) and usable(node)
+        return graph.confidence(node) >= config.min_node_confidence and usable(node)
 
     if executor is not None and len(valid) > 1:
         futures = [executor.submit(_expand_one, graph, n, s, config, direction, ok, relevance) for n, s in valid]

@@ -1,8 +1,13 @@
 """In-process search structures of one owner's snapshot: BM25 over bilingual tokens, and a vector matrix.
 
-Both are built once per snapshot from the stored rows, so their scores are the same whichever store
-holds the rows: the vectors are the stored float32 values, and BM25 statistics are the owner's own
-(LanceDB's full-text index counts every owner of a shard).
+Both are built from the stored rows, so their scores are the same whichever store holds the rows:
+the vectors are the stored float32 values, and BM25 statistics are the owner's own (LanceDB's
+full-text index counts every owner of a shard).
+
+A snapshot made from its predecessor and a few changed rows (``OwnerSnapshot.updated``) updates
+both instead of building them again: ``VectorIndex.updated`` copies the unchanged rows' normalised
+vectors, ``TextIndex.updated`` tokenises only the changed rows. Either gives, bit for bit, the
+scores an index built from scratch over the same rows gives (tests/retrieval/test_incremental.py).
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import numpy.typing as npt
 from adamem.text import tokenize
 from projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 
-__all__ = ["TextIndex", "Vector", "VectorIndex", "extracted_text"]
+__all__ = ["TextIndex", "Vector", "VectorIndex", "best_first", "extracted_text"]
 
 Vector = npt.NDArray[np.float64]
+_Ints = npt.NDArray[np.int64]
 _Row = MessageRow | EpisodicRow | PersonaRow
+_Postings = tuple[_Ints, Vector]  # row slots, term frequencies
 
 
 def extracted_text(row: _Row) -> str:
@@ -35,40 +42,174 @@ def extracted_text(row: _Row) -> str:
     return " ".join(parts)
 
 
-class TextIndex:
-    """Owner-scoped Okapi BM25 (k1 1.2, b 0.75) over one table's text fields (plus ``extra`` text per row)."""
+def best_first(scores: Vector, m: int) -> _Ints:
+    """Positions of the ``m`` best scores (and every tie of the m-th), best first, ties in position order.
 
-    def __init__(self, rows: Sequence[_Row], fields: tuple[str, ...], k1: float = 1.2, b: float = 0.75,
-                 extra: Callable[[_Row], str] | None = None) -> None:
-        ordered = sorted(rows, key=lambda r: r.id)
-        self.ids: list[str] = [r.id for r in ordered]
-        self.position: dict[str, int] = {r.id: i for i, r in enumerate(ordered)}
-        postings: dict[str, tuple[list[int], list[int]]] = {}
-        lengths = np.zeros(len(ordered), dtype=np.float64)
-        for i, row in enumerate(ordered):
-            text = " ".join(str(getattr(row, f)) for f in fields)
-            words = tokenize(f"{text} {extra(row)}" if extra is not None else text)
-            lengths[i] = len(words)
-            for term, count in Counter(words).items():
-                rows_of, counts = postings.setdefault(term, ([], []))
-                rows_of.append(i)
-                counts.append(count)
-        n = len(ordered)
+    The same positions, in the same order, as the head of ``np.argsort(-scores, kind="stable")``,
+    without sorting every score.
+    """
+    n = len(scores)
+    if m >= n:
+        return np.argsort(-scores, kind="stable")
+    negated = -scores
+    kth = np.partition(negated, m - 1)[m - 1]
+    head = np.flatnonzero(negated <= kth)
+    return head[np.argsort(negated[head], kind="stable")]
+
+
+def _ordered_ids(rows: Iterable[_Row]) -> tuple[list[str], dict[str, int]]:
+    ids = sorted(r.id for r in rows)
+    return ids, {id_: i for i, id_ in enumerate(ids)}
+
+
+class TextIndex:
+    """Owner-scoped Okapi BM25 (k1 1.2, b 0.75) over one table's text fields (plus ``extra`` text per row).
+
+    Postings are kept per row *slot* — a number given to each row version as it is indexed, never
+    reused — in a compact base (one array per kind, sliced per term) plus the postings of rows
+    indexed since (``updated``). Positions (the rank of a row's id: the order of ``ids`` and of
+    ``scores``) are looked up per slot; slots of removed or rewritten rows map to -1 and are skipped,
+    and document frequencies count live slots only, so scores equal those of an index built afresh.
+    """
+
+    def __init__(
+        self,
+        rows: Sequence[_Row],
+        fields: tuple[str, ...],
+        k1: float = 1.2,
+        b: float = 0.75,
+        extra: Callable[[_Row], str] | None = None,
+    ) -> None:
+        self._fields, self._extra, self._k1, self._b = fields, extra, k1, b
+        self._slot_of: dict[str, int] = {}
+        lengths: list[float] = []
+        postings: dict[str, tuple[list[int], list[float]]] = {}
+        for row in sorted(rows, key=lambda r: r.id):
+            self._index_row(row, len(lengths), lengths, postings)
+        self._lengths = np.asarray(lengths, dtype=np.float64)
+        self._base(postings)
+        self._delta: dict[str, _Postings] = {}
+        self._delta_size = 0
+        self._place(rows)
+
+    def _index_row(
+        self, row: _Row, slot: int, lengths: list[float], postings: dict[str, tuple[list[int], list[float]]]
+    ) -> None:
+        """Tokenise a row into ``slot``: its length and its postings."""
+        text = " ".join(str(getattr(row, f)) for f in self._fields)
+        words = tokenize(f"{text} {self._extra(row)}" if self._extra is not None else text)
+        self._slot_of[row.id] = slot
+        lengths.append(float(len(words)))
+        for term, count in Counter(words).items():
+            slots, counts = postings.setdefault(term, ([], []))
+            slots.append(slot)
+            counts.append(float(count))
+
+    def _base(self, postings: dict[str, tuple[list[int], list[float]]]) -> None:
+        """Make ``postings`` the compact base: per term a slice of one slots array and one frequencies array."""
+        self._term: dict[str, tuple[int, int]] = {}
+        slots: list[int] = []
+        counts: list[float] = []
+        for term, (s, c) in postings.items():
+            self._term[term] = (len(slots), len(slots) + len(s))
+            slots += s
+            counts += c
+        self._slots = np.asarray(slots, dtype=np.int64)
+        self._tf = np.asarray(counts, dtype=np.float64)
+
+    def _place(self, rows: Iterable[_Row]) -> None:
+        """Positions of this version's rows, the slot → position map, and the per-row length norms."""
+        self.ids, self.position = _ordered_ids(rows)
+        self._live_slots = np.fromiter((self._slot_of[i] for i in self.ids), dtype=np.int64, count=len(self.ids))
+        self._position_of = np.full(len(self._lengths), -1, dtype=np.int64)
+        self._position_of[self._live_slots] = np.arange(len(self.ids), dtype=np.int64)
+        lengths = self._lengths[self._live_slots]
+        n = len(self.ids)
         avg = float(lengths.mean()) if n and lengths.mean() > 0 else 1.0
-        self._norm = k1 * (1 - b + b * lengths / avg)  # per row: the length part of the denominator
-        self._k1 = k1
-        self._postings = {t: (np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.float64))
-                          for t, (r, c) in postings.items()}
-        self._idf = {t: math.log(1 + (n - len(r) + 0.5) / (len(r) + 0.5)) for t, (r, _) in postings.items()}
+        self._norm = self._k1 * (1 - self._b + self._b * lengths / avg)  # per position
+
+    def updated(self, rows: Sequence[_Row], changed: Iterable[str]) -> TextIndex:
+        """The index of ``rows`` (this index's rows with ``changed`` ids rewritten, added or removed).
+
+        Only the changed rows still present are tokenised; this index is left as it was.
+        """
+        new = object.__new__(TextIndex)
+        new._fields, new._extra, new._k1, new._b = self._fields, self._extra, self._k1, self._b
+        new._slot_of = dict(self._slot_of)
+        new._term, new._slots, new._tf = self._term, self._slots, self._tf
+        changed = set(changed)
+        for id_ in changed:
+            new._slot_of.pop(id_, None)
+        lengths: list[float] = []
+        postings: dict[str, tuple[list[int], list[float]]] = {}
+        for row in sorted((r for r in rows if r.id in changed), key=lambda r: r.id):
+            new._index_row(row, len(self._lengths) + len(lengths), lengths, postings)
+        new._lengths = np.concatenate([self._lengths, np.asarray(lengths, dtype=np.float64)])
+        new._delta = dict(self._delta)
+        for term, (s, c) in postings.items():
+            extra = (np.asarray(s, dtype=np.int64), np.asarray(c, dtype=np.float64))
+            old = new._delta.get(term)
+            new._delta[term] = (
+                extra if old is None else (np.concatenate([old[0], extra[0]]), np.concatenate([old[1], extra[1]]))
+            )
+        new._delta_size = self._delta_size + sum(len(s) for s, _ in postings.values())
+        new._place(rows)
+        if new._delta_size * 4 > len(new._slots) or len(new._lengths) > 2 * len(new.ids) + 64:
+            new._compact()
+        return new
+
+    def _compact(self) -> None:
+        """Fold the added postings into the base and drop dead slots (renumbering the live ones)."""
+        renumber = np.full(len(self._lengths), -1, dtype=np.int64)
+        renumber[self._live_slots] = np.arange(len(self._live_slots), dtype=np.int64)
+        postings: dict[str, tuple[list[int], list[float]]] = {}
+        for term in set(self._term) | set(self._delta):
+            slots, tf = self._postings(term)
+            kept = renumber[slots]
+            alive = kept >= 0
+            if alive.any():
+                postings[term] = (kept[alive].tolist(), tf[alive].tolist())
+        self._slot_of = {id_: int(renumber[slot]) for id_, slot in self._slot_of.items()}
+        self._lengths = self._lengths[self._live_slots]
+        self._base(postings)
+        self._delta, self._delta_size = {}, 0
+        self._place_slots()
+
+    def _place_slots(self) -> None:
+        """After renumbering: slots are positions again."""
+        self._live_slots = np.fromiter((self._slot_of[i] for i in self.ids), dtype=np.int64, count=len(self.ids))
+        self._position_of = np.full(len(self._lengths), -1, dtype=np.int64)
+        self._position_of[self._live_slots] = np.arange(len(self.ids), dtype=np.int64)
+
+    def _postings(self, term: str) -> _Postings:
+        """Every posting of a term (live or not): slots and frequencies."""
+        parts: list[_Postings] = []
+        span = self._term.get(term)
+        if span is not None:
+            parts.append((self._slots[span[0] : span[1]], self._tf[span[0] : span[1]]))
+        added = self._delta.get(term)
+        if added is not None:
+            parts.append(added)
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def scores(self, terms: Iterable[str]) -> Vector:
         """BM25 of every row against the query terms, in ``ids`` order (0 where no term occurs)."""
-        out = np.zeros(len(self.ids), dtype=np.float64)
+        n = len(self.ids)
+        out = np.zeros(n, dtype=np.float64)
         for t in sorted(set(terms)):
-            found = self._postings.get(t)
-            if found is not None:
-                rows, tf = found
-                out[rows] += self._idf[t] * tf * (self._k1 + 1) / (tf + self._norm[rows])
+            slots, tf = self._postings(t)
+            rows = self._position_of[slots]
+            live = rows >= 0
+            if not live.all():
+                rows, tf = rows[live], tf[live]
+            df = len(rows)
+            if df:
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                out[rows] += idf * tf * (self._k1 + 1) / (tf + self._norm[rows])
         return out
 
 
@@ -77,19 +218,51 @@ class VectorIndex:
 
     def __init__(self, rows: Sequence[_Row]) -> None:
         ordered = sorted(rows, key=lambda r: r.id)
-        self.ids: list[str] = [r.id for r in ordered]
-        self.position: dict[str, int] = {r.id: i for i, r in enumerate(ordered)}
-        dim = max((len(r.vector) for r in ordered), default=0)
-        matrix = np.zeros((len(ordered), dim), dtype=np.float32)
-        for i, r in enumerate(ordered):
-            if r.vector and len(r.vector) == dim:
-                matrix[i] = r.vector
-        norms = np.linalg.norm(matrix, axis=1)
-        norms[norms == 0] = 1.0
-        self.matrix: npt.NDArray[np.float32] = matrix / norms[:, None]
+        self.ids, self.position = _ordered_ids(ordered)
+        self._lengths = np.fromiter((len(r.vector) for r in ordered), dtype=np.int64, count=len(ordered))
+        dim = int(self._lengths.max(initial=0))
+        self.matrix: npt.NDArray[np.float32] = _normalised(ordered, dim)
+
+    def updated(self, rows: Sequence[_Row], changed: Iterable[str]) -> VectorIndex | None:
+        """The index of ``rows`` reusing this one's vectors for rows not in ``changed``; None: build afresh.
+
+        Rows kept from this index may have had their vectors dropped (``OwnerSnapshot`` keeps them
+        here only), so the matrix's width (the longest vector) can only change with every row new.
+        """
+        changed = set(changed)
+        new = object.__new__(VectorIndex)
+        new.ids, new.position = _ordered_ids(rows)
+        by_id = {r.id: r for r in rows}
+        kept = [i for i in new.ids if i not in changed and i in self.position]
+        fresh = [i for i in new.ids if i in changed or i not in self.position]
+        lengths = np.zeros(len(new.ids), dtype=np.int64)
+        lengths[[new.position[i] for i in kept]] = self._lengths[[self.position[i] for i in kept]]
+        lengths[[new.position[i] for i in fresh]] = [len(by_id[i].vector) for i in fresh]
+        dim = int(lengths.max(initial=0))
+        if dim != self.matrix.shape[1] and kept:
+            return None
+        new._lengths = lengths
+        matrix = np.zeros((len(new.ids), dim), dtype=np.float32)
+        if kept:
+            matrix[[new.position[i] for i in kept]] = self.matrix[[self.position[i] for i in kept]]
+        matrix[[new.position[i] for i in fresh]] = _normalised([by_id[i] for i in fresh], dim)
+        new.matrix = matrix
+        return new
 
     def cosines(self, query: Vector) -> Vector:
         """Cosine of the (unit) query vector with every row, in ``ids`` order (float32 product, float64 out)."""
         if self.matrix.shape[0] == 0 or self.matrix.shape[1] != query.shape[0]:
             return np.zeros(self.matrix.shape[0], dtype=np.float64)
         return (self.matrix @ query.astype(np.float32)).astype(np.float64)
+
+
+def _normalised(rows: Sequence[_Row], dim: int) -> npt.NDArray[np.float32]:
+    """The rows' vectors of length ``dim`` as unit float32 rows (zeros for the others)."""
+    matrix = np.zeros((len(rows), dim), dtype=np.float32)
+    for i, r in enumerate(rows):
+        if r.vector and len(r.vector) == dim:
+            matrix[i] = r.vector
+    norms = np.linalg.norm(matrix, axis=1)
+    norms[norms == 0] = 1.0
+    normalised: npt.NDArray[np.float32] = matrix / norms[:, None]
+    return normalised

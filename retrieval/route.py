@@ -35,9 +35,7 @@ class Cue:
 
 @dataclass(frozen=True, slots=True)
 class RoutePlan:
-    """The route a question takes, the direction graph expansion walks, the cues that fired and why.
-
-    """
+    """The route a question takes, the direction graph expansion walks, the cues that fired and why."""
 
     route: Route
     direction: Direction = Direction.ANY
@@ -47,16 +45,26 @@ class RoutePlan:
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form."""
-        return {"route": self.route.value, "direction": self.direction.value, "cues": list(self.cues),
-                "reason": self.reason, "causal": self.causal}
+        return {
+            "route": self.route.value,
+            "direction": self.direction.value,
+            "cues": list(self.cues),
+            "reason": self.reason,
+            "causal": self.causal,
+        }
 
 
 _G, _P = Route.GRAPH, Route.PERSONA
 _BACK, _FWD = Direction.ANTECEDENT, Direction.CONSEQUENT
 CUES: tuple[Cue, ...] = (
     # causal → antecedents
-    Cue("why|because|cause|caused|causes|reason|reasons|how come|what made|what led|led me to|led you to"
-        "|motivated|motivation|due to|so that", _G, _BACK, "causal"),
+    Cue(
+        "why|because|cause|caused|causes|reason|reasons|how come|what made|what led|led me to|led you to"
+        "|motivated|motivation|due to|so that",
+        _G,
+        _BACK,
+        "causal",
+    ),
     Cue("为什么|为啥|为何|因为|原因|由于|怎么会|起因|导致|动机|是什么让|什么让", _G, _BACK, "causal"),
     # temporal, looking back
     Cue("before|previously|earlier|used to|formerly|prior to|originally", _G, _BACK),
@@ -65,18 +73,30 @@ CUES: tuple[Cue, ...] = (
     Cue("after|afterwards|afterward|later|then|since then|next|consequence|consequences", _G, _FWD),
     Cue("之后|以后|后来|然后|接着|此后", _G, _FWD),
     # temporal, either way
-    Cue("when|what time|what date|which day|what day|what year|which year|what month|which month|how long|ago"
+    Cue(
+        "when|what time|what date|which day|what day|what year|which year|what month|which month|how long|ago"
         "|since|until|yesterday|today|tonight|tomorrow|last week|last month|last year|this week|this month"
-        "|first time|last time|how often|recently|lately|date|during", _G),
-    Cue("什么时候|何时|哪天|哪一天|几号|几月|哪年|哪一年|多久|多长时间|多少天|几天|上周|上个月|上礼拜|去年|前年"
-        "|昨天|前天|今天|最近|刚才|那时|当时|第一次|上次|这周|本周|这个月|期间|几点", _G),
+        "|first time|last time|how often|recently|lately|date|during",
+        _G,
+    ),
+    Cue(
+        "什么时候|何时|哪天|哪一天|几号|几月|哪年|哪一年|多久|多长时间|多少天|几天|上周|上个月|上礼拜|去年|前年"
+        "|昨天|前天|今天|最近|刚才|那时|当时|第一次|上次|这周|本周|这个月|期间|几点",
+        _G,
+    ),
     # user attributes → persona first
-    Cue("prefer|prefers|preferred|preference|preferences|like|likes|love|loves|favourite|favorite|favourites"
+    Cue(
+        "prefer|prefers|preferred|preference|preferences|like|likes|love|loves|favourite|favorite|favourites"
         "|favorites|hobby|hobbies|personality|allergic|allergy|allergies|enjoy|enjoys|hate|hates|dislike"
-        "|dislikes|interested|interests|habit|habits|usually|kind of person|taste|diet|values|believe", _P,
-        kind="attribute"),
-    Cue("喜欢|偏好|性格|爱好|爱吃|讨厌|不喜欢|习惯|过敏|口味|兴趣|最爱|喜好|个性|平时|通常|经常|口头禅|忌口", _P,
-        kind="attribute"),
+        "|dislikes|interested|interests|habit|habits|usually|kind of person|taste|diet|values|believe",
+        _P,
+        kind="attribute",
+    ),
+    Cue(
+        "喜欢|偏好|性格|爱好|爱吃|讨厌|不喜欢|习惯|过敏|口味|兴趣|最爱|喜好|个性|平时|通常|经常|口头禅|忌口",
+        _P,
+        kind="attribute",
+    ),
 )
 """Every cue, in precedence order within a route (causal before temporal)."""
 
@@ -92,12 +112,16 @@ def _compile(cue: Cue) -> re.Pattern[str]:
 _COMPILED: tuple[tuple[Cue, re.Pattern[str]], ...] = tuple((c, _compile(c)) for c in CUES)
 
 
-
 def route_query(question: str) -> RoutePlan:
     """The route of ``question``: graph for temporal/causal cues, persona for attribute cues, else semantic."""
     text = strip_references(question)
-    spans = sorted(((m.start(), -len(m[0]), i, m[0].lower()) for i, (_, pattern) in enumerate(_COMPILED)
-                    for m in pattern.finditer(text)))
+    spans = sorted(
+        (
+            (m.start(), -len(m[0]), i, m[0].lower())
+            for i, (_, pattern) in enumerate(_COMPILED)
+            for m in pattern.finditer(text)
+        )
+    )
     fired: list[tuple[Cue, str]] = []
     end = -1
     for start, negative_length, i, word in spans:  # overlapping cues: the longest wins ("since then")
@@ -116,10 +140,10 @@ def route_query(question: str) -> RoutePlan:
             direction = Direction.ANY
         words = tuple(dict.fromkeys(w for _, w in graph))
         kind = "causal" if causal else "temporal"
-        return RoutePlan(Route.GRAPH, direction, words, f"{kind} cue(s) {', '.join(words)}: graph expansion",
-                         bool(causal))
+        return RoutePlan(
+            Route.GRAPH, direction, words, f"{kind} cue(s) {', '.join(words)}: graph expansion", bool(causal)
+        )
     persona = tuple(dict.fromkeys(w for c, w in fired if c.route is Route.PERSONA))
     if persona:
-        return RoutePlan(Route.PERSONA, Direction.ANY, persona,
-                         f"attribute cue(s) {', '.join(persona)}: persona first")
+        return RoutePlan(Route.PERSONA, Direction.ANY, persona, f"attribute cue(s) {', '.join(persona)}: persona first")
     return RoutePlan(Route.SEMANTIC, Direction.ANY, (), "no temporal, causal or attribute cue: semantic retrieval")

@@ -2,9 +2,11 @@
 
 One query runs five stages, each timed:
 
-1. resolve — the owner's change token and snapshot (hot cache), the as-of view, whose memory;
+1. resolve — the shard's change token, the owner's state (``retrieval.cache``: synchronised with
+   the store's changes when the token moved), whose memory, the reference time; and, when the
+   answer is not cached, the owner's snapshot (loading it counts here);
 2. route — ``route_query``: semantic, graph (temporal/causal) or persona first;
-3. retrieve — embed the question, try the semantic query cache, base retrieval over every layer;
+3. retrieve — embed the question (memoised), try the semantic query cache, base retrieval over every layer;
 4. expand — graph expansion from the top ``graph_seeds`` base hits;
 5. fuse — the four-part score, then three ordering rules, each a stable partition of the ranking:
    persona traits first on the persona route; off the time/cause route, messages whose records
@@ -19,7 +21,9 @@ The service only reads: it never writes to the store. Open a LanceDB store read-
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
+import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +32,7 @@ from dataclasses import replace
 import numpy as np
 
 from adamem.analysis import Embedder
+from adamem.partitioning import partition_for
 from adamem.text import tokenize
 from projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from projections.folds.params import MemoryParameters
@@ -35,7 +40,7 @@ from projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 from projections.store.base import MemoryStore
 from retrieval.answer import Answer, Item, PathStep, Provenance, Timing
 from retrieval.base import Candidate, SemanticScorer, base_candidates, speaker_of
-from retrieval.cache import HotCache, QueryCache, Token, change_token, store_partitions
+from retrieval.cache import LFUCache, OwnerFacts, OwnerState, QueryCache, VectorMemo
 from retrieval.config import SEED_DEFAULT, Direction, Layer, RetrievalConfig, Route, Subject
 from retrieval.errors import UnknownOwner
 from retrieval.fusion import (
@@ -49,6 +54,7 @@ from retrieval.fusion import (
     time_windows,
 )
 from retrieval.graph import MemoryGraph, Reach, expand
+from retrieval.index import Vector
 from retrieval.route import RoutePlan, route_query
 from retrieval.snapshot import AsOf, MemoryRow, OwnerSnapshot, View
 from retrieval.whose import WhoseDecision, whose_memory
@@ -65,9 +71,16 @@ def _embedder_key(record: dict[str, str]) -> tuple[str, ...]:
 class Retriever:
     """Adaptive retrieval over one store: whose memory, routing, base retrieval, graph expansion, fusion."""
 
-    def __init__(self, store: MemoryStore, embedder: Embedder, config: RetrievalConfig = SEED_DEFAULT, *,
-                 partitions: int | None = None, memory_params: MemoryParameters = MEMORY_DEFAULT,
-                 embedder_for: Callable[[dict[str, str]], Embedder] | None = None) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        config: RetrievalConfig = SEED_DEFAULT,
+        *,
+        partitions: int | None = None,
+        memory_params: MemoryParameters = MEMORY_DEFAULT,
+        embedder_for: Callable[[dict[str, str]], Embedder] | None = None,
+    ) -> None:
         """``embedder_for`` makes the embedder of a recorded analysis generation: with it, questions are
         embedded by the embedder of the active view's generation, also after a switch to a reanalysis."""
         self.store = store
@@ -79,13 +92,26 @@ class Retriever:
         self.config = config
         self.partitions = partitions
         self.memory_params = memory_params
-        self._hot: HotCache[OwnerSnapshot, tuple[MessageRow, ...]] = HotCache(config.cache.hot_owners)
-        self._answers: QueryCache[Answer] = QueryCache(config.cache.query_entries, config.cache.query_cosine)
-        self._executor = ThreadPoolExecutor(config.max_parallel_seeds, thread_name_prefix="graph-expand")
+        c = config.cache
+        self._states: LFUCache[str, OwnerState] = LFUCache(c.owners)
+        self._snapshots: LFUCache[str, tuple[int, OwnerSnapshot]] = LFUCache(
+            c.hot_owners, c.hot_bytes, lambda kept: kept[1].size
+        )
+        self._answers: QueryCache[Answer] = QueryCache(c.query_entries, c.query_cosine, c.query_bytes, _answer_size)
+        self._vectors = VectorMemo(c.question_vectors)
+        self._working: dict[str, tuple[str, tuple[MessageRow, ...]]] = {}
+        self._syncing = [threading.Lock() for _ in range(64)]  # one synchronisation of an owner at a time
+        self._versions = itertools.count(1)
+        self._executor = (
+            ThreadPoolExecutor(config.max_parallel_seeds, thread_name_prefix="graph-expand")
+            if config.max_parallel_seeds > 1
+            else None
+        )
 
     def close(self) -> None:
         """Stop the expansion threads."""
-        self._executor.shutdown(wait=True)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
 
     def warm_up(self) -> None:
         """Load the lazy parts once (jieba's dictionary, ~0.7 s; the embedder) so the first query is not slow."""
@@ -103,67 +129,162 @@ class Retriever:
         self.embedder = self._embedders[key]
         return self.embedder
 
-    def token(self, user_id: str) -> Token:
-        """The owner's change token (the checkpoint of its shard)."""
-        return change_token(self.store, user_id, self.partitions or store_partitions(self.store))
+    def token(self, user_id: str) -> str:
+        """The change token of the owner's shard (``MemoryStore.change_token``)."""
+        count = self.partitions or self.store.partition_count() or 1
+        return self.store.change_token(partition_for(user_id, count))
 
-    def snapshot(self, user_id: str, token: Token | None = None) -> OwnerSnapshot:
-        """The owner's memory as of ``token`` (from the hot cache when fresh); raises ``UnknownOwner``."""
-        token = self.token(user_id) if token is None else token
+    def _hot(self, user_id: str, version: int) -> OwnerSnapshot | None:
+        kept = self._snapshots.get(user_id)
+        return kept[1] if kept is not None and kept[0] == version else None
 
-        def load() -> OwnerSnapshot:
-            """Every row of the owner, from the store."""
-            return OwnerSnapshot(user_id, self.store.load_owner(user_id), self.memory_params)
+    def _sync(self, user_id: str, need_snapshot: bool) -> tuple[OwnerState, OwnerSnapshot | None]:
+        """The owner as the store has it now: its state, and its snapshot if ``need_snapshot`` (or it is hot).
 
-        snap = self._hot.snapshot(user_id, token, load)
-        if snap.owner is None and not snap.messages:
+        When the shard's token moved, the hot snapshot is brought up to date with the owner's
+        changes (a new version only if its rows changed); without a hot snapshot, or when the
+        store cannot tell what changed, every row is loaded. One request per owner does this;
+        the others wait for it and use its result.
+        """
+        token = self.token(user_id)
+        state = self._states.get(user_id)
+        if state is not None and state.token == token:
+            snap = self._hot(user_id, state.version)
+            if snap is not None or not need_snapshot:
+                return state, snap
+        with self._syncing[hash(user_id) % len(self._syncing)]:
+            state = self._states.peek(user_id)
+            snap = self._hot(user_id, state.version) if state is not None else None
+            if state is not None and state.token == token and (snap is not None or not need_snapshot):
+                return state, snap
+            if state is not None and snap is not None:
+                changes = self.store.owner_changes(user_id, state.token)
+                updated = snap.updated(changes) if changes is not None else None
+                if changes is not None and updated is snap:
+                    state = OwnerState(changes.token, state.version, state.facts)
+                    self._states.put(user_id, state)
+                    return state, snap
+                if changes is not None and updated is not None:
+                    return self._keep(user_id, changes.token, updated)
+            # the same token: the rows of the version held (a commit since would have moved the token)
+            same = state.version if state is not None and state.token == token else None
+            snap = OwnerSnapshot(user_id, self.store.load_owner(user_id), self.memory_params)
+            return self._keep(user_id, token, snap, same)
+
+    def _keep(
+        self, user_id: str, token: str, snap: OwnerSnapshot, version: int | None = None
+    ) -> tuple[OwnerState, OwnerSnapshot]:
+        """Cache a snapshot as ``version`` of the owner's rows (by default a new one)."""
+        tenants = frozenset(m.tenant for m in snap.messages.values())
+        facts = OwnerFacts(snap.owner is not None or bool(snap.messages), snap.speakers, snap.last_event_time, tenants)
+        state = OwnerState(token, next(self._versions) if version is None else version, facts)
+        self._snapshots.put(user_id, (state.version, snap))
+        self._states.put(user_id, state)
+        return state, snap
+
+    def _known(self, user_id: str, state: OwnerState, visible_to: Callable[[frozenset[str]], bool] | None) -> None:
+        """Raise ``UnknownOwner`` for an owner without memory, or one of tenants the caller may not see."""
+        if not state.facts.known:
             raise UnknownOwner(user_id, self.store.url, self.store.owners())
+        if visible_to is not None and not visible_to(state.facts.tenants):
+            raise UnknownOwner(user_id, self.store.url, [])
+
+    def snapshot(self, user_id: str) -> OwnerSnapshot:
+        """The owner's memory as the store has it now (from the hot cache when fresh); raises ``UnknownOwner``."""
+        state, snap = self._sync(user_id, need_snapshot=True)
+        self._known(user_id, state, None)
+        assert snap is not None
         return snap
 
+    def tenants(self, user_id: str) -> frozenset[str]:
+        """Tenants of the owner's messages (none for an owner without messages); raises ``UnknownOwner``."""
+        state, _ = self._sync(user_id, need_snapshot=False)
+        self._known(user_id, state, None)
+        return state.facts.tenants
+
     def working_memory(self, user_id: str) -> tuple[MessageRow, ...]:
-        """The owner's working memory, oldest first (pinned in the hot cache)."""
+        """The owner's working memory, oldest first (pinned until the shard's token moves)."""
         token = self.token(user_id)
+        pinned = self._working.get(user_id)
+        if pinned is not None and pinned[0] == token:
+            return pinned[1]
+        rows = [r for r in self.store.rows("messages", user_id) if isinstance(r, MessageRow) and r.in_working]
+        working = tuple(sorted(rows, key=lambda m: m.working_seq))
+        self._working[user_id] = (token, working)
+        return working
 
-        def load() -> tuple[MessageRow, ...]:
-            """The owner's working-memory rows, from the store."""
-            rows = [r for r in self.store.rows("messages", user_id) if isinstance(r, MessageRow) and r.in_working]
-            return tuple(sorted(rows, key=lambda m: m.working_seq))
+    def embed(self, question: str) -> Vector:
+        """The question's unit vector (memoised by embedder and text)."""
 
-        return self._hot.working(user_id, token, load)
+        embedder = self._query_embedder()
 
-    async def aquery(self, user_id: str, question: str, top_k: int | None = None, as_of: int | AsOf | None = None,
-                     reference_time: int | None = None) -> Answer:
+        def embed(text: str) -> Vector:
+            vector = np.asarray(embedder.embed_query([text])[0], dtype=np.float64)
+            return vector / (float(np.linalg.norm(vector)) or 1.0)
+
+        return self._vectors.vector(getattr(embedder, "name", type(embedder).__name__), question, embed)
+
+    async def aquery(
+        self,
+        user_id: str,
+        question: str,
+        top_k: int | None = None,
+        as_of: int | AsOf | None = None,
+        reference_time: int | None = None,
+        visible_to: Callable[[frozenset[str]], bool] | None = None,
+    ) -> Answer:
         """``query`` in a worker thread, for asyncio callers."""
-        return await asyncio.to_thread(self.query, user_id, question, top_k, as_of, reference_time)
+        return await asyncio.to_thread(self.query, user_id, question, top_k, as_of, reference_time, visible_to)
 
-    def query(self, user_id: str, question: str, top_k: int | None = None, as_of: int | AsOf | None = None,
-              reference_time: int | None = None) -> Answer:
+    def query(
+        self,
+        user_id: str,
+        question: str,
+        top_k: int | None = None,
+        as_of: int | AsOf | None = None,
+        reference_time: int | None = None,
+        visible_to: Callable[[frozenset[str]], bool] | None = None,
+    ) -> Answer:
         """Ranked evidence for ``question`` from ``user_id``'s memory, now or ``as_of`` (event ms or ``AsOf``).
 
         ``reference_time`` resolves time words in the question ("last week"); by default the
-        owner's clock (its newest event time, or the as-of time). Raises ``UnknownOwner``.
+        owner's clock (its newest event time, or the as-of time). Raises ``UnknownOwner`` — also
+        when ``visible_to`` (given the owner's tenants) refuses the owner. A cached answer is
+        found from the owner's facts alone: the rows are only needed to compute one.
         """
         cfg = self.config
         k = top_k or cfg.top_k
         point = AsOf(time=as_of) if isinstance(as_of, int) else as_of
+        by_offset = point is not None and point.offset is not None
         t0 = time.perf_counter()
-        token = self.token(user_id)
-        view = View(self.snapshot(user_id, token), point)
-        whose = whose_memory(question, view.snapshot.speakers)
-        now = view.now if reference_time is None else reference_time
+        state, snap = self._sync(user_id, need_snapshot=not cfg.cache.query_cache or by_offset)
+        self._known(user_id, state, visible_to)
+        whose, now = self._frame(state, snap, question, point, reference_time)
         t1 = time.perf_counter()
         plan = route_query(question)
         windows = time_windows(question, now)
         t2 = time.perf_counter()
-        qvec = np.asarray(self._query_embedder().embed_query([question])[0], dtype=np.float64)
-        qvec = qvec / (float(np.linalg.norm(qvec)) or 1.0)
+        qvec = self.embed(question)
         guard = self._guard(question, k, point, plan, whose, windows, now)
         if cfg.cache.query_cache:
-            hit = self._answers.get(user_id, token, qvec, guard)
+            hit = self._answers.get(user_id, state.version, qvec, guard)
             if hit is not None:
                 t3 = time.perf_counter()
                 timing = Timing(_ms(t0, t1), _ms(t1, t2), _ms(t2, t3), 0.0, 0.0, _ms(t0, t3))
                 return replace(hit, question=question, timing=timing, cached=True)
+        loading = 0.0
+        if snap is None:
+            started = time.perf_counter()
+            version = state.version
+            state, snap = self._sync(user_id, need_snapshot=True)
+            if state.version != version:  # the rows changed meanwhile: answer from the new ones
+                self._known(user_id, state, visible_to)
+                whose, now = self._frame(state, snap, question, point, reference_time)
+                windows = time_windows(question, now)
+                guard = self._guard(question, k, point, plan, whose, windows, now)
+            loading = time.perf_counter() - started
+        assert snap is not None
+        view = View(snap, point)
         scorer = SemanticScorer(view, question, qvec, cfg, whose)
         base = base_candidates(self.store, scorer, question)
         t3 = time.perf_counter()
@@ -175,15 +296,49 @@ class Retriever:
         t4 = time.perf_counter()
         items = self._rank(view, scorer, candidates, reaches, plan, whose, windows, now, k, question)
         t5 = time.perf_counter()
-        answer = Answer(user_id, question, tuple(items), plan, whose,
-                        Timing(_ms(t0, t1), _ms(t1, t2), _ms(t2, t3), _ms(t3, t4), _ms(t4, t5), _ms(t0, t5)),
-                        now, windows, point, cfg.name)
+        answer = Answer(
+            user_id,
+            question,
+            tuple(items),
+            plan,
+            whose,
+            Timing(_ms(t0, t1 + loading), _ms(t1, t2), _ms(t2 + loading, t3), _ms(t3, t4), _ms(t4, t5), _ms(t0, t5)),
+            now,
+            windows,
+            point,
+            cfg.name,
+        )
         if cfg.cache.query_cache:
-            self._answers.put(user_id, token, qvec, guard, answer)
+            self._answers.put(user_id, state.version, qvec, guard, answer)
         return answer
 
-    def _guard(self, question: str, k: int, point: AsOf | None, plan: RoutePlan, whose: WhoseDecision,
-               windows: tuple[TimeWindow, ...], now: int) -> Hashable:
+    def _frame(
+        self,
+        state: OwnerState,
+        snap: OwnerSnapshot | None,
+        question: str,
+        point: AsOf | None,
+        reference_time: int | None,
+    ) -> tuple[WhoseDecision, int]:
+        """Whose memory the question is about, and the reference time ("now" of the view, unless given)."""
+        whose = whose_memory(question, state.facts.speakers)
+        if reference_time is not None:
+            return whose, reference_time
+        if point is not None and point.offset is not None:  # the time of the newest message below the offset
+            assert snap is not None
+            return whose, View(snap, point).now
+        return whose, point.time if point is not None and point.time is not None else state.facts.last_event_time
+
+    def _guard(
+        self,
+        question: str,
+        k: int,
+        point: AsOf | None,
+        plan: RoutePlan,
+        whose: WhoseDecision,
+        windows: tuple[TimeWindow, ...],
+        now: int,
+    ) -> Hashable:
         terms = frozenset(tokenize(question)) if self.config.cache.query_same_terms else None
         return (k, point, plan, whose, windows, now, terms)
 
@@ -193,10 +348,10 @@ class Retriever:
         snap = view.snapshot
         key = view.as_of
         graph = snap.graphs.get(key)
-        if graph is None:
-            nodes = [n for n in snap.nodes.values() if view.node(n)]
-            edges = [e for e in snap.edges if view.edge(e)]
-            graph = MemoryGraph(nodes, edges, self.config)
+        if graph is None:  # the view's nodes and edges, walked lazily from the snapshot's edge index
+            graph = MemoryGraph.over(
+                snap.nodes, snap.edges_at, self.config, view.node, None if view.live else view.edge
+            )
             if len(snap.graphs) >= 8:
                 snap.graphs.pop(next(k for k in snap.graphs if k is not None), None)
             snap.graphs[key] = graph
@@ -214,8 +369,9 @@ class Retriever:
                 seeds.setdefault(node, c.semantic)
         return list(seeds.items())
 
-    def _expand(self, view: View, scorer: SemanticScorer, base: Sequence[Candidate], plan: RoutePlan
-                ) -> dict[str, Reach]:
+    def _expand(
+        self, view: View, scorer: SemanticScorer, base: Sequence[Candidate], plan: RoutePlan
+    ) -> dict[str, Reach]:
         graph, snap = self._graph(view), view.snapshot
 
         def related(seed: str, node: str) -> bool:
@@ -232,12 +388,23 @@ class Retriever:
             found: list[float] = np.where(index >= 0, cosines[index], 0.0).tolist()
             return found
 
-        return expand(graph, self._seeds(view, scorer, base), self.config, plan.direction,
-                      executor=self._executor, related=related,
-                      relevance=relevance if self.config.hub_by_relevance and plan.route is not Route.GRAPH else None)
+        return expand(
+            graph,
+            self._seeds(view, scorer, base),
+            self.config,
+            plan.direction,
+            executor=self._executor,
+            related=related,
+            relevance=relevance if self.config.hub_by_relevance and plan.route is not Route.GRAPH else None,
+        )
 
-    def _add_reached(self, view: View, scorer: SemanticScorer, reaches: dict[str, Reach],
-                     candidates: dict[tuple[str, str], Candidate]) -> None:
+    def _add_reached(
+        self,
+        view: View,
+        scorer: SemanticScorer,
+        reaches: dict[str, Reach],
+        candidates: dict[tuple[str, str], Candidate],
+    ) -> None:
         snap = view.snapshot
         for node in sorted(reaches):
             n = snap.nodes.get(node)
@@ -253,9 +420,19 @@ class Retriever:
 
     # --- fusion and answer ------------------------------------------------------------------------
 
-    def _rank(self, view: View, scorer: SemanticScorer, candidates: dict[tuple[str, str], Candidate],
-              reaches: dict[str, Reach], plan: RoutePlan, whose: WhoseDecision, windows: tuple[TimeWindow, ...],
-              now: int, k: int, question: str) -> list[Item]:
+    def _rank(
+        self,
+        view: View,
+        scorer: SemanticScorer,
+        candidates: dict[tuple[str, str], Candidate],
+        reaches: dict[str, Reach],
+        plan: RoutePlan,
+        whose: WhoseDecision,
+        windows: tuple[TimeWindow, ...],
+        now: int,
+        k: int,
+        question: str,
+    ) -> list[Item]:
         cfg, snap = self.config, view.snapshot
         scored: list[_Scored] = []
         # a cause is older than what it explains; recency only matters for questions about the present
@@ -268,15 +445,17 @@ class Retriever:
             beside = bool(anchor_conversation) and _conversation(c.row) == anchor_conversation
             node = snap.node_of.get(c.row.id) if not isinstance(c.row, PersonaRow) else None
             reach = reaches.get(node) if node is not None else None
-            parts = Breakdown(c.semantic, reach.score if reach is not None else 0.0,
-                              temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction,
-                                             beside),
-                              fact_support(c.row, view, cfg))
+            parts = Breakdown(
+                c.semantic,
+                reach.score if reach is not None else 0.0,
+                temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction, beside),
+                fact_support(c.row, view, cfg),
+            )
             scored.append((fuse(parts, cfg.fusion), c, parts, reach))
         scored.sort(key=lambda s: (-s[0], s[1].table, s[1].row.id))
         if plan.route is not Route.GRAPH and cfg.current_first:
             # what a message stated and a newer message superseded is history: current evidence first
-            scored = ([s for s in scored if not _stale(view, s[1].row)] + [s for s in scored if _stale(view, s[1].row)])
+            scored = [s for s in scored if not _stale(view, s[1].row)] + [s for s in scored if _stale(view, s[1].row)]
         if anchor is not None and plan.causal and not windows and cfg.causal_order:
             # a cause is never later than its effect: later items go last
             scored = [s for s in scored if s[2].temporal > 0] + [s for s in scored if s[2].temporal == 0]
@@ -287,8 +466,9 @@ class Retriever:
         chosen = self._select(view, scorer, scored, whose, k)
         return [self._item(rank, view, scorer, s) for rank, s in enumerate(chosen, start=1)]
 
-    def _select(self, view: View, scorer: SemanticScorer, scored: list[_Scored], whose: WhoseDecision,
-                k: int) -> list[_Scored]:
+    def _select(
+        self, view: View, scorer: SemanticScorer, scored: list[_Scored], whose: WhoseDecision, k: int
+    ) -> list[_Scored]:
         """Top k, skipping items that add no new evidence; an ambiguous subject reserves room for both sides."""
         cfg = self.config
         fresh: list[_Scored] = []
@@ -336,8 +516,9 @@ class Retriever:
         path: tuple[PathStep, ...] = ()
         if reach is not None:
             steps = [PathStep(reach.seed, _ntype(snap, reach.seed), _label(snap, reach.seed))]
-            steps += [PathStep(h.node, _ntype(snap, h.node), _label(snap, h.node), h.edge_type, h.weight)
-                      for h in reach.path]
+            steps += [
+                PathStep(h.node, _ntype(snap, h.node), _label(snap, h.node), h.edge_type, h.weight) for h in reach.path
+            ]
             path = tuple(steps)
         speaker, role = speaker_of(row, scorer.user_names)
         if isinstance(row, MessageRow):
@@ -350,6 +531,14 @@ class Retriever:
         if c.origin == "graph":
             layer = Layer.GRAPH
         return Item(rank, layer, kind, row.id, content, score, parts, speaker, role, at, when, provenance, path)
+
+
+def _answer_size(answer: Answer) -> int:
+    """Approximate resident bytes of an answer (for the answer cache's budget)."""
+    size = 2_000
+    for item in answer.items:
+        size += 800 + 2 * len(item.content) + 500 * len(item.provenance) + 300 * len(item.hop_path)
+    return size
 
 
 def _ms(a: float, b: float) -> float:

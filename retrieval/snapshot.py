@@ -1,8 +1,11 @@
 """One owner's memory as retrieval reads it: the rows, lookups derived from them, and as-of views.
 
 ``OwnerSnapshot`` is built from ``store.load_owner`` and never changes; a changed projection makes
-a new snapshot (``retrieval.cache`` keys snapshots by the shard's checkpoint). ``View`` is the
-snapshot as it was at an event time or a log offset (``AsOf``), or as it is now:
+a new snapshot, from the store's ``owner_changes`` when it can tell them (``updated``: only the
+changed rows are indexed again, the rest is shared with the predecessor) and from every row
+otherwise. Either way it answers exactly as one loaded afresh. Vectors live in the snapshot's
+vector matrices only: its rows are kept without them. ``View`` is the snapshot as it was at an
+event time or a log offset (``AsOf``), or as it is now:
 
 - now: every message; episodic records and persona traits with ``status == 'active'``
   (superseded records are history) — except records that a message still waiting in working
@@ -18,10 +21,12 @@ snapshot as it was at an event time or a log offset (``AsOf``), or as it is now:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from projections.folds.episodic import items_of
 from projections.folds.ids import node_id
@@ -29,13 +34,26 @@ from projections.folds.keys import record_content_key
 from projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from projections.folds.params import MemoryParameters
 from projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, OwnerRow, PersonaRow, Row
-from projections.store.base import TEXT_FIELDS
-from retrieval.graph import MemoryGraph
+from projections.store.base import TEXT_FIELDS, OwnerChanges
+from retrieval.graph import MemoryGraph, edges_by_node
 from retrieval.index import TextIndex, VectorIndex, extracted_text
 
 __all__ = ["AsOf", "MemoryRow", "OwnerSnapshot", "View"]
 
 MemoryRow = MessageRow | EpisodicRow | PersonaRow
+SEARCHED = ("messages", "episodic", "persona")
+"""Tables with a vector and a text index."""
+_ATTRIBUTE = {"messages": "messages", "episodic": "records", "persona": "traits", "graph_nodes": "nodes"}
+_ROW_BYTES = {
+    "owners": 600,
+    "messages": 2800,
+    "episodic": 1800,
+    "persona": 1600,
+    "graph_nodes": 800,
+    "graph_edges": 750,
+}
+"""Approximate resident bytes per row of each table, its share of the text index included (for ``size``;
+measured with tracemalloc: 1.1 MB for a 100-message owner, 90 MB for a 10,000-message one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,23 +79,155 @@ class OwnerSnapshot:
         self.records: dict[str, EpisodicRow] = {}
         self.traits: dict[str, PersonaRow] = {}
         self.nodes: dict[str, GraphNodeRow] = {}
-        self.edges: list[GraphEdgeRow] = []
+        self.edge_rows: dict[str, GraphEdgeRow] = {}
         for row in rows:
-            if isinstance(row, MessageRow):
-                self.messages[row.id] = row
-            elif isinstance(row, EpisodicRow):
-                self.records[row.id] = row
-            elif isinstance(row, PersonaRow):
-                self.traits[row.id] = row
-            elif isinstance(row, GraphNodeRow):
-                self.nodes[row.id] = row
-            elif isinstance(row, GraphEdgeRow):
-                self.edges.append(row)
-            elif isinstance(row, OwnerRow):
-                self.owner = row
-        self.edges.sort(key=lambda e: e.id)
-        self.by_seq: list[MessageRow] = sorted(self.messages.values(), key=lambda m: (m.seq, m.id))
+            self._put(row)
+        self._vector_indexes = {t: VectorIndex(self.table_rows(t)) for t in SEARCHED}
+        for t in SEARCHED:
+            self._strip(t, self._rows_of(t))
+        self._derive()
+
+    def _rows_of(self, table: str) -> dict[str, Any]:
+        rows: dict[str, Any] = self.edge_rows if table == "graph_edges" else getattr(self, _ATTRIBUTE[table])
+        return rows
+
+    def _put(self, row: Row) -> None:
+        if isinstance(row, OwnerRow):
+            self.owner = row
+        else:
+            self._rows_of(row.TABLE)[row.id] = row
+
+    def _strip(self, table: str, rows: dict[str, Any], ids: Iterable[str] | None = None) -> None:
+        """Drop the vectors of rows (all, or ``ids``): the vector index holds them."""
+        for id_ in rows if ids is None else ids:
+            row = rows.get(id_)
+            if row is not None and row.vector:
+                rows[id_] = dataclasses.replace(row, vector=())
+
+    def _derive(self, previous: OwnerSnapshot | None = None) -> None:
+        """Lookups every view needs at once (the rest is derived on first use)."""
+        if previous is not None and previous.messages is self.messages:
+            self.by_seq: list[MessageRow] = previous.by_seq
+        else:
+            self.by_seq = sorted(self.messages.values(), key=lambda m: (m.seq, m.id))
         self.graphs: dict[AsOf | None, MemoryGraph] = {}  # built by the service per view, live view kept
+
+    def updated(self, changes: OwnerChanges) -> OwnerSnapshot | None:
+        """This snapshot with ``changes`` applied: itself when they change none of its rows; None: load afresh.
+
+        Tables the changes do not touch, and every derived lookup that can be carried over, are
+        shared with this snapshot; this snapshot itself is left as it was.
+        """
+        touched: dict[str, set[str]] = {}
+        for table, gone in changes.gone.items():
+            held = self._held(table, gone)
+            if held:
+                touched.setdefault(table, set()).update(held)
+        for row in changes.rows:
+            touched.setdefault(row.TABLE, set()).add(row.id)
+        if not touched:
+            return self
+        new = object.__new__(OwnerSnapshot)
+        new.user_id, new.params, new.owner = self.user_id, self.params, self.owner
+        for table in ("messages", "episodic", "persona", "graph_nodes", "graph_edges"):
+            rows = self._rows_of(table)
+            setattr(
+                new,
+                "edge_rows" if table == "graph_edges" else _ATTRIBUTE[table],
+                dict(rows) if table in touched else rows,
+            )
+        for table, ids in touched.items():
+            if table == "owners":
+                new.owner = None
+            else:
+                target = new._rows_of(table)
+                for id_ in ids:
+                    target.pop(id_, None)
+        for row in changes.rows:
+            new._put(row)
+        new._vector_indexes = dict(self._vector_indexes)
+        for t in SEARCHED:
+            if t in touched:
+                index = self._vector_indexes[t].updated(new.table_rows(t), touched[t])
+                if index is None:
+                    return None
+                new._vector_indexes[t] = index
+                new._strip(t, new._rows_of(t), touched[t])
+        new._derive(self)
+        new._carry(self, touched)
+        return new
+
+    def _held(self, table: str, ids: frozenset[str]) -> set[str]:
+        """Which of ``ids`` this snapshot holds in ``table``."""
+        if table == "owners":
+            return {self.owner.id} & ids if self.owner is not None else set()
+        return set(ids & self._rows_of(table).keys())
+
+    def _carry(self, old: OwnerSnapshot, touched: dict[str, set[str]]) -> None:
+        """Carry derived lookups the predecessor had made over, updated for the touched rows."""
+        made = old.__dict__
+        if "_text_indexes" in made:
+            self._text_indexes = {
+                t: old._text_indexes[t].updated(self.table_rows(t), touched[t])
+                if t in touched
+                else old._text_indexes[t]
+                for t in SEARCHED
+            }
+        if "node_of" in made and not ({"messages", "episodic"} & touched.keys()):
+            self.node_of = old.node_of
+        elif "node_of" in made:
+            node_of = dict(old.node_of)
+            for mid in touched.get("messages", ()):
+                node_of.pop(mid, None)
+                if mid in self.messages:
+                    node_of[mid] = node_id(self.user_id, "message", mid)
+            for rid in touched.get("episodic", ()):
+                node_of.pop(rid, None)
+                if rid in self.records:
+                    node_of[rid] = node_id(self.user_id, self.records[rid].type, rid)
+            self.node_of = node_of
+        if "edges_at" in made:
+            self.edges_at = (
+                old.edges_at if "graph_edges" not in touched else self._edges_at_after(old, touched["graph_edges"])
+            )
+        if "speakers" in made and "messages" not in touched:
+            self.speakers = old.speakers
+
+    def _edges_at_after(self, old: OwnerSnapshot, ids: set[str]) -> dict[str, list[GraphEdgeRow]]:
+        """``edges_at`` with the edges ``ids`` rewritten, added or removed."""
+        ends: set[str] = set()
+        for id_ in ids:
+            for e in (old.edge_rows.get(id_), self.edge_rows.get(id_)):
+                if e is not None:
+                    ends.update((e.src, e.dst))
+        out = dict(old.edges_at)
+        for node in ends:
+            kept = [e for e in out.get(node, ()) if e.id not in ids]
+            kept += [e for i in ids if (e := self.edge_rows.get(i)) is not None and node in (e.src, e.dst)]
+            kept.sort(key=lambda e: e.id)
+            if kept:
+                out[node] = kept
+            else:
+                out.pop(node, None)
+        return out
+
+    @cached_property
+    def edges(self) -> list[GraphEdgeRow]:
+        """Every graph edge, in id order."""
+        return sorted(self.edge_rows.values(), key=lambda e: e.id)
+
+    @cached_property
+    def edges_at(self) -> dict[str, list[GraphEdgeRow]]:
+        """The edges at each graph node, in id order (``retrieval.graph.edges_by_node``)."""
+        return edges_by_node(self.edge_rows.values())
+
+    @property
+    def size(self) -> int:
+        """Approximate resident bytes: rows by table, vector matrices and text indexes."""
+        counts = {"messages": len(self.messages), "episodic": len(self.records), "persona": len(self.traits)}
+        counts |= {"graph_nodes": len(self.nodes), "graph_edges": len(self.edge_rows), "owners": 1}
+        rows = sum(_ROW_BYTES[t] * n for t, n in counts.items())
+        return rows + sum(v.matrix.nbytes for v in self._vector_indexes.values())
 
     @property
     def last_event_time(self) -> int:
@@ -184,12 +334,10 @@ class OwnerSnapshot:
     def _text_indexes(self) -> dict[str, TextIndex]:
         # a message is also found by the words of what was extracted from it ("Alice lives in Shenzhen"),
         # before its records exist (working memory) and after
-        return {t: TextIndex(self.table_rows(t), TEXT_FIELDS[t], extra=extracted_text if t == "messages" else None)
-                for t in ("messages", "episodic", "persona")}
-
-    @cached_property
-    def _vector_indexes(self) -> dict[str, VectorIndex]:
-        return {t: VectorIndex(self.table_rows(t)) for t in ("messages", "episodic", "persona")}
+        return {
+            t: TextIndex(self.table_rows(t), TEXT_FIELDS[t], extra=extracted_text if t == "messages" else None)
+            for t in SEARCHED
+        }
 
     def row(self, table: str, row_id: str) -> MemoryRow | None:
         """A message, record or trait by table and id."""

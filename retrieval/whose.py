@@ -37,8 +37,13 @@ class WhoseDecision:
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form."""
-        return {"subject": self.subject.value, "speakers": list(self.speakers), "restrict": self.restrict,
-                "cues": list(self.cues), "reason": self.reason}
+        return {
+            "subject": self.subject.value,
+            "speakers": list(self.speakers),
+            "restrict": self.restrict,
+            "cues": list(self.cues),
+            "reason": self.reason,
+        }
 
 
 _SAY_EN = r"(?:said|told|mentioned|suggested|recommended|promised|say|tell|mention|suggest|recommend|promise)"

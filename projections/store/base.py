@@ -8,7 +8,7 @@ import itertools
 import operator
 import struct
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,15 +21,21 @@ from projections.folds.changes import Change, Delete, Upsert
 from projections.folds.rows import TABLES, Row, row_types
 
 __all__ = [
+    "CHANGE_HISTORY",
     "TEXT_FIELDS",
+    "ChangeEntry",
     "Hit",
     "MemoryStore",
+    "OwnerChanges",
     "arrow_schema",
+    "change_entry",
     "final_rows",
     "open_store",
+    "owner_ids",
     "row_from_dict",
     "row_to_dict",
     "row_tokens",
+    "rows_from_arrow",
     "rows_to_arrow",
     "store_folder",
 ]
@@ -51,6 +57,54 @@ class Hit:
     score: float
 
 
+CHANGE_HISTORY = 500
+"""Commits per shard whose changes a store remembers for ``owner_changes`` (an older token reloads)."""
+
+ChangeEntry = dict[str, dict[str, Any]]
+"""What one commit changed, per table: ``{"written": {user_id: [ids]}, "deleted": [ids]}``."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerChanges:
+    """How an owner's rows changed between two change tokens of its shard (``MemoryStore.owner_changes``).
+
+    Apply by dropping the ``gone`` ids, then putting ``rows``: that gives exactly the owner's rows
+    as of ``token``. ``gone`` holds, per table, the ids deleted in the shard since (of any owner: a
+    delete does not name its owner) and ids of the owner's rows that no longer exist.
+    """
+
+    token: str
+    rows: tuple[Row, ...] = ()
+    gone: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+
+
+def change_entry(net: dict[str, dict[str, Row | None]]) -> ChangeEntry:
+    """The change-log entry of one commit, from its net rows (``final_rows``)."""
+    entry: ChangeEntry = {}
+    for table, rows in sorted(net.items()):
+        written: dict[str, list[str]] = {}
+        for id_, row in sorted(rows.items()):
+            if row is not None:
+                written.setdefault(row.user_id, []).append(id_)
+        deleted = sorted(i for i, r in rows.items() if r is None)
+        entry[table] = {"written": written, "deleted": deleted}
+    return entry
+
+
+def owner_ids(entries: Iterable[ChangeEntry], user_id: str) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Over several commits, per table: the ids written for ``user_id``, and every id deleted."""
+    written: dict[str, set[str]] = {}
+    deleted: dict[str, set[str]] = {}
+    for entry in entries:
+        for table, change in entry.items():
+            mine = change.get("written", {}).get(user_id)
+            if mine:
+                written.setdefault(table, set()).update(mine)
+            if change.get("deleted"):
+                deleted.setdefault(table, set()).update(change["deleted"])
+    return written, deleted
+
+
 class MemoryStore(Protocol):
     """Rows of the memory tables, sharded by partition, with the log offsets they reflect."""
 
@@ -59,8 +113,21 @@ class MemoryStore(Protocol):
     def bind(self, partitions: int) -> None:
         """Fix the shard count to the log's partition count; a different count is refused (rebuild instead)."""
 
+    def partition_count(self) -> int:
+        """The shard count the store is bound to (0 before ``bind``, or when nothing was written yet)."""
+
     def checkpoint(self, partition: int) -> dict[str, int]:
         """Next offset to apply per topic, for a shard (empty if it has never committed)."""
+
+    def change_token(self, partition: int) -> str:
+        """A token of a shard's contents, cheap to read: it moves on every commit and on a view switch."""
+
+    def owner_changes(self, user_id: str, since: str) -> OwnerChanges | None:
+        """How an owner's rows changed since ``since`` (a ``change_token`` of its shard).
+
+        None when the store cannot tell (another view, a token older than ``CHANGE_HISTORY``
+        commits, a shard written before the store kept changes): load the owner again.
+        """
 
     def commit(self, partition: int, changes: Sequence[Change], offsets: dict[str, int]) -> None:
         """Apply changes and record ``offsets`` (topic -> next offset) atomically."""
@@ -247,6 +314,30 @@ def store_folder(url: str) -> str:
     if "://" in url and not url.startswith(("file://", "lancedb://")):
         raise ConfigError(f"store URL {url!r} is not lancedb://PATH or a folder path")
     return url.removeprefix("lancedb://").removeprefix("file://")
+
+
+def _vectors(column: pa.ChunkedArray) -> list[tuple[float, ...]]:
+    """A fixed-size vector column as tuples, through one NumPy array; zero vectors become ``()``."""
+    array = column.combine_chunks()
+    dim = array.type.list_size
+    flat = array.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)
+    return [tuple(v) if present else () for v, present in zip(flat.tolist(), flat.any(axis=1).tolist(), strict=True)]
+
+
+def rows_from_arrow(table: str, data: pa.Table) -> list[Row]:
+    """The rows of an Arrow table of ``table``: the same rows as ``row_from_dict`` gives, built column by column."""
+    cls = row_types()[table]
+    names = [f.name for f in dataclasses.fields(cls)]
+    columns: list[list[Any]] = []
+    for name in names:
+        column = data.column(name)
+        if name == "vector" and not column.null_count and pa.types.is_fixed_size_list(column.type):
+            columns.append(_vectors(column))
+        elif name == "vector":
+            columns.append([tuple(float(x) for x in v) if v is not None and any(v) else () for v in column.to_pylist()])
+        else:
+            columns.append(column.to_pylist())
+    return [cls(*values) for values in zip(*columns, strict=True)]
 
 
 def open_store(url: str, *, read_only: bool = False) -> MemoryStore:

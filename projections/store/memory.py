@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 from adamem.errors import StoreError
@@ -9,7 +10,16 @@ from adamem.partitioning import partition_for
 from adamem.text import search_text
 from projections.folds.changes import Change
 from projections.folds.rows import TABLES, Row
-from projections.store.base import TEXT_FIELDS, Hit, final_rows
+from projections.store.base import (
+    CHANGE_HISTORY,
+    TEXT_FIELDS,
+    ChangeEntry,
+    Hit,
+    OwnerChanges,
+    change_entry,
+    final_rows,
+    owner_ids,
+)
 from projections.store.scoring import bm25_scores, cosine
 
 __all__ = ["InMemoryStore"]
@@ -24,12 +34,18 @@ class InMemoryStore:
         self._shards: dict[int, dict[str, dict[str, Row]]] = {}
         self._checkpoints: dict[int, dict[str, int]] = {}
         self._generation: dict[str, str] = {}
+        self._commits: dict[int, int] = {}
+        self._changes: dict[int, deque[tuple[int, ChangeEntry]]] = {}
 
     def bind(self, partitions: int) -> None:
         """Fix the shard count."""
         if self._partitions and self._partitions != partitions:
             raise StoreError(f"store has {self._partitions} shards, the log {partitions} partitions; rebuild it")
         self._partitions = partitions
+
+    def partition_count(self) -> int:
+        """The bound shard count (0 before ``bind``)."""
+        return self._partitions
 
     def _shard_of(self, user_id: str) -> dict[str, dict[str, Row]]:
         if not self._partitions:
@@ -48,12 +64,17 @@ class InMemoryStore:
         """Next offset per topic for a shard."""
         return dict(self._checkpoints.get(partition, {}))
 
+    def change_token(self, partition: int) -> str:
+        """The shard's commit count."""
+        return str(self._commits.get(partition, 0))
+
     def commit(self, partition: int, changes: Sequence[Change], offsets: dict[str, int]) -> None:
         """Apply changes and record offsets (atomic: nothing can fail half-way in memory)."""
         if not self._partitions:
             raise StoreError("store is not bound to a partition count; call bind() first")
         shard = self._shards.setdefault(partition, {t: {} for t in TABLES})
-        for table, rows in final_rows(changes).items():
+        net = final_rows(changes)
+        for table, rows in net.items():
             target = shard.setdefault(table, {})
             for id_, row in rows.items():
                 if row is None:
@@ -61,6 +82,31 @@ class InMemoryStore:
                 else:
                     target[id_] = row
         self._checkpoints[partition] = {**self._checkpoints.get(partition, {}), **offsets}
+        self._commits[partition] = self._commits.get(partition, 0) + 1
+        history = self._changes.setdefault(partition, deque(maxlen=CHANGE_HISTORY))
+        history.append((self._commits[partition], change_entry(net)))
+
+    def owner_changes(self, user_id: str, since: str) -> OwnerChanges | None:
+        """The owner's rows written since the token ``since`` and the ids deleted since (None: cannot tell)."""
+        if not self._partitions or not since.isdigit():
+            return None
+        partition = partition_for(user_id, self._partitions)
+        start, now = int(since), self._commits.get(partition, 0)
+        entries = [entry for n, entry in self._changes.get(partition, ()) if n > start]
+        if start > now or len(entries) != now - start:
+            return None
+        written, deleted = owner_ids(entries, user_id)
+        shard = self._shards.get(partition, {})
+        gone = {table: set(ids) for table, ids in deleted.items()}
+        rows: list[Row] = []
+        for table, ids in sorted(written.items()):
+            for id_ in sorted(ids):
+                row = shard.get(table, {}).get(id_)
+                if row is not None and row.user_id == user_id:
+                    rows.append(row)
+                else:
+                    gone.setdefault(table, set()).add(id_)
+        return OwnerChanges(str(now), tuple(rows), {t: frozenset(ids) for t, ids in gone.items() if ids})
 
     def load_owner(self, user_id: str) -> list[Row]:
         """Every row of an owner."""

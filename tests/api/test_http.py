@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from adamem.settings import Settings
 from api.app import create_app
 from projections.projector import Projector
 from projections.store import open_store
+from retrieval import SEED_DEFAULT, CacheSettings
 from retrieval.service import Retriever
 from streams.log import open_log
 from streams.pipeline import run_pipeline
@@ -272,3 +274,27 @@ def test_the_api_over_projections_built_from_the_real_broker(
         assert any("花生" in i["content"] for i in answer.json()["items"])
         prov = [p for i in answer.json()["items"] for p in i["provenance"]]
         assert all(p["source_topic"] == settings.topic("analyses") for p in prov)
+
+
+def test_a_query_reads_the_owner_once_tenant_check_included(
+    built: tuple[Settings, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings, store = built
+    reader = open_store(store, read_only=True)
+    loaded: list[str] = []
+    real = reader.load_owner
+
+    def counting(user_id: str) -> list[Any]:
+        loaded.append(user_id)
+        return real(user_id)
+
+    monkeypatch.setattr(reader, "load_owner", counting)
+    no_hot_owners = dataclasses.replace(SEED_DEFAULT, cache=CacheSettings(hot_owners=0))  # nothing kept
+    app = create_app(settings, Retriever(reader, _embedder(), no_hot_owners), api_keys=KEYS)
+    with serving(app) as c:
+        for question in ("What food does Alice like?", "Where does Alice work?"):
+            r = c.post("/v1/users/alice/query", json={"question": question}, headers=DEFAULT)
+            assert r.status_code == 200, r.text
+        assert loaded == ["alice", "alice"]  # one load per request
+        r = c.post("/v1/users/dave/query", json={"question": "What is my secret project?"}, headers=ACME)
+        assert r.status_code == 404 and "Zephyr" not in r.text and loaded.count("dave") == 1

@@ -22,7 +22,8 @@ from bench.metrics import (
     recall_at,
     summary_ms,
 )
-from projections.folds.rows import MessageRow
+from projections.folds.rows import EpisodicRow, MessageRow
+from projections.store.base import OwnerChanges
 from retrieval.answer import Answer, Item, Provenance, Timing
 from retrieval.config import Layer, Route, Subject
 from retrieval.fusion import Breakdown
@@ -72,17 +73,52 @@ def test_recall_on_a_hand_made_case() -> None:
 
 def _message(mid: str) -> MessageRow:
     return MessageRow(
-        id=f"ev-{mid}", user_id="u", tenant="default", conversation_id="c", message_id=mid, speaker="A", role="user",
-        text=mid, occurred_at=0, topics=[], entities=[], summary="", sentiment=0.0, dialog_act="statement",
-        certainty="certain", vector=(), embedding_model="", analysis_event_id="", analyzer="", generation="g1",
-        source_topic="t", source_partition=0, source_offset=0, seq=0, in_working=False, working_seq=-1,
-        consolidated=True, extraction_json="{}",
+        id=f"ev-{mid}",
+        user_id="u",
+        tenant="default",
+        conversation_id="c",
+        message_id=mid,
+        speaker="A",
+        role="user",
+        text=mid,
+        occurred_at=0,
+        topics=[],
+        entities=[],
+        summary="",
+        sentiment=0.0,
+        dialog_act="statement",
+        certainty="certain",
+        vector=(),
+        embedding_model="",
+        analysis_event_id="",
+        analyzer="",
+        generation="g1",
+        source_topic="t",
+        source_partition=0,
+        source_offset=0,
+        seq=0,
+        in_working=False,
+        working_seq=-1,
+        consolidated=True,
+        extraction_json="{}",
     )
 
 
 def _item(rank: int, mids: list[str]) -> Item:
-    return Item(rank, Layer.EPISODIC, "event", f"item{rank}", "x", 1.0, Breakdown(1.0, 0.0, 0.0, 0.0), "A", "user",
-                0, -1, tuple(Provenance.of(_message(m)) for m in mids))
+    return Item(
+        rank,
+        Layer.EPISODIC,
+        "event",
+        f"item{rank}",
+        "x",
+        1.0,
+        Breakdown(1.0, 0.0, 0.0, 0.0),
+        "A",
+        "user",
+        0,
+        -1,
+        tuple(Provenance.of(_message(m)) for m in mids),
+    )
 
 
 def test_flatten_agrees_with_the_answers_own_message_ids() -> None:
@@ -114,8 +150,16 @@ def test_coverage_arithmetic() -> None:
 
 
 def test_render_shows_speaker_date_and_caption() -> None:
-    m = ChatMessage("e", "u", "c", "D1:1", Speaker("user", "Mel"), "look", 1_683_550_560_000,
-                    metadata={"blip_caption": "a photo of a cat"})
+    m = ChatMessage(
+        "e",
+        "u",
+        "c",
+        "D1:1",
+        Speaker("user", "Mel"),
+        "look",
+        1_683_550_560_000,
+        metadata={"blip_caption": "a photo of a cat"},
+    )
     assert render(m) == "Mel (8 May 2023): look [image: a photo of a cat]"
 
 
@@ -149,8 +193,12 @@ def test_summary_and_mean() -> None:
 
 
 def _turns(n: int, conv: str, start: int) -> list[ChatMessage]:
-    return [ChatMessage(f"{conv}{i}", conv, f"{conv}/session_1", f"D1:{i + 1}", Speaker("user", "A"), f"t{i}",
-                        start + i * 1000) for i in range(n)]
+    return [
+        ChatMessage(
+            f"{conv}{i}", conv, f"{conv}/session_1", f"D1:{i + 1}", Speaker("user", "A"), f"t{i}", start + i * 1000
+        )
+        for i in range(n)
+    ]
 
 
 def test_spread_renames_owners_keeps_time_order_and_makes_distinct_events() -> None:
@@ -182,11 +230,20 @@ def test_wrk_script_sends_each_request_once() -> None:
 
 
 def test_reference_texts_use_the_session_date_string() -> None:
-    doc = {"conversation": {"session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [
-        {"speaker": "Mel", "dia_id": "D1:1", "text": "hi"},
-        {"speaker": "Jo", "dia_id": "D1:2", "text": "look", "blip_caption": "a cat"}], "speaker_a": "Mel"}}
-    assert reference_texts(doc) == {"D1:1": "Mel (1:56 pm on 8 May, 2023): hi",
-                                    "D1:2": "Jo (1:56 pm on 8 May, 2023): look [image: a cat]"}
+    doc = {
+        "conversation": {
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Mel", "dia_id": "D1:1", "text": "hi"},
+                {"speaker": "Jo", "dia_id": "D1:2", "text": "look", "blip_caption": "a cat"},
+            ],
+            "speaker_a": "Mel",
+        }
+    }
+    assert reference_texts(doc) == {
+        "D1:1": "Mel (1:56 pm on 8 May, 2023): hi",
+        "D1:2": "Jo (1:56 pm on 8 May, 2023): look [image: a cat]",
+    }
 
 
 class _Store:
@@ -205,6 +262,14 @@ class _Store:
     def text_search(self, table: str, user_id: str, query: str, k: int) -> list[str]:
         return [table]
 
+    def owner_changes(self, user_id: str, since: str) -> OwnerChanges | None:
+        record = EpisodicRow(
+            "r1", "u", "fact", "", "Ann likes tea", 0.9, ["ev-D1:2"], "Ann", "user", "c", 0, 0, -1, "", "", "active",
+            "ADD", (), -1, "general", "", "", [], "",
+        )  # fmt: skip
+        gone = {"episodic": frozenset({"r0"}), "messages": frozenset({"m0"})}
+        return OwnerChanges("t2", (_message("D1:2"), record), gone) if since == "t1" else None
+
     def extra(self) -> str:
         return "delegated"
 
@@ -217,6 +282,9 @@ def test_messages_only_hides_persona_and_episodic() -> None:
     assert view.rows("messages", "u") == ["messages"]  # type: ignore[comparison-overlap]
     assert [r.TABLE for r in view.load_owner("u")] == ["messages"]
     assert view.view == "main" and view.extra() == "delegated"
+    changes = view.owner_changes("u", "t1")  # what changed, without the hidden layers either
+    assert changes is not None and changes.token == "t2" and [r.TABLE for r in changes.rows] == ["messages"]
+    assert changes.gone == {"messages": frozenset({"m0"})} and view.owner_changes("u", "t0") is None
 
 
 def test_ablations_switch_one_thing_each() -> None:

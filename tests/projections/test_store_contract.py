@@ -15,7 +15,10 @@ from adamem.partitioning import partition_for
 from projections.folds.changes import Delete, Upsert
 from projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
 from projections.store import MemoryStore, open_store
-from projections.store.lance import LanceStore
+from projections.store import lance as lance_store
+from projections.store import memory as memory_store
+from projections.store.base import OwnerChanges
+from projections.store.lance import LanceStore, switch_view
 
 PARTITIONS = 2
 ADAPTERS = ["memory", "lancedb"]
@@ -190,6 +193,11 @@ def test_lancedb_rolls_back_a_commit_torn_before_its_checkpoint(
     reader = LanceStore(root, read_only=True)
     assert [r.id for r in reader.rows("messages", "alice")] == ["m1"]
 
+    # the torn commit's change-log entry went with it: the next commit's changes are exactly its own
+    reopened.commit(0, [Upsert("messages", message("alice", "m3", "new", (0.0, 0.0, 1.0)))], {"analyses": 2})
+    changes = reader.owner_changes("alice", "main/1")
+    assert changes is not None and [r.id for r in changes.rows] == ["m3"] and not changes.gone
+
 
 def test_lancedb_indexes_vectors_of_large_tables_and_still_finds_the_nearest(tmp_path: Path) -> None:
     store = LanceStore(str(tmp_path / "store"), vector_index_min_rows=300)
@@ -198,16 +206,20 @@ def test_lancedb_indexes_vectors_of_large_tables_and_still_finds_the_nearest(tmp
         message("alice", f"m{i:04d}", f"text {i}", (1.0, (i % 97) / 97.0, (i % 13) / 13.0, (i % 7) / 7.0))
         for i in range(400)
     ]
-    store.commit(0, [Upsert("messages", r) for r in rows], {"analyses": 1})
+    bob = [message("bob", f"b{i:02d}", "bob's", (0.0, 1.0, 0.0, 0.0)) for i in range(20)]
+    store.commit(0, [Upsert("messages", r) for r in rows + bob], {"analyses": 1})
     store.optimize()
     shard = store._shard(0, create=False)
     assert shard is not None
-    kinds = [ix.index_type for ix in shard.tables["messages"].list_indices()]
-    assert "IvfHnswSq" in kinds and "FTS" in kinds
-    store.commit(0, [], {"analyses": 2})  # the next checkpoint covers the indexed version
+    kinds = {tuple(ix.columns): ix.index_type for ix in shard.tables["messages"].list_indices()}
+    assert kinds == {("vector",): "IvfHnswSq", ("tokens",): "FTS", ("user_id",): "BTree"}
+    late = message("bob", "b99", "after the index", (0.0, 1.0, 0.0, 0.0))
+    store.commit(0, [Upsert("messages", late)], {"analyses": 2})  # the next checkpoint covers the indexed version
     reader = LanceStore(str(tmp_path / "store"), read_only=True)
     hits = reader.vector_search("messages", "alice", rows[123].vector, 3)  # type: ignore[union-attr]
     assert hits[0].row.id == "m0123"
+    assert [r.id for r in reader.rows("messages", "bob")] == [r.id for r in bob] + ["b99"]  # indexed, and not yet
+    assert len(reader.rows("messages", "alice")) == 400
 
 
 def _bulk_history() -> list[list[Any]]:
@@ -336,3 +348,128 @@ def test_lancedb_bulk_mode_loads_an_owner_it_never_wrote_without_a_query(
     assert bulk.load_owner("carol") == []
     filled = LanceStore(str(tmp_path / "store"), bulk=True)  # tables found filled: owners are looked up
     assert [r.id for r in filled.load_owner("bob")] == ["m3"]
+
+
+def _same_shard_as(user: str) -> str:
+    """Another owner living in the same shard as ``user``."""
+    return next(
+        u for u in (f"other{i}" for i in range(100)) if partition_for(u, PARTITIONS) == partition_for(user, PARTITIONS)
+    )
+
+
+def _applied(held: list[Row], changes: OwnerChanges) -> list[Row]:
+    """An owner's rows after applying changes: drop what is gone, put what was written."""
+    rows = {(r.TABLE, r.id): r for r in held if r.id not in changes.gone.get(r.TABLE, frozenset())}
+    rows.update({(r.TABLE, r.id): r for r in changes.rows})
+    return sorted(rows.values(), key=lambda r: (r.TABLE, r.id))
+
+
+def _sorted(rows: list[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: (r.TABLE, r.id))
+
+
+def test_the_change_token_moves_on_every_commit_and_only_then(store: MemoryStore) -> None:
+    p = partition_for("alice", PARTITIONS)
+    assert store.partition_count() == PARTITIONS
+    first = store.change_token(p)
+    assert store.change_token(p) == first
+    _commit(store, "alice", [Upsert("messages", message("alice", "m1", "x", (1.0, 0.0, 0.0)))], 1)
+    second = store.change_token(p)
+    assert second != first and store.change_token(p) == second
+    store.commit(p, [], {"control": 1})  # offsets only: the shard's checkpoint still moved
+    assert store.change_token(p) not in (first, second)
+
+
+def test_owner_changes_bring_an_owner_held_at_an_old_token_up_to_date(store: MemoryStore) -> None:
+    p, neighbour = partition_for("alice", PARTITIONS), _same_shard_as("alice")
+    a1, a2 = message("alice", "a1", "one", (1.0, 0.0, 0.0)), message("alice", "a2", "two", (0.0, 1.0, 0.0))
+    owner = make(OwnerRow, id="alice", user_id="alice", last_event_time=1)
+    _commit(store, "alice", [Upsert("messages", a1), Upsert("messages", a2), Upsert("owners", owner)], 1)
+    _commit(store, neighbour, [Upsert("messages", message(neighbour, "n1", "theirs", (1.0, 0.0, 0.0)))], 2)
+    token, held = store.change_token(p), store.load_owner("alice")
+    held_neighbour = store.load_owner(neighbour)
+
+    _commit(store, "alice", [Upsert("messages", dataclasses.replace(a1, text="one, edited"))], 3)  # type: ignore[type-var]
+    _commit(store, "alice", [Upsert("messages", message("alice", "a3", "three", (0.0, 0.0, 1.0)))], 4)
+    _commit(
+        store, "alice", [Delete("messages", "a2"), Upsert("owners", dataclasses.replace(owner, last_event_time=9))], 5
+    )  # type: ignore[type-var]
+    _commit(store, "alice", [Upsert("messages", message("alice", "a4", "short-lived", (1.0, 1.0, 0.0)))], 6)
+    _commit(store, "alice", [Delete("messages", "a4")], 7)
+
+    changes = store.owner_changes("alice", token)
+    assert changes is not None and changes.token == store.change_token(p)
+    assert _applied(held, changes) == _sorted(store.load_owner("alice"))
+    assert {r.id for r in changes.rows} == {"a1", "a3", "alice"}  # only what was written, as it is now
+    assert {"a2", "a4"} <= changes.gone["messages"]
+
+    theirs = store.owner_changes(neighbour, token)  # the neighbour's rows did not change
+    assert theirs is not None and not theirs.rows
+    assert _applied(held_neighbour, theirs) == _sorted(held_neighbour)
+    assert store.owner_changes("alice", changes.token) == OwnerChanges(changes.token)  # nothing since
+
+
+def test_owner_changes_cannot_resolve_a_foreign_or_forgotten_token(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory_store, "CHANGE_HISTORY", 2)
+    monkeypatch.setattr(lance_store, "CHANGE_HISTORY", 2)
+    _commit(store, "alice", [Upsert("messages", message("alice", "a1", "x", (1.0, 0.0, 0.0)))], 1)
+    p = partition_for("alice", PARTITIONS)
+    old = store.change_token(p)
+    assert store.owner_changes("alice", "no such token") is None
+    for offset in range(2, 6):
+        _commit(store, "alice", [Upsert("messages", message("alice", f"a{offset}", "x", (1.0, 0.0, 0.0)))], offset)
+    if isinstance(store, LanceStore):
+        store.optimize()  # the change log is trimmed when the shard is optimised
+    assert store.owner_changes("alice", old) is None  # older than the kept history: load the owner again
+    recent = store.change_token(p)
+    _commit(store, "alice", [Upsert("messages", message("alice", "a9", "x", (1.0, 0.0, 0.0)))], 9)
+    found = store.owner_changes("alice", recent)
+    assert found is not None and [r.id for r in found.rows] == ["a9"]
+
+
+def test_lancedb_readers_see_a_commit_in_the_change_token_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = str(tmp_path / "store")
+    writer = LanceStore(root)
+    writer.bind(1)
+    writer.commit(0, [Upsert("messages", message("alice", "m1", "x", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    reader = LanceStore(root, read_only=True)
+    seen = [reader.change_token(0)]
+    for trust_after in (lance_store._TRUST_STAMP_NS, 0):  # racy-timestamp guard on, then trusting every stamp
+        monkeypatch.setattr(lance_store, "_TRUST_STAMP_NS", trust_after)
+        for offset in (2, 3):
+            writer.commit(
+                0, [Upsert("messages", message("alice", f"m{offset}", "x", (1.0, 0.0, 0.0)))], {"analyses": offset}
+            )
+            seen.append(reader.change_token(0))
+            assert seen[-1] == writer.change_token(0) and seen.count(seen[-1]) == 1
+            assert reader.change_token(0) == seen[-1]
+    assert seen == [f"main/{n}" for n in range(1, 6)]
+
+
+def test_lancedb_owner_changes_do_not_cross_a_view_switch(tmp_path: Path) -> None:
+    root = str(tmp_path / "store")
+    for view in ("main", "rebuilt"):
+        s = LanceStore(root, view=view)
+        s.bind(1)
+        s.commit(0, [Upsert("messages", message("alice", "m1", view, (1.0, 0.0, 0.0)))], {"analyses": 1})
+    reader = LanceStore(root, read_only=True)
+    token = reader.change_token(0)
+    assert reader.owner_changes("alice", token) == OwnerChanges(token)
+    switch_view(root, "rebuilt")
+    assert reader.change_token(0) == "rebuilt/1" != token  # the same commit count in another view
+    assert reader.owner_changes("alice", token) is None
+
+
+def test_lancedb_readers_see_a_periodic_optimize_at_once(tmp_path: Path) -> None:
+    store = LanceStore(str(tmp_path / "store"), optimize_every=2)
+    store.bind(1)
+    for i in range(2):
+        store.commit(0, [Upsert("messages", message("alice", f"m{i}", "x", (1.0, 0.0, 0.0)))], {"analyses": i + 1})
+    reader = LanceStore(str(tmp_path / "store"), read_only=True)
+    table = reader._owner_shard("alice").visible("messages")  # type: ignore[union-attr]
+    assert {ix.index_type for ix in table.list_indices()} == {"FTS", "BTree"}  # the checkpoint covers the optimize
+    assert [r.id for r in reader.rows("messages", "alice")] == ["m0", "m1"]

@@ -27,8 +27,15 @@ from streams.publish import publish_messages
 
 def turn(user: str, conv: str, n: int, speaker: str, role: str, text: str, at: str) -> dict[str, Any]:
     """One JSON Lines message."""
-    return {"user_id": user, "conversation_id": conv, "message_id": f"{conv}-{n}", "speaker": speaker,
-            "role": role, "text": text, "occurred_at": at}
+    return {
+        "user_id": user,
+        "conversation_id": conv,
+        "message_id": f"{conv}-{n}",
+        "speaker": speaker,
+        "role": role,
+        "text": text,
+        "occurred_at": at,
+    }
 
 
 def _script(user: str, me: str, bot: str, sessions: list[tuple[str, list[tuple[str, str]]]]) -> list[dict[str, Any]]:
@@ -36,109 +43,194 @@ def _script(user: str, me: str, bot: str, sessions: list[tuple[str, list[tuple[s
     for day, lines in sessions:
         conv = f"{user}-{day}"
         for n, (who, text) in enumerate(lines, start=1):
-            out.append(turn(user, conv, n, me if who == "u" else bot, "user" if who == "u" else "assistant", text,
-                            f"{day}T20:{n:02d}:00Z"))
+            out.append(
+                turn(
+                    user,
+                    conv,
+                    n,
+                    me if who == "u" else bot,
+                    "user" if who == "u" else "assistant",
+                    text,
+                    f"{day}T20:{n:02d}:00Z",
+                )
+            )
     return out
 
 
 CHECKUP_EN = "Got my annual check-up results today: my blood lipids are high."
 GYM_EN = "I finally went to the gym yesterday and worked out for an hour."
-MOTIVATING_EN = _script("sam", "Sam", "Assistant", [
-    ("2024-03-04", [
-        ("u", "Morning! Work is crazy this week, we are shipping a big release on Friday."),
-        ("a", "Good luck with the release! Remember to take breaks."),
-        ("u", "I made Sichuan noodles for dinner last night, they were great."),
-        ("u", "My cat Mochi keeps stealing my chair."),
-    ]),
-    ("2024-03-11", [
-        ("u", CHECKUP_EN),
-        ("a", "I'm sorry to hear that. What did the doctor say?"),
-        ("u", "She said it is a warning sign and I should take it seriously."),
-        ("u", "Anyway, I'm reading a great sci-fi novel right now."),
-    ]),
-    ("2024-03-18", [
-        ("u", "My sister Emma is visiting Beijing next month."),
-        ("a", "How nice! Any plans together?"),
-        ("u", "We'll probably try the new hotpot place near my office."),
-    ]),
-    ("2024-03-25", [
-        ("u", "I've decided to start working out three times a week, for my health."),
-        ("a", "That's a great decision! Do you have a plan?"),
-        ("u", "I'll try the gym near my office on weekday evenings."),
-    ]),
-    ("2024-04-08", [
-        ("u", GYM_EN),
-        ("a", "Good for you! How did it feel?"),
-        ("u", "Exhausting, but I feel stronger already."),
-        ("u", "Also, the release finally went out and my boss was happy."),
-    ]),
-    ("2024-04-15", [
-        ("u", "Emma loved the hotpot, we went twice."),
-        ("a", "Sounds like a fun visit."),
-        ("u", "I'm thinking about adopting a second cat."),
-    ]),
-])
+MOTIVATING_EN = _script(
+    "sam",
+    "Sam",
+    "Assistant",
+    [
+        (
+            "2024-03-04",
+            [
+                ("u", "Morning! Work is crazy this week, we are shipping a big release on Friday."),
+                ("a", "Good luck with the release! Remember to take breaks."),
+                ("u", "I made Sichuan noodles for dinner last night, they were great."),
+                ("u", "My cat Mochi keeps stealing my chair."),
+            ],
+        ),
+        (
+            "2024-03-11",
+            [
+                ("u", CHECKUP_EN),
+                ("a", "I'm sorry to hear that. What did the doctor say?"),
+                ("u", "She said it is a warning sign and I should take it seriously."),
+                ("u", "Anyway, I'm reading a great sci-fi novel right now."),
+            ],
+        ),
+        (
+            "2024-03-18",
+            [
+                ("u", "My sister Emma is visiting Beijing next month."),
+                ("a", "How nice! Any plans together?"),
+                ("u", "We'll probably try the new hotpot place near my office."),
+            ],
+        ),
+        (
+            "2024-03-25",
+            [
+                ("u", "I've decided to start working out three times a week, for my health."),
+                ("a", "That's a great decision! Do you have a plan?"),
+                ("u", "I'll try the gym near my office on weekday evenings."),
+            ],
+        ),
+        (
+            "2024-04-08",
+            [
+                ("u", GYM_EN),
+                ("a", "Good for you! How did it feel?"),
+                ("u", "Exhausting, but I feel stronger already."),
+                ("u", "Also, the release finally went out and my boss was happy."),
+            ],
+        ),
+        (
+            "2024-04-15",
+            [
+                ("u", "Emma loved the hotpot, we went twice."),
+                ("a", "Sounds like a fun visit."),
+                ("u", "I'm thinking about adopting a second cat."),
+            ],
+        ),
+    ],
+)
 
 CHECKUP_ZH = "今天拿到了年度体检报告，血脂偏高。"
 GYM_ZH = "我昨天去了健身房，人特别多。"
-MOTIVATING_ZH = _script("xiaolin", "小林", "助手", [
-    ("2024-05-06", [
-        ("u", "这周工作特别忙，周五要发布新版本。"),
-        ("a", "加油！记得休息。"),
-        ("u", "昨天晚上我做了川味面条，很好吃。"),
-        ("u", "我家的猫总是抢我的椅子。"),
-    ]),
-    ("2024-05-13", [
-        ("u", CHECKUP_ZH),
-        ("a", "听到这个很遗憾。医生怎么说？"),
-        ("u", "医生说这是个警告信号，要重视。"),
-        ("u", "对了，我最近在看一本很棒的科幻小说。"),
-    ]),
-    ("2024-05-20", [
-        ("u", "我姐姐下个月要来北京看我。"),
-        ("a", "真好！有什么计划吗？"),
-        ("u", "我们可能去公司附近新开的火锅店。"),
-    ]),
-    ("2024-05-27", [
-        ("u", "为了健康，我决定开始健身，每周三次。"),
-        ("a", "这个决定很棒！有具体计划吗？"),
-        ("u", "我打算工作日晚上去公司附近的健身房。"),
-    ]),
-    ("2024-06-10", [
-        ("u", GYM_ZH),
-        ("a", "真棒！感觉怎么样？"),
-        ("u", "很累，但是感觉自己变强壮了。"),
-        ("u", "另外新版本终于发布了，老板很满意。"),
-    ]),
-    ("2024-06-17", [
-        ("u", "姐姐很喜欢那家火锅店，我们去了两次。"),
-        ("a", "听起来是一次很愉快的相聚。"),
-        ("u", "我在考虑再养一只猫。"),
-    ]),
-])
+MOTIVATING_ZH = _script(
+    "xiaolin",
+    "小林",
+    "助手",
+    [
+        (
+            "2024-05-06",
+            [
+                ("u", "这周工作特别忙，周五要发布新版本。"),
+                ("a", "加油！记得休息。"),
+                ("u", "昨天晚上我做了川味面条，很好吃。"),
+                ("u", "我家的猫总是抢我的椅子。"),
+            ],
+        ),
+        (
+            "2024-05-13",
+            [
+                ("u", CHECKUP_ZH),
+                ("a", "听到这个很遗憾。医生怎么说？"),
+                ("u", "医生说这是个警告信号，要重视。"),
+                ("u", "对了，我最近在看一本很棒的科幻小说。"),
+            ],
+        ),
+        (
+            "2024-05-20",
+            [
+                ("u", "我姐姐下个月要来北京看我。"),
+                ("a", "真好！有什么计划吗？"),
+                ("u", "我们可能去公司附近新开的火锅店。"),
+            ],
+        ),
+        (
+            "2024-05-27",
+            [
+                ("u", "为了健康，我决定开始健身，每周三次。"),
+                ("a", "这个决定很棒！有具体计划吗？"),
+                ("u", "我打算工作日晚上去公司附近的健身房。"),
+            ],
+        ),
+        (
+            "2024-06-10",
+            [
+                ("u", GYM_ZH),
+                ("a", "真棒！感觉怎么样？"),
+                ("u", "很累，但是感觉自己变强壮了。"),
+                ("u", "另外新版本终于发布了，老板很满意。"),
+            ],
+        ),
+        (
+            "2024-06-17",
+            [
+                ("u", "姐姐很喜欢那家火锅店，我们去了两次。"),
+                ("a", "听起来是一次很愉快的相聚。"),
+                ("u", "我在考虑再养一只猫。"),
+            ],
+        ),
+    ],
+)
 
 
 def _session(user: str, me: str, day: str, lines: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    return [turn(user, f"{user}-{day}", n, me if who == "u" else "Assistant", "user" if who == "u" else "assistant",
-                 text, f"{day}T09:{n:02d}:00Z") for n, (who, text) in enumerate(lines, start=1)]
+    return [
+        turn(
+            user,
+            f"{user}-{day}",
+            n,
+            me if who == "u" else "Assistant",
+            "user" if who == "u" else "assistant",
+            text,
+            f"{day}T09:{n:02d}:00Z",
+        )
+        for n, (who, text) in enumerate(lines, start=1)
+    ]
 
 
-MOVE_BEFORE = _session("alice", "Alice", "2024-03-04", [
-    ("u", "I live in Beijing, close to the Summer Palace."),
-    ("a", "Beijing is lovely in spring!"),
-    ("u", "I love spicy food, especially Sichuan hotpot."),
-]) + _session("alice", "Alice", "2024-04-01", [
-    ("u", "Work has been busy, lots of meetings."),
-    ("a", "Take care of yourself."),
-])
-MOVE = _session("alice", "Alice", "2024-05-06", [
-    ("u", "I just moved to Shenzhen for a new job."),
-    ("a", "Congratulations on the move!"),
-])
-MOVE_AFTER = _session("alice", "Alice", "2024-05-13", [
-    ("u", "The weather has been hot lately."),
-    ("a", "Stay cool!"),
-])
+MOVE_BEFORE = _session(
+    "alice",
+    "Alice",
+    "2024-03-04",
+    [
+        ("u", "I live in Beijing, close to the Summer Palace."),
+        ("a", "Beijing is lovely in spring!"),
+        ("u", "I love spicy food, especially Sichuan hotpot."),
+    ],
+) + _session(
+    "alice",
+    "Alice",
+    "2024-04-01",
+    [
+        ("u", "Work has been busy, lots of meetings."),
+        ("a", "Take care of yourself."),
+    ],
+)
+MOVE = _session(
+    "alice",
+    "Alice",
+    "2024-05-06",
+    [
+        ("u", "I just moved to Shenzhen for a new job."),
+        ("a", "Congratulations on the move!"),
+    ],
+)
+MOVE_AFTER = _session(
+    "alice",
+    "Alice",
+    "2024-05-13",
+    [
+        ("u", "The weather has been hot lately."),
+        ("a", "Stay cool!"),
+    ],
+)
 """Alice lives in Beijing (March), moves to Shenzhen (6 May); a later session consolidates the move."""
 
 MOTIVATING = {
@@ -152,8 +244,13 @@ class Memory:
     """An embedded log and a store in a folder; ``add`` publishes messages and projects them."""
 
     def __init__(self, folder: Path, embedder: E5Embedder, store_url: str | None = None) -> None:
-        self.settings = Settings(log_url=str(folder / "log"), store_url=store_url or str(folder / "store"),
-                                 topic_prefix="rt", fsync=False, embedded_partitions=2)
+        self.settings = Settings(
+            log_url=str(folder / "log"),
+            store_url=store_url or str(folder / "store"),
+            topic_prefix="rt",
+            fsync=False,
+            embedded_partitions=2,
+        )
         self.store: MemoryStore = open_store(self.settings.store_url)
         self.agent = MemoryAgent(RuleExtractor(), embedder)
         self.projector = Projector(self.store)

@@ -17,7 +17,8 @@ def ms(day: str) -> int:
 
 
 def test_a_fact_updated_later_answers_old_before_and_new_after(
-        build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]) -> None:
+    build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]
+) -> None:
     memory = build("asof")
     before, move, after = moving
     memory.add(before + move + after)
@@ -37,8 +38,9 @@ def test_a_fact_updated_later_answers_old_before_and_new_after(
     assert all("Beijing" not in i.content for i in later.items[:2])
     assert retriever.query("alice", question).items[0].content == later.items[0].content  # as now
 
-    move_offset = next(m.source_offset for m in memory.store.rows("messages", "alice")
-                       if m.text.startswith("I just moved"))
+    move_offset = next(
+        m.source_offset for m in memory.store.rows("messages", "alice") if m.text.startswith("I just moved")
+    )
     at_offset = retriever.query("alice", question, as_of=AsOf(offset=move_offset))
     assert "Beijing" in at_offset.items[0].content
     assert all(p.source_offset < move_offset for i in at_offset.items for p in i.provenance)

@@ -19,7 +19,8 @@ Case = tuple[str, str, str, str]
 
 
 def test_vector_similarity_alone_ranks_the_gym_visit_above_the_checkup(
-        motivating: Any, embedder: E5Embedder, case: Case) -> None:
+    motivating: Any, embedder: E5Embedder, case: Case
+) -> None:
     user, question, checkup, gym = case
     hits = motivating.store.vector_search("messages", user, embedder.embed_query([question])[0], 50)
     texts = [h.row.text for h in hits]
@@ -31,8 +32,11 @@ def test_the_graph_route_returns_the_checkup_in_the_top_3(motivating: Any, embed
     retriever = Retriever(motivating.store, embedder, partitions=motivating.partitions)
     answer = retriever.query(user, question)
     retriever.close()
-    assert (answer.route.route, answer.route.direction, answer.route.causal) == (Route.GRAPH, Direction.ANTECEDENT,
-                                                                                 True)
+    assert (answer.route.route, answer.route.direction, answer.route.causal) == (
+        Route.GRAPH,
+        Direction.ANTECEDENT,
+        True,
+    )
     assert answer.whose.subject is Subject.USER
     top3 = answer.items[:3]
     found = [i for i in top3 if any(p.message_id == _message_id(motivating, user, checkup) for p in i.provenance)]
@@ -44,7 +48,10 @@ def test_the_graph_route_returns_the_checkup_in_the_top_3(motivating: Any, embed
     assert all(gym not in i.content for i in top3)
     source = item.provenance[0]
     assert (source.source_topic, source.analyzer, source.conversation_id) == (
-        "rt.analyses", "rules/1", _message_id(motivating, user, checkup).rsplit("-", 1)[0])
+        "rt.analyses",
+        "rules/1",
+        _message_id(motivating, user, checkup).rsplit("-", 1)[0],
+    )
     assert source.source_offset >= 0 and source.source_partition in (0, 1)
     assert item.layer in (Layer.ARCHIVE, Layer.EPISODIC, Layer.GRAPH)
 
@@ -53,8 +60,19 @@ def test_the_answer_is_json_ready_with_route_whose_and_timing(motivating: Any, e
     retriever = Retriever(motivating.store, embedder, partitions=motivating.partitions)
     data = retriever.query("sam", "why did I start working out?", top_k=5).to_dict()
     retriever.close()
-    assert set(data) == {"user_id", "question", "config", "cached", "as_of", "reference_time", "time_windows",
-                         "whose", "route", "items", "timing_ms"}
+    assert set(data) == {
+        "user_id",
+        "question",
+        "config",
+        "cached",
+        "as_of",
+        "reference_time",
+        "time_windows",
+        "whose",
+        "route",
+        "items",
+        "timing_ms",
+    }
     assert len(data["items"]) == 5 and [i["rank"] for i in data["items"]] == [1, 2, 3, 4, 5]
     assert set(data["timing_ms"]) == {"resolve", "route", "retrieve", "expand", "fuse", "total"}
     assert set(data["items"][0]["breakdown"]) == {"semantic", "graph", "temporal", "fact"}

@@ -62,17 +62,29 @@ def test_presets_are_frozen_and_varied_by_copying() -> None:
 def test_seed_default_has_the_seeds_numbers() -> None:
     c = SEED_DEFAULT
     assert (c.top_k, c.graph_seeds, c.min_node_confidence, c.hop_decay, c.max_hops, c.max_parallel_seeds) == (
-        10, 5, 0.6, 0.85, 3, 4)
+        10,
+        5,
+        0.6,
+        0.85,
+        3,
+        4,
+    )
     assert (c.edge_priority, c.min_edge_weight, c.cache.query_cosine) == (
-        ("supports", "mentions", "temporal_next"), 0.6, 0.92)
+        ("supports", "mentions", "temporal_next"),
+        0.6,
+        0.92,
+    )
     assert c.fusion == FusionWeights(0.70, 0.15, 0.10, 0.05)
 
 
 def test_time_words_resolve_against_the_reference_time_and_score_by_distance() -> None:
     now = ms("2024-03-13T12:00:00")  # a Wednesday
     (window,) = time_windows("what did I do last week?", now)
-    assert (window.start, window.end, window.text) == (ms("2024-03-04T00:00:00"), ms("2024-03-11T00:00:00"),
-                                                       "last week")
+    assert (window.start, window.end, window.text) == (
+        ms("2024-03-04T00:00:00"),
+        ms("2024-03-11T00:00:00"),
+        "last week",
+    )
     assert temporal_score([ms("2024-03-06T09:00:00")], [window], now, SEED_DEFAULT) == 1.0
     assert temporal_score([ms("2024-03-12T00:00:00")], [window], now, SEED_DEFAULT) == pytest.approx(0.5 ** (1 / 7))
     assert temporal_score([ms("2024-02-26T00:00:00")], [window], now, SEED_DEFAULT) == pytest.approx(0.5)
@@ -94,13 +106,39 @@ def test_fact_support_counts_records_and_persona_evidence_up_to_three() -> None:
         make(OwnerRow, id="u", user_id="u", last_event_time=10),
         make(MessageRow, id="m1", user_id="u", occurred_at=1, source_offset=0),
         make(MessageRow, id="m2", user_id="u", occurred_at=2, source_offset=1),
-        make(EpisodicRow, id="r1", user_id="u", type="fact", status="active", source_message_ids=["m1"],
-             valid_from=1, valid_to=-1),
-        make(EpisodicRow, id="r2", user_id="u", type="event", status="active", source_message_ids=["m1", "m2"],
-             valid_from=2, valid_to=-1),
+        make(
+            EpisodicRow,
+            id="r1",
+            user_id="u",
+            type="fact",
+            status="active",
+            source_message_ids=["m1"],
+            valid_from=1,
+            valid_to=-1,
+        ),
+        make(
+            EpisodicRow,
+            id="r2",
+            user_id="u",
+            type="event",
+            status="active",
+            source_message_ids=["m1", "m2"],
+            valid_from=2,
+            valid_to=-1,
+        ),
         make(EpisodicRow, id="r3", user_id="u", type="fact", status="superseded", source_message_ids=["m2"]),
-        make(PersonaRow, id="p1", user_id="u", kind="trait", status="active", mention_count=2,
-             evidence_message_ids=["m1", "m2"], evidence_confidences=[0.9, 0.9], evidence_times=[1, 2], first_seen=1),
+        make(
+            PersonaRow,
+            id="p1",
+            user_id="u",
+            kind="trait",
+            status="active",
+            mention_count=2,
+            evidence_message_ids=["m1", "m2"],
+            evidence_confidences=[0.9, 0.9],
+            evidence_times=[1, 2],
+            first_seen=1,
+        ),
     ]
     snap = OwnerSnapshot("u", rows)
     now = View(snap)

@@ -25,7 +25,10 @@ def edge(src: str, dst: str, type_: str, weight: float, direction: str = "forwar
 
 
 NODES = [node(f"m{i}", i) for i in range(1, 7)] + [
-    node("f1", 1, "fact", 0.9), node("flow", 2, "fact", 0.5), node("T", 1, "topic")]
+    node("f1", 1, "fact", 0.9),
+    node("flow", 2, "fact", 0.5),
+    node("T", 1, "topic"),
+]
 EDGES = [
     *(edge(f"m{i}", f"m{i + 1}", "temporal_next", 0.9) for i in range(1, 5)),
     *(edge(f"m{i + 1}", f"m{i}", "temporal_next", 0.45, "backward") for i in range(1, 5)),
@@ -86,8 +89,12 @@ def test_only_the_prioritised_edge_types_are_walked_unless_asked() -> None:
 
 def test_edge_priority_breaks_ties_between_equally_good_paths() -> None:
     nodes = [node("s", 1), node("x", 2), node("y", 2, "fact"), node("t", 3)]
-    edges = [edge("s", "x", "temporal_next", 0.8), edge("x", "t", "temporal_next", 0.8),
-             edge("s", "y", "supports", 0.8), edge("y", "t", "supports", 0.8)]
+    edges = [
+        edge("s", "x", "temporal_next", 0.8),
+        edge("x", "t", "temporal_next", 0.8),
+        edge("s", "y", "supports", 0.8),
+        edge("y", "t", "supports", 0.8),
+    ]
     reach = expand(MemoryGraph(nodes, edges, SEED_DEFAULT), [("s", 1.0)], SEED_DEFAULT)["t"]
     assert [h.edge_type for h in reach.path] == ["supports", "supports"]  # supports > temporal_next
 

@@ -61,5 +61,9 @@ def test_there_are_at_least_twenty_cases_in_both_languages() -> None:
 
 def test_route_plan_is_json_ready() -> None:
     assert route_query("我为什么开始健身？").to_dict() == {
-        "route": "graph", "direction": "antecedent", "cues": ["为什么"],
-        "reason": "causal cue(s) 为什么: graph expansion", "causal": True}
+        "route": "graph",
+        "direction": "antecedent",
+        "cues": ["为什么"],
+        "reason": "causal cue(s) 为什么: graph expansion",
+        "causal": True,
+    }

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
 
 from adamem.analysis.e5 import E5Embedder
 from adamem.errors import AdaMemError
-from retrieval import Layer, Retriever, Route, Subject, UnknownOwner
+from retrieval import SEED_DEFAULT, AsOf, CacheSettings, Layer, Retriever, Route, Subject, UnknownOwner
 
 
 @pytest.fixture
@@ -106,3 +107,26 @@ def test_questions_are_embedded_by_the_active_generations_embedder(
         r.close()
     assert used == ["e5", "other", "e5"]
     assert made == ["other"]  # each embedder is made once
+
+
+def test_expanding_seeds_in_the_querys_thread_gives_the_same_answers(motivating: Any, embedder: E5Embedder) -> None:
+    inline = dataclasses.replace(SEED_DEFAULT, max_parallel_seeds=1, cache=CacheSettings(query_cache=False))
+    threads = dataclasses.replace(inline, max_parallel_seeds=4)
+    a = Retriever(motivating.store, embedder, inline, partitions=motivating.partitions)
+    b = Retriever(motivating.store, embedder, threads, partitions=motivating.partitions)
+    assert a._executor is None and b._executor is not None
+    for user, question in (("sam", "why did I start working out?"), ("xiaolin", "我为什么开始健身？")):
+        left, right = a.query(user, question).to_dict(), b.query(user, question).to_dict()
+        assert left["items"] and left["items"] == right["items"]
+    a.close()
+    b.close()
+
+
+def test_an_as_of_without_time_or_offset_answers_as_now(motivating: Any, embedder: E5Embedder) -> None:
+    no_hot_owners = dataclasses.replace(SEED_DEFAULT, cache=CacheSettings(hot_owners=0))  # facts only, between queries
+    r = Retriever(motivating.store, embedder, no_hot_owners, partitions=motivating.partitions)
+    now = r.query("sam", "where is my office?")
+    empty = r.query("sam", "where is my office?", as_of=AsOf())
+    assert empty.items and [i.id for i in empty.items] == [i.id for i in now.items]
+    assert empty.reference_time == now.reference_time
+    r.close()

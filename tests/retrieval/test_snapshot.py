@@ -23,8 +23,19 @@ def make(cls: type[Row], **values: Any) -> Any:
 
 
 def messages(n: int) -> list[Row]:
-    return [make(MessageRow, id=f"m{i:02d}", user_id="u", seq=i, occurred_at=1000 * i, source_offset=i,
-                 in_working=i >= n - 16, consolidated=True) for i in range(n)]
+    return [
+        make(
+            MessageRow,
+            id=f"m{i:02d}",
+            user_id="u",
+            seq=i,
+            occurred_at=1000 * i,
+            source_offset=i,
+            in_working=i >= n - 16,
+            consolidated=True,
+        )
+        for i in range(n)
+    ]
 
 
 def test_working_memory_as_of_replays_the_fifo_20_evict_5() -> None:
@@ -44,23 +55,44 @@ def test_an_offset_view_sees_messages_below_it_and_takes_its_time_from_them() ->
 
 
 def record(id_: str, content: str, confidence: float) -> Row:
-    return make(EpisodicRow, id=id_, user_id="u", type="fact", key="lives_in", content=content, confidence=confidence,
-                status="active", source_message_ids=["old"], valid_from=0, valid_to=-1)
+    return make(
+        EpisodicRow,
+        id=id_,
+        user_id="u",
+        type="fact",
+        key="lives_in",
+        content=content,
+        confidence=confidence,
+        status="active",
+        source_message_ids=["old"],
+        valid_from=0,
+        valid_to=-1,
+    )
 
 
 def waiting(content: str, confidence: float) -> Row:
     facts = [{"content": content, "type": "general", "key": "lives_in", "confidence": confidence}]
-    return make(MessageRow, id="new", user_id="u", seq=1, occurred_at=10, in_working=True, consolidated=False,
-                extraction_json=json.dumps({"facts": facts, "attributes": [], "events": []}))
+    return make(
+        MessageRow,
+        id="new",
+        user_id="u",
+        seq=1,
+        occurred_at=10,
+        in_working=True,
+        consolidated=False,
+        extraction_json=json.dumps({"facts": facts, "attributes": [], "events": []}),
+    )
 
 
 def test_a_waiting_message_supersedes_a_record_the_way_the_router_will() -> None:
     old = make(MessageRow, id="old", user_id="u", seq=0, consolidated=True)
     beijing = record("r1", "Alice lives in Beijing", 0.9)
-    for claim, confidence, pending in (("Alice lives in Shenzhen", 0.9, True),  # UPDATE: as reliable, newer
-                                       ("Alice lives in Shenzhen", 0.8, False),  # less reliable: IGNORE
-                                       ("Alice lives in Beijing", 0.95, False),  # redundant
-                                       ("Alice lives in Shenzhen", 0.7, False)):  # not above the ADD threshold
+    for claim, confidence, pending in (
+        ("Alice lives in Shenzhen", 0.9, True),  # UPDATE: as reliable, newer
+        ("Alice lives in Shenzhen", 0.8, False),  # less reliable: IGNORE
+        ("Alice lives in Beijing", 0.95, False),  # redundant
+        ("Alice lives in Shenzhen", 0.7, False),
+    ):  # not above the ADD threshold
         snap = OwnerSnapshot("u", [old, beijing, waiting(claim, confidence)])
         assert (snap.pending == {"r1": "new"}) is pending, claim
         now = View(snap)

@@ -45,8 +45,9 @@ CASES: list[tuple[str, list[tuple[str, str]], Subject, tuple[str, ...], bool]] =
 
 
 @pytest.mark.parametrize(("question", "speakers", "subject", "names", "restrict"), CASES, ids=[c[0] for c in CASES])
-def test_whose_memory(question: str, speakers: list[tuple[str, str]], subject: Subject, names: tuple[str, ...],
-                      restrict: bool) -> None:
+def test_whose_memory(
+    question: str, speakers: list[tuple[str, str]], subject: Subject, names: tuple[str, ...], restrict: bool
+) -> None:
     decision = whose_memory(question, speakers)
     assert (decision.subject, decision.speakers, decision.restrict) == (subject, names, restrict)
     assert decision.reason

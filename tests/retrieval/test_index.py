@@ -1,0 +1,75 @@
+"""Search indexes updated change by change score, bit for bit, like indexes built afresh over the same rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import typing
+from typing import Any
+
+import numpy as np
+
+from projections.folds.rows import MessageRow, float32_vector
+from projections.store.base import TEXT_FIELDS
+from retrieval.index import TextIndex, VectorIndex, best_first
+
+
+def _message(id_: str, text: str, vector: tuple[float, ...]) -> MessageRow:
+    defaults: dict[str, Any] = {}
+    for f in dataclasses.fields(MessageRow):
+        hint = typing.get_type_hints(MessageRow)[f.name]
+        defaults[f.name] = {str: "", int: 0, float: 0.0, bool: False}.get(hint, () if f.name == "vector" else [])
+    return MessageRow(**{**defaults, "id": id_, "user_id": "u", "speaker": "Ann", "text": text, "vector": vector})
+
+
+def test_indexes_updated_change_by_change_score_like_indexes_built_afresh() -> None:
+    rng = random.Random(6)
+    words = "alpha beta gamma delta live lives living moved cat cats".split()  # noqa: SIM905
+    words += ["北京", "深圳", "住在", "喜欢", "火锅"]
+    dim = 8
+
+    def row(id_: str) -> MessageRow:
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 9)))
+        vector = float32_vector(rng.uniform(-1, 1) for _ in range(dim)) if rng.random() < 0.9 else ()
+        return _message(id_, text, vector)
+
+    rows = {f"m{i:03d}": row(f"m{i:03d}") for i in range(20)}
+    text = TextIndex(list(rows.values()), TEXT_FIELDS["messages"])
+    vectors = VectorIndex(list(rows.values()))
+    stripped = {i: dataclasses.replace(r, vector=()) for i, r in rows.items()}  # as a snapshot keeps them
+    queries = [[w] for w in words] + [words[:3], words[5:12], ["absent"], words]
+    for step in range(80):
+        changed: set[str] = set()
+        for _ in range(rng.randint(1, 12 if step % 10 else 40)):
+            kind = rng.random()
+            new = kind < 0.45 or len(rows) < 3  # a new row (or a rewrite of one), else an existing row
+            id_ = f"m{rng.randrange(1000):03d}" if new else rng.choice(sorted(rows))
+            changed.add(id_)
+            if kind < 0.8:
+                rows[id_] = stripped[id_] = row(id_)
+            else:
+                rows.pop(id_, None)
+                stripped.pop(id_, None)
+        text = text.updated(list(stripped.values()), changed)
+        updated = vectors.updated(list(stripped.values()), changed)
+        assert updated is not None
+        vectors = updated
+        stripped = {i: dataclasses.replace(r, vector=()) for i, r in stripped.items()}
+        fresh_text, fresh_vectors = (
+            TextIndex(list(rows.values()), TEXT_FIELDS["messages"]),
+            VectorIndex(list(rows.values())),
+        )
+        assert text.ids == fresh_text.ids and vectors.ids == fresh_vectors.ids
+        assert np.array_equal(vectors.matrix, fresh_vectors.matrix), step
+        for terms in queries:
+            assert np.array_equal(text.scores(terms), fresh_text.scores(terms)), (step, terms)
+
+
+def test_best_first_is_the_head_of_a_stable_sort() -> None:
+    rng = random.Random(3)
+    for n in (0, 1, 5, 50, 400):
+        scores = np.asarray([rng.choice((0.0, 0.25, 0.5, rng.random())) for _ in range(n)])
+        full = np.argsort(-scores, kind="stable")
+        for m in (1, 3, 10, 40, 1000):
+            head = best_first(scores, m)
+            assert len(head) >= min(m, n) and np.array_equal(head, full[: len(head)]), (n, m)
