@@ -158,14 +158,8 @@ def test_a_different_partition_count_is_refused(store: MemoryStore) -> None:
         store.bind(PARTITIONS + 1)
 
 
-def test_lancedb_rolls_back_a_commit_torn_before_its_checkpoint(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A crash between the table writes and the checkpoint row: on reopen the shard is as of the checkpoint."""
-    root = str(tmp_path / "store")
-    store = LanceStore(root)
-    store.bind(1)
-    store.commit(0, [Upsert("messages", message("alice", "m1", "kept", (1.0, 0.0, 0.0)))], {"analyses": 1})
+def _crash_before_the_checkpoint(store: LanceStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the next commit of shard 0 fail after its table writes, before its checkpoint row."""
     shard = store._shard(0, create=True)
     assert shard is not None
     original = shard.table
@@ -176,6 +170,17 @@ def test_lancedb_rolls_back_a_commit_torn_before_its_checkpoint(
         return original(name)
 
     monkeypatch.setattr(shard, "table", crash_on_checkpoint)
+
+
+def test_lancedb_rolls_back_a_commit_torn_before_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash between the table writes and the checkpoint row: on reopen the shard is as of the checkpoint."""
+    root = str(tmp_path / "store")
+    store = LanceStore(root)
+    store.bind(1)
+    store.commit(0, [Upsert("messages", message("alice", "m1", "kept", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    _crash_before_the_checkpoint(store, monkeypatch)
     with pytest.raises(StoreError, match="simulated crash"):
         store.commit(
             0,
@@ -280,16 +285,7 @@ def test_lancedb_bulk_mode_rolls_back_a_commit_torn_before_its_checkpoint(
     store = LanceStore(root, bulk=True)
     store.bind(1)
     store.commit(0, _bulk_history()[0], {"analyses": 1})
-    shard = store._shard(0, create=True)
-    assert shard is not None
-    original = shard.table
-
-    def crash_on_checkpoint(name: str) -> Any:
-        if name == "checkpoints":
-            raise OSError("simulated crash before the checkpoint")
-        return original(name)
-
-    monkeypatch.setattr(shard, "table", crash_on_checkpoint)
+    _crash_before_the_checkpoint(store, monkeypatch)
     with pytest.raises(StoreError, match="simulated crash"):
         store.commit(0, _bulk_history()[1], {"analyses": 2})  # appends m4, merges m1, deletes m2
     store.close()
