@@ -55,7 +55,7 @@ from projections.store.lance import current_view
 from streams.log import open_log
 from streams.publish import publish_messages
 
-__all__ = ["disk_usage", "index_compression", "main", "run"]
+__all__ = ["disk_table", "disk_usage", "index_compression", "index_table", "main", "run"]
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "working+archive (messages, owners)": ("messages", "owners"),
@@ -319,37 +319,46 @@ def run(
     return result
 
 
+def disk_table(d: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of bytes on disk per message: per layer, all tables, per log topic."""
+    rows = [[layer, v["per_message_written"], v["per_message_compacted"]] for layer, v in d["layers"].items()]
+    rows.append(["all tables", d["total_per_message_written"], d["total_per_message_compacted"]])
+    rows += [[f"log: {t}", v["per_message"], None] for t, v in d["log_topics"].items()]
+    return ["layer", "as written", "compacted (old versions removed)"], rows
+
+
+def index_table(c: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of the vector-index comparison: size, build time, recall and latency per index."""
+    rows = [["exact (no index)", None, None, 100.0, c["exact"]["latency_ms"].get("p50"), None, None]]
+    for iname, e in c["indexes"].items():
+        refine = next(k for k in e if k.startswith("refine_"))
+        rows.append(
+            [
+                iname,
+                e["index_bytes_per_vector"],
+                e["build_s"],
+                e["no_refine"]["recall_at_k"],
+                e["no_refine"]["latency_ms"].get("p50"),
+                e[refine]["recall_at_k"],
+                e[refine]["latency_ms"].get("p50"),
+            ]
+        )
+    heads = ["index", "index B/vector", "build s", "recall@10", "p50 ms", "recall@10 refined", "p50 ms refined"]
+    return heads, rows
+
+
 def print_report(r: dict[str, Any]) -> None:
     """Tables: disk per layer, memory, compression."""
     for name, entry in r["stores"].items():
         d = entry["disk"]
         print(f"\n{name}: {d['messages']} messages; bytes per message")
-        rows = [[layer, v["per_message_written"], v["per_message_compacted"]] for layer, v in d["layers"].items()]
-        rows.append(["all tables", d["total_per_message_written"], d["total_per_message_compacted"]])
-        rows += [[f"log: {t}", v["per_message"], None] for t, v in d["log_topics"].items()]
-        print_table(["layer", "as written", "compacted"], rows)
+        print_table(*disk_table(d))
         c = entry["compression"]
         print(
             f"\nvector index on {c['rows']} message vectors (raw float32 {c['raw_vector_bytes'] / c['rows']:.0f} "
             f"B/vector), recall@{c['k']} vs exact over {c['queries']} questions, nprobes {c['nprobes']}"
         )
-        rows = [["exact (no index)", None, None, 100.0, c["exact"]["latency_ms"].get("p50"), None, None]]
-        for iname, e in c["indexes"].items():
-            refine = next(k for k in e if k.startswith("refine_"))
-            rows.append(
-                [
-                    iname,
-                    e["index_bytes_per_vector"],
-                    e["build_s"],
-                    e["no_refine"]["recall_at_k"],
-                    e["no_refine"]["latency_ms"].get("p50"),
-                    e[refine]["recall_at_k"],
-                    e[refine]["latency_ms"].get("p50"),
-                ]
-            )
-        print_table(
-            ["index", "index B/vector", "build s", "recall@10", "p50 ms", "recall@10 refined", "p50 ms refined"], rows
-        )
+        print_table(*index_table(c))
         s = entry["service_rss"]
         print(f"adamem serve on {name}: RSS idle {s['idle']}, after {s['queries']} queries {s['after']}")
     for what, v in r["rss"].items():

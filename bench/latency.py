@@ -53,7 +53,7 @@ from bench.metrics import summary_ms
 from projections.store import open_store
 from retrieval import Retriever, Route, route_query
 
-__all__ = ["STORES", "ensure_store", "main", "questions_by_route", "run"]
+__all__ = ["STORES", "ensure_store", "latency_table", "main", "questions_by_route", "run"]
 
 STORES: dict[str, tuple[int, int]] = {"one-10k": (10_000, 1), "many-1000x100": (100_000, 1000)}
 """Store name → (messages, owners)."""
@@ -287,6 +287,31 @@ def _met(result: dict[str, Any]) -> dict[str, Any]:
     return met
 
 
+def latency_table(entry: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of one store's latency table: p50/p95/p99 and QPS per place, route and phase."""
+    rows = []
+    for where in ("in_process", "http"):
+        if where not in entry:
+            continue
+        for route in ROUTES:
+            for phase in ("cold", "warm"):
+                s = entry[where][route][phase]
+                rows.append(
+                    [
+                        where,
+                        route,
+                        phase,
+                        s.get("n"),
+                        s.get("p50"),
+                        s.get("p95"),
+                        s.get("p99"),
+                        s.get("qps"),
+                        s.get("answer_cache_hits", s.get("errors")),
+                    ]
+                )
+    return ["where", "route", "phase", "n", "p50 ms", "p95 ms", "p99 ms", "QPS", "cache hits / errors"], rows
+
+
 def print_report(result: dict[str, Any]) -> None:
     """One table per store: p50/p95/p99 and QPS per route and phase, in-process and HTTP."""
     for name, entry in result["stores"].items():
@@ -294,27 +319,7 @@ def print_report(result: dict[str, Any]) -> None:
             f"\n{name}: {entry['owners']} owner(s); first query (snapshot load) in-process "
             f"{entry['in_process'].get('first_query_ms', '–')} ms"
         )
-        rows = []
-        for where in ("in_process", "http"):
-            if where not in entry:
-                continue
-            for route in ROUTES:
-                for phase in ("cold", "warm"):
-                    s = entry[where][route][phase]
-                    rows.append(
-                        [
-                            where,
-                            route,
-                            phase,
-                            s.get("n"),
-                            s.get("p50"),
-                            s.get("p95"),
-                            s.get("p99"),
-                            s.get("qps"),
-                            s.get("answer_cache_hits", s.get("errors")),
-                        ]
-                    )
-        print_table(["where", "route", "phase", "n", "p50 ms", "p95 ms", "p99 ms", "QPS", "cache hits / errors"], rows)
+        print_table(*latency_table(entry))
         print(f"question embedding alone (e5, in-process): {entry['in_process'].get('embed_query_alone_ms')}")
         if "http" in entry:
             print(f"service RSS idle {entry['http'].get('rss_idle')} after {entry['http'].get('rss_after')}")

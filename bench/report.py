@@ -189,6 +189,9 @@ def _machine(doc: dict[str, Any]) -> str:
 
 def render(folder: Path = RESULTS) -> str:
     """The Markdown summary."""
+    from bench.footprint import disk_table, index_table
+    from bench.latency import latency_table
+
     res = {n: _load(folder, n) for n in ("locomo", "ingest", "replay", "latency", "footprint")}
     made = plots(res, folder)
     md: list[str] = [
@@ -334,26 +337,7 @@ def render(folder: Path = RESULTS) -> str:
                 f"query (loads the owner's snapshot): {entry['in_process'].get('first_query_ms', '–')} ms",
                 "",
             ]
-            rows = []
-            for where in ("in_process", "http"):
-                if where not in entry:
-                    continue
-                for route in ROUTES:
-                    for phase in ("cold", "warm"):
-                        s = entry[where][route][phase]
-                        rows.append(
-                            [
-                                where.replace("_", "-"),
-                                route,
-                                phase,
-                                s.get("n"),
-                                s.get("p50"),
-                                s.get("p95"),
-                                s.get("p99"),
-                                s.get("qps"),
-                            ]
-                        )
-            md += [*_table(["where", "route", "phase", "n", "p50 ms", "p95 ms", "p99 ms", "QPS"], rows), ""]
+            md += [*_table(*latency_table(entry)), ""]
             emb = entry["in_process"].get("embed_query_alone_ms")
             if emb:
                 md += [
@@ -374,10 +358,7 @@ def render(folder: Path = RESULTS) -> str:
         for name, entry in fp["stores"].items():
             d = entry["disk"]
             md += [f"**{name}**: bytes on disk per message ({d['messages']:,} messages):", ""]
-            rows = [[layer, v["per_message_written"], v["per_message_compacted"]] for layer, v in d["layers"].items()]
-            rows.append(["**all tables**", d["total_per_message_written"], d["total_per_message_compacted"]])
-            rows += [[f"log topic {t}", v["per_message"], None] for t, v in d["log_topics"].items()]
-            md += [*_table(["layer", "as written", "compacted (old versions removed)"], rows), ""]
+            md += [*_table(*disk_table(d)), ""]
             c = entry["compression"]
             per_vector = c["raw_vector_bytes"] / c["rows"]
             md += [
@@ -386,21 +367,7 @@ def render(folder: Path = RESULTS) -> str:
                 f"nprobes {c['nprobes']}:",
                 "",
             ]
-            rows = [["exact (no index)", None, None, 100.0, c["exact"]["latency_ms"].get("p50"), None]]
-            for iname, e in c["indexes"].items():
-                refine = next(k for k in e if k.startswith("refine_"))
-                rows.append(
-                    [
-                        iname,
-                        e["index_bytes_per_vector"],
-                        e["build_s"],
-                        e["no_refine"]["recall_at_k"],
-                        e["no_refine"]["latency_ms"].get("p50"),
-                        e[refine]["recall_at_k"],
-                    ]
-                )
-            heads = ["index", "index bytes/vector", "build s", "recall@10", "p50 ms", "recall@10, refine ×5"]
-            md += [*_table(heads, rows), ""]
+            md += [*_table(*index_table(c)), ""]
             s = entry["service_rss"]
             md += [f"`adamem serve` on {name}: RSS idle {s['idle']}, after {s['queries']} queries {s['after']}.", ""]
         for what, v in fp["rss"].items():
