@@ -28,7 +28,15 @@ from projections.folds.apply import Positioned
 from projections.projector import Projector
 from streams.log import EventLog, LogRecord, OutgoingRecord
 
-__all__ = ["SOURCE_HEADER", "PipelineStats", "analyze_pending", "dead_letter", "project_pending", "run_pipeline"]
+__all__ = [
+    "SOURCE_HEADER",
+    "PipelineStats",
+    "analyze_pending",
+    "dead_letter",
+    "project_pending",
+    "resume_points",
+    "run_pipeline",
+]
 
 SOURCE_HEADER = "adamem-source"
 ERROR_HEADER = "adamem-error"
@@ -73,8 +81,11 @@ async def dead_letter(log: EventLog, settings: Settings, rec: LogRecord, error: 
     )
 
 
-async def _resume_points(log: EventLog, settings: Settings, partition: int) -> dict[str, int]:
-    """Next message/control offsets to analyze, from the source headers at the analyses tail."""
+async def resume_points(log: EventLog, settings: Settings, partition: int) -> dict[str, int]:
+    """Next message/control offsets to analyze, from the source headers at the analyses tail.
+
+    Reads back from the tail until both input topics are accounted for: a log whose owners never
+    had a control event forwarded is read to its start (once per caller, who keeps the result)."""
     analyses = settings.topic("analyses")
     wanted = {settings.topic("messages"), settings.topic("control")}
     end = (await log.end_offsets(analyses)).get(partition, 0)
@@ -115,7 +126,7 @@ async def analyze_pending(
     stats = PipelineStats()
     messages_topic, control_topic = settings.topic("messages"), settings.topic("control")
     if resume is None or not resume:
-        found = await _resume_points(log, settings, partition)
+        found = await resume_points(log, settings, partition)
         resume = resume if resume is not None else {}
         resume.update(found)
     m_end = (await log.end_offsets(messages_topic)).get(partition, 0)

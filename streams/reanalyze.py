@@ -20,8 +20,9 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from adamem.analysis.agent import MemoryAgent
 from adamem.errors import StoreError
-from adamem.runtime import build_agent
+from adamem.runtime import build_agent, build_embedder, build_extractor
 from adamem.settings import Settings
 from projections.folds.rows import Row
 from projections.projector import Projector
@@ -131,10 +132,9 @@ def view_generations(root: str) -> dict[str, dict[str, str]]:
 
 
 async def _analyze_and_project(
-    log: EventLog, store: MemoryStore, settings: Settings, progress: Callable[[int], None] | None
+    log: EventLog, store: MemoryStore, settings: Settings, agent: MemoryAgent, progress: Callable[[int], None] | None
 ) -> PipelineStats:
-    """Analyse every pending message of ``settings``' generation and project its analyses into ``store``."""
-    agent = build_agent(settings)
+    """Analyse every pending message of ``settings``' generation with ``agent``; project its analyses into ``store``."""
     topic = settings.topic("analyses")
     partitions = log.partitions(settings.topic("messages"))
     store.bind(log.partitions(topic))
@@ -169,7 +169,8 @@ async def reanalyze(
         extractor=extractor or before.extractor,
         embedder=embedder or before.embedder,
     )
-    build_agent(new_settings)  # a bad extractor/embedder name fails here, before anything is written
+    # a bad extractor/embedder name fails here, before anything is written
+    parts = build_extractor(new_settings), build_embedder(new_settings)
     name = view or gen
     if name in list_views(root):
         raise StoreError(f"view {name!r} already exists in {root}; pick another name with --view")
@@ -183,6 +184,7 @@ async def reanalyze(
             new_settings = dataclasses.replace(new_settings, generation=gen)
             topic = new_settings.topic("analyses")
             name = view or gen
+        agent = MemoryAgent(*parts, gen)
         store = LanceStore(root, view=name, optimize_every=0)
         store.bind(log.partitions(topic))
         store.record_generation(generation_record(new_settings))
@@ -193,7 +195,7 @@ async def reanalyze(
             previous_view=active,
             previous_generation=before.generation,
         )
-        report.stats = await _analyze_and_project(log, store, new_settings, progress)
+        report.stats = await _analyze_and_project(log, store, new_settings, agent, progress)
         store.optimize()
     finally:
         await log.stop()
@@ -211,7 +213,7 @@ async def catch_up(settings: Settings, root: str, view: str) -> PipelineStats:
     log = open_log(settings.log_url, gen_settings)
     await log.start()
     try:
-        return await _analyze_and_project(log, store, gen_settings, None)
+        return await _analyze_and_project(log, store, gen_settings, build_agent(gen_settings), None)
     finally:
         await log.stop()
         store.close()

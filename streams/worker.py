@@ -33,7 +33,7 @@ from adamem.settings import Settings
 from projections.folds.apply import Positioned
 from projections.projector import Projector
 from streams.log import EventLog
-from streams.pipeline import ERROR_HEADER, SOURCE_HEADER
+from streams.pipeline import ERROR_HEADER, SOURCE_HEADER, resume_points
 
 __all__ = ["create_app"]
 
@@ -161,9 +161,7 @@ def create_app(
         """
         m = event.message
         if m.partition not in resume:
-            from streams.pipeline import _resume_points
-
-            resume[m.partition] = await _resume_points(reader(), settings, m.partition)
+            resume[m.partition] = await resume_points(reader(), settings, m.partition)
         return bool(m.offset < resume[m.partition].get(m.topic, 0))
 
     @app.agent(inputs, name="analyze")

@@ -487,7 +487,9 @@ class LanceStore:
     def generation(self) -> dict[str, str]:
         """The analysis generation of the active view (meta.json), {} if none was recorded."""
         self._follow()
-        recorded = self._meta.get("generation") or self._read_meta().get("generation")
+        if not self._meta.get("partitions"):
+            self._meta = self._read_meta() or self._meta  # a writer elsewhere may have made the view since
+        recorded = self._meta.get("generation")
         return dict(recorded) if isinstance(recorded, dict) else {}
 
     def record_generation(self, info: dict[str, str]) -> None:
