@@ -8,9 +8,11 @@ queries are served from the old view until that moment. ``until`` builds a view 
 time or a log offset and does not switch. A single owner can be rebuilt in place.
 
 A rebuild writes its view in bulk (``LanceStore(bulk=True)``): commits of ``REBUILD_BATCH`` events,
-new rows appended rather than merged, and the full-text indexes made by one ``optimize`` at the
-end. Every commit is still atomic with its checkpoint; a rebuild that stops half-way leaves a view
-that was never switched to (and is never resumed: the next rebuild picks a new name).
+new rows appended rather than merged, no change log (nobody reads the view yet), and the full-text
+and ``user_id`` indexes made by one ``optimize`` at the end; the vector index of a large table is
+left to the first regular writer's ``optimize`` after the switch (searches are exact until then).
+Every commit is still atomic with its checkpoint; a rebuild that stops half-way leaves a view that
+was never switched to (and is never resumed: the next rebuild picks a new name).
 
 Layers are rebuilt together: persona and graph are distilled from the same consolidation
 steps as episodic memory, so a fold of one layer alone would not be the same fold. ``layers``

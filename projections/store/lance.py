@@ -15,8 +15,12 @@ and refreshes indexes every ``optimize_every`` commits.
 
 A rebuild writes a view nobody reads until it is switched to, and opens it in *bulk* mode: commits
 skip the full-text index (``optimize`` makes it once, at the end), and rows whose id this writer
-has never written to a table it found empty are appended (``add``) instead of merged. Each commit
-is still its rows plus its checkpoint, recovered the same way.
+has never written to a table it found empty are appended (``add``) instead of merged, and commits
+log no changes (nobody holds rows of the view yet). Each commit is still its rows plus its
+checkpoint, recovered the same way. Its final ``optimize`` makes the full-text and ``user_id``
+indexes but no vector index: the service searches vectors in its own snapshots, and the store's
+``vector_search`` is exact without one; the first regular writer's ``optimize`` after the switch
+builds it (about half of a LoCoMo-sized rebuild's time was this index).
 
 Change log: every commit also appends one row to the shard's ``changes`` table (its number, and
 the ids it wrote per owner and deleted), so a reader holding an owner's rows as of an older
@@ -268,9 +272,9 @@ class _Shard:
         if not self.bulk:
             self._ensure_fts()
         self.commits += 1
-        self.table(CHANGES).add(
-            pa.Table.from_pylist([{"commit": self.commits, "entry": json.dumps(change_entry(net))}], _CHANGES_SCHEMA)
-        )
+        if not self.bulk:  # nobody holds rows of a view being rebuilt: no reader needs its changes
+            entry = {"commit": self.commits, "entry": json.dumps(change_entry(net))}
+            self.table(CHANGES).add(pa.Table.from_pylist([entry], _CHANGES_SCHEMA))
         if optimize_every and self.commits % optimize_every == 0:
             # before the checkpoint, so that it covers the compacted, indexed versions: readers see
             # them at once (after it, they read 50 small fragments per table until the next commit)
@@ -589,9 +593,9 @@ class LanceStore:
             raise StoreError(f"commit to shard p{partition} of {self.root} failed: {exc}") from exc
 
     def optimize(self) -> None:
-        """Compact and index every open shard."""
+        """Compact and index every open shard (a bulk writer leaves the vector index to the next writer)."""
         for shard in self._shards.values():
-            shard.optimize(self._vector_index_min_rows)
+            shard.optimize(0 if self._bulk else self._vector_index_min_rows)
 
     def load_owner(self, user_id: str) -> list[Row]:
         """Every row of an owner, every table as of one checkpoint (none, without a query, for an owner

@@ -264,6 +264,41 @@ def test_lancedb_bulk_mode_stores_the_rows_merging_stores(tmp_path: Path) -> Non
     assert [h.row.id for h in bulk.text_search("messages", "alice", "Rex", 5)] == ["m2"]
 
 
+def test_lancedb_bulk_view_leaves_its_vector_index_and_change_log_to_the_writer_after_the_switch(
+    tmp_path: Path,
+) -> None:
+    """A rebuild neither logs changes nor indexes vectors; the first regular writer after the switch does both."""
+    root = str(tmp_path / "store")
+    live = LanceStore(root)
+    live.bind(1)
+    live.commit(0, [Upsert("messages", message("alice", "m0", "old", (1.0, 0.0, 0.0, 0.0)))], {"analyses": 1})
+    rows = [message("alice", f"m{i:03d}", f"text {i}", (1.0, i / 300.0, (i % 7) / 7.0, 0.5)) for i in range(300)]
+    bulk = LanceStore(root, view="r1", bulk=True, optimize_every=0, vector_index_min_rows=100)
+    bulk.bind(1)
+    bulk.commit(0, [Upsert("messages", r) for r in rows[:150]], {"analyses": 150})
+    bulk.commit(0, [Upsert("messages", r) for r in rows[150:]], {"analyses": 300})
+    bulk.optimize()
+    shard = bulk._shard(0, create=False)
+    assert shard is not None
+    assert lance_store.CHANGES not in shard.tables  # no change log for a view nobody reads yet
+    assert {ix.index_type for ix in shard.tables["messages"].list_indices()} == {"FTS", "BTree"}
+    switch_view(root, "r1")
+    reader = LanceStore(root, read_only=True)
+    token = reader.change_token(0)
+    assert token == "r1/2"
+    assert reader.vector_search("messages", "alice", rows[42].vector, 1)[0].row.id == "m042"  # exact, unindexed
+    assert reader.owner_changes("alice", "r1/1") is None  # not logged: the reader loads the owner again
+
+    writer = LanceStore(root, optimize_every=1, vector_index_min_rows=100)  # the worker, after the switch
+    late = message("alice", "m999", "after the switch", (0.0, 1.0, 0.0, 0.0))
+    writer.commit(0, [Upsert("messages", late)], {"analyses": 301})
+    changes = reader.owner_changes("alice", token)
+    assert changes is not None and [r.id for r in changes.rows] == ["m999"]
+    table = reader._owner_shard("alice").visible("messages")  # type: ignore[union-attr]
+    assert {ix.index_type for ix in table.list_indices()} == {"IvfHnswSq", "FTS", "BTree"}
+    assert reader.vector_search("messages", "alice", rows[42].vector, 1)[0].row.id == "m042"
+
+
 def test_lancedb_bulk_mode_merges_into_tables_it_found_filled(tmp_path: Path) -> None:
     root = str(tmp_path / "store")
     first = LanceStore(root)
