@@ -53,7 +53,7 @@ from bench.metrics import summary_ms
 from projections.store import open_store
 from retrieval import Retriever, Route, route_query
 
-__all__ = ["STORES", "ensure_store", "latency_table", "main", "questions_by_route", "run"]
+__all__ = ["STORES", "ensure_store", "latency_table", "main", "questions_by_route", "run", "sweep_table"]
 
 STORES: dict[str, tuple[int, int]] = {"one-10k": (10_000, 1), "many-1000x100": (100_000, 1000)}
 """Store name → (messages, owners)."""
@@ -178,9 +178,14 @@ def in_process(store_url: str, pairs: dict[str, list[tuple[str, str]]], warmup_o
 
 
 def over_http(
-    store_url: str, pairs: dict[str, list[tuple[str, str]]], warmup_owner: str | None, connections: int, log_dir: Path
+    store_url: str,
+    pairs: dict[str, list[tuple[str, str]]],
+    warmup_owner: str | None,
+    connections: int,
+    log_dir: Path,
+    routes: Sequence[str] = ROUTES,
 ) -> dict[str, Any]:
-    """Latency over HTTP of an ``adamem serve`` process on the store, per route, cold then warm."""
+    """Latency over HTTP of a fresh ``adamem serve`` process on the store, per route, cold then warm."""
     port = free_port()
     exe = Path(sys.executable).with_name("adamem")
     env = {
@@ -212,7 +217,7 @@ def over_http(
             t = time.perf_counter()
             httpx.post(f"{base}/v1/users/{warmup_owner}/query", json={"question": "hello", "top_k": 10}, timeout=300)
             out["first_query_ms"] = round((time.perf_counter() - t) * 1000, 1)
-        for route in ROUTES:
+        for route in routes:
             reqs: list[Request] = [
                 (f"/v1/users/{o}/query", json.dumps({"question": q, "top_k": 10})) for o, q in pairs[route]
             ]
@@ -240,8 +245,13 @@ def run(
     per_route: int = 100,
     connections: int = 8,
     http: bool = True,
+    sweep: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """Build or reuse the stores, then measure each in-process and over HTTP."""
+    """Build or reuse the stores, then measure each in-process and over HTTP.
+
+    ``sweep``: also the semantic route over HTTP with each of these numbers of clients, a fresh
+    service each time (so every level's first pass is cold): how latency grows with concurrency.
+    """
     work = Path(work)
     qs = questions_by_route(data)
     result: dict[str, Any] = {
@@ -267,6 +277,10 @@ def run(
         if http:
             print(f"{name}: over HTTP …", file=sys.stderr, flush=True)
             entry["http"] = over_http(facts["store"], pairs, warm, connections, work / "logs")
+            for n in sweep:
+                print(f"{name}: semantic route over HTTP, {n} client(s) …", file=sys.stderr, flush=True)
+                one = over_http(facts["store"], pairs, warm, n, work / "logs", routes=(Route.SEMANTIC.value,))
+                entry.setdefault("http_sweep", {})[str(n)] = one[Route.SEMANTIC.value]
         result["stores"][name] = entry
     result["targets"] = TARGETS
     result["met"] = _met(result)
@@ -312,6 +326,16 @@ def latency_table(entry: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     return ["where", "route", "phase", "n", "p50 ms", "p95 ms", "p99 ms", "QPS", "cache hits / errors"], rows
 
 
+def sweep_table(entry: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of the concurrency sweep (semantic route over HTTP), or no rows without one."""
+    rows = []
+    for n, phases in sorted(entry.get("http_sweep", {}).items(), key=lambda kv: int(kv[0])):
+        for phase in ("cold", "warm"):
+            s = phases[phase]
+            rows.append([n, phase, s.get("p50"), s.get("p95"), s.get("p99"), s.get("qps"), s.get("errors")])
+    return ["clients", "phase", "p50 ms", "p95 ms", "p99 ms", "QPS", "errors"], rows
+
+
 def print_report(result: dict[str, Any]) -> None:
     """One table per store: p50/p95/p99 and QPS per route and phase, in-process and HTTP."""
     for name, entry in result["stores"].items():
@@ -323,6 +347,10 @@ def print_report(result: dict[str, Any]) -> None:
         print(f"question embedding alone (e5, in-process): {entry['in_process'].get('embed_query_alone_ms')}")
         if "http" in entry:
             print(f"service RSS idle {entry['http'].get('rss_idle')} after {entry['http'].get('rss_after')}")
+        headers, rows = sweep_table(entry)
+        if rows:
+            print("semantic route over HTTP by concurrent clients (a fresh service per level):")
+            print_table(headers, rows)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -333,6 +361,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-route", type=int, default=100, help="distinct questions per route and phase")
     p.add_argument("--connections", type=int, default=8, help="concurrent HTTP clients")
     p.add_argument("--no-http", action="store_true", help="in-process only")
+    p.add_argument(
+        "--sweep",
+        nargs="*",
+        type=int,
+        default=[],
+        metavar="N",
+        help="also the semantic route over HTTP with N clients each (a fresh service per N), e.g. --sweep 1 2 4",
+    )
     p.add_argument("--json", dest="out", help="result file (default bench/results/latency.json)")
 
 
@@ -349,6 +385,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
             per_route=args.per_route,
             connections=args.connections,
             http=not args.no_http,
+            sweep=args.sweep,
         ),
         print_report,
     )

@@ -190,7 +190,7 @@ def _machine(doc: dict[str, Any]) -> str:
 def render(folder: Path = RESULTS) -> str:
     """The Markdown summary."""
     from bench.footprint import disk_table, index_table
-    from bench.latency import latency_table
+    from bench.latency import latency_table, sweep_table
 
     res = {n: _load(folder, n) for n in ("locomo", "ingest", "replay", "latency", "footprint")}
     made = plots(res, folder)
@@ -350,6 +350,10 @@ def render(folder: Path = RESULTS) -> str:
             if "http" in entry:
                 h = entry["http"]
                 md += [f"Service RSS idle {h.get('rss_idle')}, after the load {h.get('rss_after')}.", ""]
+            headers, rows = sweep_table(entry)
+            if rows:
+                md += ["Semantic route over HTTP by number of concurrent clients (a fresh service per level):", ""]
+                md += [*_table(headers, rows), ""]
         if "latency_percentiles.png" in made:
             md += ["![latency percentiles](latency_percentiles.png)", ""]
     fp = res["footprint"]

@@ -9,7 +9,7 @@ import pytest
 
 from adamem.events import ChatMessage, Speaker
 from bench.common import spread
-from bench.latency import plan
+from bench.latency import plan, sweep_table
 from bench.loadgen import _split, wrk_script
 from bench.locomo import MessagesOnly, reference_texts, render, system_configs
 from bench.metrics import (
@@ -219,6 +219,22 @@ def test_plan_gives_distinct_pairs_per_route() -> None:
     assert len(pairs["semantic"]) == 3 and len(set(pairs["semantic"])) == 3
     assert pairs["persona"] == []
     assert all(q == "c" for _, q in pairs["graph"])
+
+
+def test_sweep_table_orders_levels_by_number_and_shows_both_phases() -> None:
+    def s(p95: float) -> dict[str, float]:
+        return {"p50": p95 / 2, "p95": p95, "p99": p95 + 1, "qps": 10.0, "errors": 0}
+
+    entry = {"http_sweep": {"8": {"cold": s(300), "warm": s(20)}, "2": {"cold": s(90), "warm": s(5)}}}
+    headers, rows = sweep_table(entry)
+    assert headers[:4] == ["clients", "phase", "p50 ms", "p95 ms"]
+    assert [(r[0], r[1], r[3]) for r in rows] == [
+        ("2", "cold", 90),
+        ("2", "warm", 5),
+        ("8", "cold", 300),
+        ("8", "warm", 20),
+    ]
+    assert sweep_table({}) == (headers, [])
 
 
 def test_wrk_script_sends_each_request_once() -> None:
