@@ -3,8 +3,10 @@
 This is the embedded default (``adamem project``, the demo, the benchmarks) and the reference the
 Faust worker must agree with. Both stages resume from the log itself:
 
-* the analyzer from the ``adamem-source`` header of the last records on the analyses topic
-  (which message/control offset they came from), so no separate state can drift from the log;
+* the analyzer from the headers of the last record on the analyses topic: its ``adamem-resume``
+  header holds how far both input topics of the partition are accounted for (logs written before
+  that header fall back to the ``adamem-source`` headers, which name the message/control offset
+  each record came from), so no separate state can drift from the log;
 * the projector from the checkpoint the store wrote with its rows.
 
 Control events are forwarded by the analyzer into the analyses topic, so the folds read one
@@ -16,7 +18,9 @@ source position; the stream goes on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import json
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adamem.analysis.agent import MemoryAgent
@@ -29,17 +33,23 @@ from projections.projector import Projector
 from streams.log import EventLog, LogRecord, OutgoingRecord
 
 __all__ = [
+    "RESUME_HEADER",
     "SOURCE_HEADER",
     "PipelineStats",
+    "ResumeTracker",
     "analyze_pending",
     "dead_letter",
     "project_pending",
+    "resume_header",
     "resume_points",
     "run_pipeline",
 ]
 
 SOURCE_HEADER = "adamem-source"
 ERROR_HEADER = "adamem-error"
+# On every analyses record: compact JSON {"<input topic>": next offset} of its partition, how far
+# each input topic (messages and control) is accounted for once this record is on the log.
+RESUME_HEADER = "adamem-resume"
 
 
 @dataclass
@@ -81,27 +91,108 @@ async def dead_letter(log: EventLog, settings: Settings, rec: LogRecord, error: 
     )
 
 
-async def resume_points(log: EventLog, settings: Settings, partition: int) -> dict[str, int]:
-    """Next message/control offsets to analyze, from the source headers at the analyses tail.
+class ResumeTracker:
+    """How far each input topic of one partition is accounted for, as its records are handled.
 
-    Reads back from the tail until both input topics are accounted for: a log whose owners never
-    had a control event forwarded is read to its start (once per caller, who keeps the result)."""
+    A record is handled once it is analysed, forwarded, dead-lettered, or skipped as already
+    analysed. A topic's point is one past its highest handled offset, but never past a record
+    that the caller said is waiting and that is not handled yet: the pipeline handles messages
+    and control events in arrival (timestamp) order, and append times need not rise with offsets,
+    so a record handled early must not vouch for an earlier one still to come. A point too low
+    only costs work again; one too high would lose the records below it.
+    """
+
+    def __init__(self, start: Mapping[str, int], waiting: Iterable[tuple[str, int]] = ()) -> None:
+        self._upto = dict(start)
+        self._waiting: dict[str, deque[int]] = {}
+        by_topic: dict[str, list[int]] = {}
+        for topic, offset in waiting:
+            by_topic.setdefault(topic, []).append(offset)
+        for topic, offsets in by_topic.items():
+            self._waiting[topic] = deque(sorted(offsets))
+        self._early: set[tuple[str, int]] = set()  # handled while a lower waiting offset is not
+
+    def handled(self, topic: str, offset: int) -> None:
+        """Record that the record at ``offset`` of ``topic`` is handled."""
+        self._upto[topic] = max(self._upto.get(topic, 0), offset + 1)
+        queue = self._waiting.get(topic)
+        if queue:
+            self._early.add((topic, offset))
+            while queue and (topic, queue[0]) in self._early:
+                self._early.discard((topic, queue.popleft()))
+
+    def points(self) -> dict[str, int]:
+        """Next offset per input topic below which every record is handled."""
+        out = dict(self._upto)
+        for topic, queue in self._waiting.items():
+            if queue:
+                out[topic] = min(out.get(topic, 0), queue[0])
+        return out
+
+
+def resume_header(points: Mapping[str, int]) -> bytes:
+    """The ``adamem-resume`` header value: compact JSON, any client can read it."""
+    return json.dumps(dict(sorted(points.items())), separators=(",", ":")).encode()
+
+
+def _resume_of(value: bytes) -> dict[str, int] | None:
+    """The points of an ``adamem-resume`` header, or None when it is not one we can trust."""
+    try:
+        data = json.loads(value)
+    except ValueError:  # also undecodable UTF-8
+        return None
+    if not isinstance(data, dict):
+        return None
+    points: dict[str, int] = {}
+    for topic, offset in data.items():
+        if type(offset) is not int or offset < 0:
+            return None
+        points[topic] = offset
+    return points
+
+
+def _accounted_by(rec: LogRecord, wanted: set[str]) -> dict[str, int]:
+    """Next input offsets that one analyses record accounts for.
+
+    Its ``adamem-resume`` header when it has one: that covers both input topics, and it supersedes
+    the record's own source (which is handled, but in arrival order an earlier offset of the same
+    topic may not be). A record written before that header counts through its ``adamem-source``:
+    the offset after the one it came from.
+    """
+    found: dict[str, int] = {}
+    for name, value in rec.headers:
+        if name == RESUME_HEADER and (points := _resume_of(value)) is not None:
+            return {topic: offset for topic, offset in points.items() if topic in wanted}
+        if name == SOURCE_HEADER:
+            topic, _, offset = value.decode().rpartition(":")
+            topic = topic.rpartition(":")[0]
+            if topic in wanted:
+                found[topic] = max(found.get(topic, 0), int(offset) + 1)
+    return found
+
+
+async def resume_points(log: EventLog, settings: Settings, partition: int) -> dict[str, int]:
+    """Next message/control offsets to analyze, from the headers at the analyses tail.
+
+    The newest record is read first: its ``adamem-resume`` header accounts for both input topics,
+    so resuming costs one record however long the log is. Only a log whose tail was written
+    before that header is read further back, in windows four times wider each time, until both
+    input topics are accounted for (by either header); one whose owners never had a control
+    event forwarded is then read to its start (once per caller, who keeps the result). Every
+    header's claim is a lower bound of what is handled, so the highest one read is taken.
+    """
     analyses = settings.topic("analyses")
     wanted = {settings.topic("messages"), settings.topic("control")}
     end = (await log.end_offsets(analyses)).get(partition, 0)
     found: dict[str, int] = {}
-    window = 256
+    window = 1
     start = end
-    while start > 0 and set(found) != wanted:
-        start = max(0, end - window)
-        async for rec in log.read(analyses, from_offsets={partition: start}, until={partition: end}):
-            for name, value in rec.headers:
-                if name == SOURCE_HEADER:
-                    topic, _, offset = value.decode().rpartition(":")
-                    topic = topic.rpartition(":")[0]
-                    if topic in wanted:
-                        found[topic] = max(found.get(topic, 0), int(offset) + 1)
-        window *= 4
+    while start > 0 and not wanted <= found.keys():
+        stop, start = start, max(0, end - window)  # each record is read once
+        async for rec in log.read(analyses, from_offsets={partition: start}, until={partition: stop}):
+            for topic, offset in _accounted_by(rec, wanted).items():
+                found[topic] = max(found.get(topic, 0), offset)
+        window = 256 if window == 1 else window * 4
     return found
 
 
@@ -134,8 +225,10 @@ async def analyze_pending(
     pending = await _read_partition(log, messages_topic, partition, resume.get(messages_topic, 0), m_end)
     pending += await _read_partition(log, control_topic, partition, resume.get(control_topic, 0), c_end)
     pending.sort(key=lambda r: (r.timestamp, r.topic != control_topic, r.offset))  # arrival order
+    start = {messages_topic: resume.get(messages_topic, 0), control_topic: resume.get(control_topic, 0)}
+    tracker = ResumeTracker(start, ((r.topic, r.offset) for r in pending))
     for i in range(0, len(pending), batch):
-        await _analyze_batch(log, agent, settings, pending[i : i + batch], stats)
+        await _analyze_batch(log, agent, settings, pending[i : i + batch], stats, tracker)
         if progress is not None:
             progress(len(pending[i : i + batch]))
     resume[messages_topic], resume[control_topic] = m_end, c_end
@@ -143,22 +236,35 @@ async def analyze_pending(
 
 
 async def _analyze_batch(
-    log: EventLog, agent: MemoryAgent, settings: Settings, records: Sequence[LogRecord], stats: PipelineStats
+    log: EventLog,
+    agent: MemoryAgent,
+    settings: Settings,
+    records: Sequence[LogRecord],
+    stats: PipelineStats,
+    tracker: ResumeTracker,
 ) -> None:
+    """Analyse a batch (in arrival order), forward its control events, dead-letter the rest.
+
+    Each analyses record carries its source and the ``tracker``'s points just after it: the dead
+    letters are appended first, so every record of the batch may count them as handled.
+    """
     decoded: list[tuple[LogRecord, ChatMessage | MemoryForgotten | MemoryCorrected]] = []
     for rec in records:
         try:
             event = decode_event(rec.value)
         except AdaMemError as exc:
             await dead_letter(log, settings, rec, f"{type(exc).__name__}: {exc}")
+            tracker.handled(rec.topic, rec.offset)
             stats.dead_lettered += 1
             continue
         if isinstance(event, MessageAnalyzed):
             await dead_letter(log, settings, rec, f"a MessageAnalyzed event does not belong on {rec.topic}")
+            tracker.handled(rec.topic, rec.offset)
             stats.dead_lettered += 1
             continue
         if event.user_id != rec.key:
             await dead_letter(log, settings, rec, f"record key {rec.key!r} is not the event's owner {event.user_id!r}")
+            tracker.handled(rec.topic, rec.offset)
             stats.dead_lettered += 1
             continue
         decoded.append((rec, event))
@@ -169,11 +275,13 @@ async def _analyze_batch(
         raise AdaMemError(f"the Memory Agent failed on a batch of {len(messages)} message(s): {exc}") from exc
     out: list[OutgoingRecord] = []
     for rec, event in decoded:
+        tracker.handled(rec.topic, rec.offset)
+        headers = ((SOURCE_HEADER, source_of(rec)), (RESUME_HEADER, resume_header(tracker.points())))
         if isinstance(event, ChatMessage):
-            out.append(OutgoingRecord(event.user_id, encode_event(next(analyses)), ((SOURCE_HEADER, source_of(rec)),)))
+            out.append(OutgoingRecord(event.user_id, encode_event(next(analyses)), headers))
             stats.analyzed += 1
         else:
-            out.append(OutgoingRecord(event.user_id, rec.value, ((SOURCE_HEADER, source_of(rec)),)))
+            out.append(OutgoingRecord(event.user_id, rec.value, headers))
             stats.forwarded += 1
     if out:
         await log.append(settings.topic("analyses"), out)

@@ -33,7 +33,7 @@ from adamem.settings import Settings
 from projections.folds.apply import Positioned
 from projections.projector import Projector
 from streams.log import EventLog
-from streams.pipeline import ERROR_HEADER, SOURCE_HEADER, resume_points
+from streams.pipeline import ERROR_HEADER, RESUME_HEADER, SOURCE_HEADER, ResumeTracker, resume_header, resume_points
 
 __all__ = ["create_app"]
 
@@ -115,16 +115,20 @@ def create_app(
             made["projector"].store.bind(settings.partitions)
         return made["projector"]  # type: ignore[no-any-return]
 
-    async def to_deadletter(event: Any, error: str) -> None:
+    async def to_deadletter(event: Any, error: str) -> Any:
+        """Send an event to the dead-letter topic; returns the send's future (acked when it resolves)."""
         log.warning("dead-lettered %s: %s", _source(event).decode(), error)
-        await deadletter.send(
+        return await deadletter.send(
             key=event.message.key,
             value=event.message.value,
             partition=event.message.partition,
             headers=[(SOURCE_HEADER, _source(event)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])],
         )
 
-    resume: dict[int, dict[str, int]] = {}  # partition -> topic -> next offset not yet analysed
+    # partition -> input topic -> next offset not yet accounted for by the analyses topic: read from
+    # its tail once per assignment, then advanced by every batch this worker has written.
+    resume: dict[int, dict[str, int]] = {}
+    assignment = {"epoch": 0}  # bumped by every rebalance; a batch begun before one leaves resume alone
 
     def reader() -> EventLog:
         if log_reader is not None:
@@ -152,17 +156,22 @@ def create_app(
             else:
                 os.kill(os.getpid(), signal.SIGTERM)  # a graceful stop; run_worker starts again
 
+    async def accounted(partition: int) -> dict[str, int]:
+        """How far the analyses topic accounts for both input topics of a partition (``resume``)."""
+        if partition not in resume:
+            found = await resume_points(reader(), settings, partition)
+            resume[partition] = {t: found.get(t, 0) for t in (settings.topic("messages"), settings.topic("control"))}
+        return resume[partition]
+
     async def already_analysed(event: Any) -> bool:
         """True for a message or control event that this generation's analyses already hold.
 
-        The analyses topic itself is the record of what was analysed (its ``adamem-source``
-        headers), so a redelivery, or a new consumer group after a generation switch, never
-        analyses a message twice.
+        The analyses topic itself is the record of what was analysed (its ``adamem-resume`` and
+        ``adamem-source`` headers), so a redelivery, or a new consumer group after a generation
+        switch, never analyses a message twice.
         """
         m = event.message
-        if m.partition not in resume:
-            resume[m.partition] = await resume_points(reader(), settings, m.partition)
-        return bool(m.offset < resume[m.partition].get(m.topic, 0))
+        return bool(m.offset < (await accounted(m.partition)).get(m.topic, 0))
 
     @app.agent(inputs, name="analyze")
     async def analyze(stream: Any) -> None:
@@ -170,14 +179,28 @@ def create_app(
             await _analyze(events)
 
     async def _analyze(events: Sequence[Any]) -> None:
+        """Analyse a batch; each analyses record says how far both input topics are accounted for.
+
+        This one agent consumes both input topics, one batch at a time, each topic partition in
+        offset order from where the group committed (everything below that was handled and
+        acked). So once an event is handled, its topic is accounted for up to it, and the other
+        topic up to what this worker handled of it, or else what the analyses topic said when the
+        partition was assigned: never more than what is on the log. The dead letters are acked
+        before the analyses that count them are sent.
+        """
         changed = await asyncio.to_thread(switched_generation)
         if changed is not None:
             await stop_for(changed)
             return
+        epoch = assignment["epoch"]
+        todo = [event for event in events if not await already_analysed(event)]
+        trackers: dict[int, ResumeTracker] = {}
+        for p in sorted({e.message.partition for e in todo}):
+            waiting = [(e.message.topic, e.message.offset) for e in todo if e.message.partition == p]
+            trackers[p] = ResumeTracker(await accounted(p), waiting)
         good: list[tuple[Any, Any]] = []
-        for event in events:
-            if await already_analysed(event):
-                continue
+        dead: list[Any] = []
+        for event in todo:
             try:
                 decoded = decode_event(event.message.value or b"")
                 key = (event.message.key or b"").decode("utf-8")
@@ -186,24 +209,35 @@ def create_app(
                 if decoded.user_id != key:
                     raise AdaMemError(f"record key {key!r} is not the event's owner {decoded.user_id!r}")
             except (AdaMemError, UnicodeDecodeError) as exc:
-                await to_deadletter(event, f"{type(exc).__name__}: {exc}")
+                dead.append((event, await to_deadletter(event, f"{type(exc).__name__}: {exc}")))
                 continue
             good.append((event, decoded))
+        for event, fut in dead:
+            await fut
+            trackers[event.message.partition].handled(event.message.topic, event.message.offset)
         messages = [d for _, d in good if isinstance(d, ChatMessage)]
         results = iter(await asyncio.to_thread(memory_agent().analyze, messages) if messages else [])
         sends = []
         for event, decoded in good:
-            value = encode_event(next(results)) if isinstance(decoded, ChatMessage) else event.message.value
+            m = event.message
+            value = encode_event(next(results)) if isinstance(decoded, ChatMessage) else m.value
+            trackers[m.partition].handled(m.topic, m.offset)
             sends.append(
                 await analyses.send(
                     key=decoded.user_id.encode("utf-8"),
                     value=value,
-                    partition=event.message.partition,
-                    headers=[(SOURCE_HEADER, _source(event))],
+                    partition=m.partition,
+                    headers=[
+                        (SOURCE_HEADER, _source(event)),
+                        (RESUME_HEADER, resume_header(trackers[m.partition].points())),
+                    ],
                 )
             )
         for fut in sends:
             await fut  # acked by the broker before the batch's offsets may be committed
+        if assignment["epoch"] == epoch:  # else resume was cleared: the next event reads the log again
+            for p, tracker in trackers.items():
+                resume[p] = tracker.points()
 
     @app.agent(analyses, name="project")
     async def project(stream: Any) -> None:
@@ -255,12 +289,14 @@ def create_app(
 
     async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
         resume.clear()  # another worker may analyse these partitions now
+        assignment["epoch"] += 1
         if "projector" in made:
             made["projector"].forget_cache()
             made["projector"].store.release(sorted({tp.partition for tp in revoked}))
 
     async def on_assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
         resume.clear()
+        assignment["epoch"] += 1
         if "projector" in made:
             made["projector"].forget_cache()
             made["projector"].store.release(sorted({tp.partition for tp in assigned}))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import os
@@ -10,28 +11,30 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from faust.types import TP
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
-from adamem.events import MessageAnalyzed
+from adamem.events import MemoryForgotten, MessageAnalyzed
 from adamem.ingest import load_messages
+from adamem.runtime import NoExtractor
 from adamem.serde import decode_event, encode_event
 from adamem.settings import Settings
 from projections.folds.rows import Row
 from projections.projector import Projector
 from projections.store import open_store
 from projections.store.lance import LanceStore
-from streams.log import open_log
+from streams.log import LogRecord, OutgoingRecord, open_log
 from streams.memory_log import InMemoryLog
-from streams.pipeline import ERROR_HEADER, run_pipeline
+from streams.pipeline import ERROR_HEADER, RESUME_HEADER, run_pipeline
 from streams.publish import publish_messages
 from streams.worker import create_app
 from tests.conftest import LOCOMO
@@ -105,6 +108,129 @@ async def test_analyze_agent_records_analyses_and_dead_letters_garbage(
     assert [d["value"] for d in dead] == [b"\x00 definitely not avro", encode_event(messages[2])]
     errors = [dict(d["headers"])[ERROR_HEADER] for d in dead]
     assert b"DecodeError" in errors[0] and b"is not the event's owner" in errors[1]
+
+
+class _CountingLog(InMemoryLog):
+    """The in-memory log, counting the records read back."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.reads = 0
+
+    async def read(self, topic: str, **kwargs: Any) -> AsyncIterator[LogRecord]:
+        async for rec in super().read(topic, **kwargs):
+            self.reads += 1
+            yield rec
+
+
+class _FlatEmbedder:
+    """Every text is the same vector: the bookkeeping is under test, not the analysis."""
+
+    name, dim = "flat", 2
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed(texts)
+
+
+def _put_on(wrapper: Any, positions: dict[str, int]) -> Any:
+    """``put`` for the analyze agent's test context that delivers on a named input topic.
+
+    ``test_context`` delivers every event on one unnamed topic; the worker's agent reads two.
+    Offsets count up per topic from ``positions``, as a consumer of each topic partition sees them.
+    """
+    make = type(wrapper).to_message
+
+    async def put(topic: str, value: bytes, key: bytes = b"alice") -> None:
+        def to_message(k: Any, v: Any, *, offset: int = 0, **kwargs: Any) -> Any:
+            message = make(wrapper, k, v, offset=positions[topic], **kwargs)
+            message.topic, message.tp = topic, TP(topic, message.partition)
+            return message
+
+        wrapper.to_message = to_message
+        await wrapper.put(value, key=key)
+        positions[topic] += 1
+
+    return put
+
+
+async def test_analyze_agent_records_how_far_both_input_topics_are_analysed(
+    settings: Settings, tmp_path: Path, faust_apps: list[Any]
+) -> None:
+    """One agent reads messages and control: every analysis says how far both are handled with it.
+
+    A worker starting on that log reads the newest analysis only, and skips what it accounts for.
+    """
+    settings = dataclasses.replace(settings, embedded_partitions=1)  # the in-memory log: partition 0, as here
+    messages_topic, control_topic = settings.topic("messages"), settings.topic("control")
+    analysed = _CountingLog(settings)
+    await analysed.start()
+
+    def app_with(sent: list[dict[str, Any]], dead: list[dict[str, Any]]) -> Any:
+        app = create_app(
+            settings,
+            "127.0.0.1:1",
+            lambda: MemoryAgent(NoExtractor(), _FlatEmbedder()),
+            lambda: Projector(open_store(str(tmp_path / "s"))),
+            within_s=0.1,
+            log_reader=lambda: analysed,
+        )
+        app.finalize()
+        faust_apps.append(app)
+        _capture(app.adamem_topics["analyses"], sent)  # type: ignore[attr-defined]
+        _capture(app.adamem_topics["deadletter"], dead)  # type: ignore[attr-defined]
+        return app
+
+    async def wait_for(n: int, *sinks: list[dict[str, Any]]) -> None:
+        for _ in range(100):
+            if sum(len(s) for s in sinks) == n:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"the agent handled {sum(len(s) for s in sinks)} of {n} events")
+
+    messages = load_messages(SAMPLE, settings)
+    alice = [m for m in messages if m.user_id == "alice"]
+    forget = MemoryForgotten("6f1c9a10-0000-4000-8000-000000000002", "alice", "message", 1, alice[0].event_id)
+    sent: list[dict[str, Any]] = []
+    dead: list[dict[str, Any]] = []
+    app = app_with(sent, dead)
+    async with app.adamem_agents["analyze"].test_context() as a:
+        put = _put_on(a, {messages_topic: 0, control_topic: 0})
+        await put(messages_topic, b"\x00 definitely not avro")
+        await put(messages_topic, encode_event(alice[0]))
+        await put(messages_topic, encode_event(alice[1]))
+        await put(control_topic, encode_event(forget))
+        await put(messages_topic, encode_event(alice[2]))
+        await wait_for(5, sent, dead)
+    assert len(dead) == 1
+    resume = [json.loads(dict(s["headers"])[RESUME_HEADER]) for s in sent]
+    assert resume == [  # the dead letter at 0 is acked before any of these is sent
+        {messages_topic: 2, control_topic: 0},
+        {messages_topic: 3, control_topic: 0},
+        {messages_topic: 3, control_topic: 1},
+        {messages_topic: 4, control_topic: 1},
+    ]
+
+    # Another worker starts on the analyses topic those sends made.
+    await analysed.append(
+        settings.topic("analyses"),
+        [OutgoingRecord(s["key"].decode(), s["value"], tuple(s["headers"])) for s in sent],
+    )
+    again: list[dict[str, Any]] = []
+    app = app_with(again, [])
+    async with app.adamem_agents["analyze"].test_context() as a:
+        put = _put_on(a, {messages_topic: 2, control_topic: 0})
+        await put(messages_topic, encode_event(alice[1]))  # redelivered: already analysed
+        await put(control_topic, encode_event(forget))  # redelivered: already forwarded
+        await put(messages_topic, encode_event(alice[2]))  # redelivered: already analysed
+        await put(messages_topic, encode_event(alice[3]))  # new, at offset 4
+        await wait_for(1, again)
+    assert analysed.reads == 1  # the newest analysis, not the whole topic
+    assert [json.loads(dict(s["headers"])[RESUME_HEADER]) for s in again] == [{messages_topic: 5, control_topic: 1}]
+    assert isinstance(decoded := decode_event(again[0]["value"]), MessageAnalyzed)
+    assert decoded.message.event_id == alice[3].event_id
 
 
 async def test_project_agent_folds_into_the_store(settings: Settings, tmp_path: Path, faust_apps: list[Any]) -> None:
