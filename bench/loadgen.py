@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.metrics import summary_ms
 
-__all__ = ["Request", "run_load", "wrk_script"]
+__all__ = ["Request", "run_load", "wrk_plan", "wrk_script"]
 
 Request = tuple[str, str]  # (path, JSON body) of a POST
 
@@ -84,6 +84,18 @@ def _split(requests: Sequence[Request], parts: int) -> list[list[Request]]:
     return [list(requests[i::parts]) for i in range(parts)]
 
 
+def wrk_plan(requests: Sequence[Request], connections: int, threads: int) -> tuple[int, list[list[Request]], list[int]]:
+    """wrk threads (never more than connections: wrk refuses that), each one's requests, and its response limit.
+
+    Each thread keeps ``connections / threads`` requests in flight, so it stops after as many
+    responses as its slice has requests minus the ones it may still have in flight.
+    """
+    threads = max(1, min(threads, connections))
+    per_thread = max(1, connections // threads)
+    slices = _split(requests, threads)
+    return threads, slices, [max(1, len(s) - (per_thread - 1)) for s in slices]
+
+
 def run_wrk(
     base_url: str,
     requests: Sequence[Request],
@@ -98,9 +110,7 @@ def run_wrk(
     Each thread keeps ``connections / threads`` requests in flight; it stops after as many responses
     as its slice has requests minus the ones still in flight, so no request is ever sent twice.
     """
-    per_thread = max(1, connections // threads)
-    slices = _split(requests, threads)
-    limits = [max(1, len(s) - (per_thread - 1)) for s in slices]
+    threads, slices, limits = wrk_plan(requests, connections, threads)
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fo:
         fo.write(wrk_script(slices, limits))
         script = fo.name

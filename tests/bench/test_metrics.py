@@ -10,7 +10,7 @@ import pytest
 from adamem.events import ChatMessage, Speaker
 from bench.common import spread
 from bench.latency import plan, sweep_table
-from bench.loadgen import _split, wrk_script
+from bench.loadgen import _split, wrk_plan, wrk_script
 from bench.locomo import MessagesOnly, reference_texts, render, system_configs
 from bench.metrics import (
     answer_tokens,
@@ -235,6 +235,13 @@ def test_sweep_table_orders_levels_by_number_and_shows_both_phases() -> None:
         ("8", "warm", 20),
     ]
     assert sweep_table({}) == (headers, [])
+
+
+def test_wrk_plan_never_runs_more_threads_than_clients() -> None:
+    reqs = [("/q", str(i)) for i in range(10)]
+    assert wrk_plan(reqs, 1, 2) == (1, [reqs], [10])  # one client: one thread, every request answered
+    threads, slices, limits = wrk_plan(reqs, 8, 2)
+    assert threads == 2 and [len(s) for s in slices] == [5, 5] and limits == [2, 2]  # 3 of 4 may be in flight
 
 
 def test_wrk_script_sends_each_request_once() -> None:
