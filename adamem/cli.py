@@ -84,11 +84,14 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _one_thread_per_request() -> None:
-    """The query service's numeric libraries use one thread each (a value in the environment wins).
+    """Query-side commands run their numeric libraries one thread each (a value in the environment wins).
 
     Requests already run in parallel threads; a pool of threads per embedding or matrix product
     on top oversubscribes the cores: with 8 clients on 2 cores, OpenMP's and OpenBLAS's spinning
-    workers took half the service's CPU. Must run before NumPy or e5 load.
+    workers took half the service's CPU. One query at a time suffers too: with e5's two OpenMP
+    threads a question embeds in 11 ms instead of 19, but on a 10k-message owner about one query
+    in five stalled 60-120 ms in the embedding and base search (in-process p95 118 ms); with one
+    thread none did (p95 46 ms). Must run before NumPy or e5 load.
     """
     for name in SERVICE_THREADS:
         os.environ.setdefault(name, "1")
@@ -315,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``adamem`` console script."""
-    if list(sys.argv[1:] if argv is None else argv)[:1] == ["serve"]:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] in (["serve"], ["query"]) or words[:2] == ["bench", "latency"]:
         _one_thread_per_request()  # before the parser: building it loads NumPy (the bench commands)
     args = build_parser().parse_args(argv)
     try:

@@ -133,3 +133,33 @@ def test_reanalyze_compares_and_views_switch(tmp_path: Path, capsys: pytest.Capt
     assert main(["log", "dump", "--log", log, "--topic", "analyses", "--generation", "second"]) == 2
     assert main(["views", "--store", "memory://"]) == 2
     assert "need a store folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["serve", "--help"], ["query", "--help"], ["bench", "latency", "--help"]])
+def test_query_side_commands_run_numeric_libraries_one_thread_each(argv: list[str]) -> None:
+    from adamem.cli import SERVICE_THREADS
+
+    saved = {name: os.environ.pop(name, None) for name in SERVICE_THREADS}
+    try:
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert {name: os.environ.get(name) for name in SERVICE_THREADS} == dict.fromkeys(SERVICE_THREADS, "1")
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+
+
+def test_other_commands_keep_the_numeric_libraries_threads() -> None:
+    from adamem.cli import SERVICE_THREADS
+
+    saved = {name: os.environ.pop(name, None) for name in SERVICE_THREADS}
+    try:
+        with pytest.raises(SystemExit):
+            main(["worker", "--help"])
+        assert not any(name in os.environ for name in SERVICE_THREADS)  # ingest embeds batches on every core
+    finally:
+        for name, value in saved.items():
+            if value is not None:
+                os.environ[name] = value
