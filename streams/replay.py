@@ -228,9 +228,11 @@ async def rebuild_view(
             report.checksum = rows_checksum(store_rows(rebuilt, tables))
             report.verified = not report.diffs
         if not travel:
-            for p in sorted(ends):  # catch up with what arrived after the live view's position
-                ends_now = (await log.end_offsets(topic)).get(p, 0)
-                report.events += await _fold_range(log, projector, settings, p, target[p], ends_now, progress=progress)
+            ends_now = await log.end_offsets(topic)  # catch up with what arrived after the live view's position
+            for p in sorted(ends):
+                report.events += await _fold_range(
+                    log, projector, settings, p, target[p], ends_now.get(p, 0), progress=progress
+                )
         report.offsets = {p: rebuilt.checkpoint(p).get(topic, 0) for p in sorted(ends)}
         rebuilt.optimize()
     # A rebuild that verification found different from the live view is kept for inspection, never
