@@ -1,12 +1,13 @@
 """``adamem bench replay``: rebuild every layer from the recorded analyses; events/s and the ratio to live ingest.
 
 One run: the LoCoMo turns (``--repeat`` copies with renamed owners for a longer log) are published
-to an embedded log and ingested live with the in-process pipeline (``run_pipeline``: Memory Agent
-+ projections into LanceDB), timed; then ``streams.replay.rebuild_view`` folds the recorded
-analyses into a new view of the same store, timed, and the rebuilt rows are compared with the
-live ones. Copies after the first are analysed with a memoising embedder (their texts repeat), so
-live ingest is timed on the first copy only, with the real embedder. When a target is missed the
-rebuild is run again under cProfile and the top functions are reported.
+to an embedded log (or, with ``--log kafka://host:port``, to fresh topics on a real broker) and
+ingested live with the in-process pipeline (``run_pipeline``: Memory Agent + projections into
+LanceDB), timed; then ``streams.replay.rebuild_view`` folds the recorded analyses into a new view
+of the same store, timed, and the rebuilt rows are compared with the live ones. Copies after the
+first are analysed with a memoising embedder (their texts repeat), so live ingest is timed on the
+first copy only, with the real embedder. When a target is missed the rebuild is run again under
+cProfile and the top functions are reported.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -93,15 +95,46 @@ def run(
     samples: Sequence[str] | None = None,
     work: str | None = None,
     profile: bool | None = None,
+    log_url: str | None = None,
 ) -> dict[str, Any]:
-    """Ingest live, rebuild from the analyses, compare; ``profile`` None = only when a target is missed."""
+    """Ingest live, rebuild from the analyses, compare; ``profile`` None = only when a target is missed.
+
+    ``log_url`` ``kafka://host:port``: the log is a real broker instead of the embedded folder, on
+    topics of a fresh prefix (``<prefix>`` = bench + 8 hex digits), deleted at the end.
+    """
     docs = load_locomo(data)
     if samples:
         docs = [d for d in docs if d.get("sample_id") in set(samples)]
     root = Path(work) if work else Path(tempfile.mkdtemp(prefix="adamem-bench-replay-"))
     if root.exists() and any(root.iterdir()):
         raise SystemExit(f"{root} is not empty; the replay benchmark needs a fresh folder")
-    settings = Settings.from_env(log_url=str(root / "log"), store_url=str(root / "store"))
+    if log_url is None:
+        settings = Settings.from_env(log_url=str(root / "log"), store_url=str(root / "store"))
+    elif log_url.startswith("kafka://"):
+        prefix = f"bench{uuid.uuid4().hex[:8]}"
+        settings = Settings.from_env(log_url=log_url, topic_prefix=prefix, store_url=str(root / "store"))
+    else:
+        raise SystemExit(f"--log takes kafka://host:port (the embedded log is the default), not {log_url!r}")
+    try:
+        return _measure(docs, data, settings, root, repeat, profile, keep=bool(work))
+    finally:
+        if settings.log_url.startswith("kafka://"):
+            from bench.ingest import delete_topics
+
+            names = [settings.topic(n) for n in ("messages", "analyses", "control", "deadletter")]
+            asyncio.run(delete_topics(settings.log_url.removeprefix("kafka://").rstrip("/"), names))
+
+
+def _measure(
+    docs: list[dict[str, Any]],
+    data: str | Path,
+    settings: Settings,
+    root: Path,
+    repeat: int,
+    profile: bool | None,
+    *,
+    keep: bool,
+) -> dict[str, Any]:
     base = locomo_messages(docs, settings)
     embedder = build_embedder(settings)
     extractor = build_extractor(settings)
@@ -127,8 +160,14 @@ def run(
     diffs = diff_stores(live_store, rebuilt)
     live_rate = live.messages / live.pipeline_s
     rate = report.events / seconds
+    kafka = settings.log_url.startswith("kafka://")
     result: dict[str, Any] = {
         "data": str(data),
+        "log": {
+            "kind": "kafka" if kafka else "embedded",
+            "topic_prefix": settings.topic_prefix,
+            "partitions": settings.partitions if kafka else settings.embedded_partitions,
+        },
         "messages": len(base) + int(extra.get("messages", 0)),
         "live": {
             "messages": live.messages,
@@ -158,9 +197,10 @@ def run(
         rows, text = profile_rebuild(settings, "bench-r2")
         result["profile_top"] = rows
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "replay_profile.txt").write_text(text)
-        result["profile_file"] = "bench/results/replay_profile.txt"
-    if not work:
+        name = "replay_kafka_profile.txt" if kafka else "replay_profile.txt"  # one per kind of log
+        (RESULTS / name).write_text(text)
+        result["profile_file"] = f"bench/results/{name}"
+    if not keep:
         shutil.rmtree(root, ignore_errors=True)
     return result
 
@@ -168,9 +208,19 @@ def run(
 def print_report(r: dict[str, Any]) -> None:
     """The table."""
     print_table(
-        ["messages", "live ingest ev/s", "replay events", "replay s", "replay ev/s", "replay / live", "rows equal"],
+        [
+            "log",
+            "messages",
+            "live ingest ev/s",
+            "replay events",
+            "replay s",
+            "replay ev/s",
+            "replay / live",
+            "rows equal",
+        ],
         [
             [
+                f"{r['log']['kind']}, {r['log']['partitions']} partition(s)" if "log" in r else "embedded",
                 r["messages"],
                 r["live"]["events_per_s"],
                 r["replay"]["events"],
@@ -195,6 +245,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", nargs="*", help="only these sample ids")
     p.add_argument("--repeat", type=int, default=1, help="copies of the turns (owners renamed) for a longer log")
     p.add_argument("--work", help="an empty folder to keep the log and store in (default: a temp dir)")
+    p.add_argument("--log", help="kafka://host:port: a real broker as the log, on fresh topics (default: embedded)")
     p.add_argument(
         "--profile",
         action=argparse.BooleanOptionalAction,
@@ -210,7 +261,9 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "replay",
         argv,
         args.out,
-        lambda: run(args.data, repeat=args.repeat, samples=args.samples, work=args.work, profile=args.profile),
+        lambda: run(
+            args.data, repeat=args.repeat, samples=args.samples, work=args.work, profile=args.profile, log_url=args.log
+        ),
         print_report,
     )
 
