@@ -4,6 +4,7 @@ a memoising embedder, process memory and folder sizes."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import datetime as dt
 import json
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,13 +33,16 @@ __all__ = [
     "CachingEmbedder",
     "LoadSampler",
     "dir_size",
+    "drop_run_topics",
     "free_port",
     "git_commit",
+    "kafka_bootstrap",
     "load_locomo",
     "locomo_messages",
     "machine_facts",
     "print_table",
     "proc_memory",
+    "run_topics",
     "spread",
     "write_result",
 ]
@@ -291,6 +296,36 @@ def dir_size(path: str | Path) -> int:
     if not p.exists():
         return 0
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def run_topics(log_url: str, store_url: str) -> Settings:
+    """Settings on a real broker (``kafka://host:port``) under a topic prefix of this run's own:
+    ``bench`` + 8 hex digits, so a benchmark never reads or deletes anybody else's topics."""
+    return Settings.from_env(log_url=log_url, topic_prefix=f"bench{uuid.uuid4().hex[:8]}", store_url=store_url)
+
+
+def kafka_bootstrap(settings: Settings) -> str:
+    """``host:port`` of a ``kafka://host:port`` log URL."""
+    return settings.log_url.removeprefix("kafka://").rstrip("/")
+
+
+def drop_run_topics(settings: Settings) -> None:
+    """Delete every topic of the run's prefix: its log topics and those Faust made for its worker."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    prefix = settings.topic_prefix
+
+    async def drop() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap(settings))
+        await admin.start()
+        try:
+            mine = [t for t in await admin.list_topics() if t.startswith((f"{prefix}.", f"{prefix}-"))]
+            if mine:
+                await admin.delete_topics(mine)
+        finally:
+            await admin.close()
+
+    asyncio.run(drop())
 
 
 def free_port() -> int:

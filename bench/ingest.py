@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,10 +39,13 @@ from adamem.serde import encode_event
 from adamem.settings import Settings
 from bench.common import (
     DEFAULT_LOCOMO,
+    drop_run_topics,
+    kafka_bootstrap,
     load_locomo,
     locomo_messages,
     measure_and_record,
     print_table,
+    run_topics,
     spread,
     standalone_main,
     tree_memory,
@@ -228,19 +230,6 @@ async def end_to_end(
     return out
 
 
-async def delete_topics(bootstrap: str, names: Sequence[str]) -> None:
-    """Delete this run's topics (only these names)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        mine = [n for n in names if n in existing]
-        if mine:
-            await admin.delete_topics(mine)
-    finally:
-        await admin.close()
-
-
 def run(
     log_url: str,
     n: int = 2000,
@@ -253,10 +242,9 @@ def run(
     """The three rates and their ratios."""
     if not log_url.startswith("kafka://"):
         raise SystemExit(f"--log must be kafka://host:port (the worker needs a real broker), not {log_url!r}")
-    bootstrap = log_url.removeprefix("kafka://").rstrip("/")
-    prefix = f"bench{uuid.uuid4().hex[:8]}"
     work = Path(tempfile.mkdtemp(prefix="adamem-bench-ingest-"))
-    settings = Settings.from_env(log_url=log_url, topic_prefix=prefix, store_url=str(work / "store"))
+    settings = run_topics(log_url, str(work / "store"))
+    bootstrap = kafka_bootstrap(settings)
     base = locomo_messages(load_locomo(data), settings)
     messages = spread(base, n, owners, "ingest-")
     warmup = spread(base[-1:], 1, 1, "warmup-")[0]
@@ -265,11 +253,10 @@ def run(
         "messages": n,
         "owners": owners,
         "bytes": sum(len(v) for _, v in payloads),
-        "topic_prefix": prefix,
+        "topic_prefix": settings.topic_prefix,
         "partitions": settings.partitions,
         "worker_batch": settings.worker_batch,
     }
-    names = [settings.topic(t) for t in ("messages", "analyses", "control", "deadletter", "raw")]
     try:
         print("raw aiokafka produce + consume …", file=sys.stderr, flush=True)
         result["raw_kafka"] = asyncio.run(raw_kafka(bootstrap, settings.topic("raw"), settings.partitions, payloads))
@@ -283,7 +270,7 @@ def run(
         result["embedder_after"] = embedder_alone(settings, [embedding_text(m) for m in messages])
     finally:
         if not keep_topics:
-            asyncio.run(delete_topics(bootstrap, names))
+            drop_run_topics(settings)
         shutil.rmtree(work, ignore_errors=True)
     e2e = result["end_to_end"]["msg_per_s"]
     best = max(result["embedder"]["msg_per_s"], result["embedder_after"]["msg_per_s"])

@@ -21,7 +21,6 @@ import shutil
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,10 +33,12 @@ from bench.common import (
     DEFAULT_LOCOMO,
     RESULTS,
     CachingEmbedder,
+    drop_run_topics,
     load_locomo,
     locomo_messages,
     measure_and_record,
     print_table,
+    run_topics,
     spread,
     standalone_main,
 )
@@ -111,18 +112,14 @@ def run(
     if log_url is None:
         settings = Settings.from_env(log_url=str(root / "log"), store_url=str(root / "store"))
     elif log_url.startswith("kafka://"):
-        prefix = f"bench{uuid.uuid4().hex[:8]}"
-        settings = Settings.from_env(log_url=log_url, topic_prefix=prefix, store_url=str(root / "store"))
+        settings = run_topics(log_url, str(root / "store"))
     else:
         raise SystemExit(f"--log takes kafka://host:port (the embedded log is the default), not {log_url!r}")
     try:
         return _measure(docs, data, settings, root, repeat, profile, keep=bool(work))
     finally:
         if settings.log_url.startswith("kafka://"):
-            from bench.ingest import delete_topics
-
-            names = [settings.topic(n) for n in ("messages", "analyses", "control", "deadletter")]
-            asyncio.run(delete_topics(settings.log_url.removeprefix("kafka://").rstrip("/"), names))
+            drop_run_topics(settings)
 
 
 def _measure(
