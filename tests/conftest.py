@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 import uvicorn
 
 from adamem.settings import Settings
+from projections.store import MemoryStore
 
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = Path(os.environ.get("ADAMEM_LOCOMO", REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"))
@@ -73,3 +74,21 @@ def serving(app: Any) -> Iterator[httpx.Client]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> Callable[[MemoryStore], list[str]]:
+    """``loads(store)``: the owners the store loads every row of from now on."""
+
+    def watch(store: MemoryStore) -> list[str]:
+        seen: list[str] = []
+        real = store.load_owner
+
+        def counting(user_id: str) -> list[Any]:
+            seen.append(user_id)
+            return real(user_id)
+
+        monkeypatch.setattr(store, "load_owner", counting)
+        return seen
+
+    return watch

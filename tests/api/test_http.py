@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from adamem.ingest import load_messages
 from adamem.settings import Settings
 from api.app import create_app
 from projections.projector import Projector
-from projections.store import open_store
+from projections.store import MemoryStore, open_store
 from retrieval import SEED_DEFAULT, CacheSettings
 from retrieval.service import Retriever
 from streams.log import open_log
@@ -277,18 +277,11 @@ def test_the_api_over_projections_built_from_the_real_broker(
 
 
 def test_a_query_reads_the_owner_once_tenant_check_included(
-    built: tuple[Settings, str], monkeypatch: pytest.MonkeyPatch
+    built: tuple[Settings, str], loads: Callable[[MemoryStore], list[str]]
 ) -> None:
     settings, store = built
     reader = open_store(store, read_only=True)
-    loaded: list[str] = []
-    real = reader.load_owner
-
-    def counting(user_id: str) -> list[Any]:
-        loaded.append(user_id)
-        return real(user_id)
-
-    monkeypatch.setattr(reader, "load_owner", counting)
+    loaded = loads(reader)
     no_hot_owners = dataclasses.replace(SEED_DEFAULT, cache=CacheSettings(hot_owners=0))  # nothing kept
     app = create_app(settings, Retriever(reader, _embedder(), no_hot_owners), api_keys=KEYS)
     with serving(app) as c:

@@ -56,24 +56,6 @@ def _comparable(answer: Any) -> dict[str, Any]:
     return data
 
 
-@pytest.fixture
-def loads(monkeypatch: pytest.MonkeyPatch) -> Callable[[MemoryStore], list[str]]:
-    """``loads(store)``: the owners the store loads every row of from now on."""
-
-    def watch(store: MemoryStore) -> list[str]:
-        seen: list[str] = []
-        real = store.load_owner
-
-        def counting(user_id: str) -> list[Any]:
-            seen.append(user_id)
-            return real(user_id)
-
-        monkeypatch.setattr(store, "load_owner", counting)
-        return seen
-
-    return watch
-
-
 def _same_as_fresh(live: Retriever, url: str, embedder: E5Embedder, partitions: int) -> OwnerSnapshot:
     """Every answer and index of ``live``'s Alice equals a fresh load's; the kept snapshot."""
     fresh = Retriever(open_store(url, read_only=True), embedder, FRESH, partitions=partitions)
