@@ -514,12 +514,17 @@ class LanceStore:
         tmp.write_text(json.dumps(self._meta, sort_keys=True))
         tmp.replace(self.dir / "meta.json")
 
-    def generation(self) -> dict[str, str]:
-        """The analysis generation of the active view (meta.json), {} if none was recorded."""
+    def _current_meta(self) -> dict[str, Any]:
+        """The active view's meta; read again while it names no shard count (a writer elsewhere may
+        have made the view since), else the copy held."""
         self._follow()
         if not self._meta.get("partitions"):
-            self._meta = self._read_meta() or self._meta  # a writer elsewhere may have made the view since
-        recorded = self._meta.get("generation")
+            self._meta = self._read_meta() or self._meta
+        return self._meta
+
+    def generation(self) -> dict[str, str]:
+        """The analysis generation of the active view (meta.json), {} if none was recorded."""
+        recorded = self._current_meta().get("generation")
         return dict(recorded) if isinstance(recorded, dict) else {}
 
     def record_generation(self, info: dict[str, str]) -> None:
@@ -555,20 +560,14 @@ class LanceStore:
         return shard
 
     def _owner_shard(self, user_id: str) -> _Shard | None:
-        self._follow()
-        if not self._meta.get("partitions"):
-            self._meta = self._read_meta() or self._meta  # a writer elsewhere may have made it since
-        partitions = self._meta.get("partitions")
+        partitions = self._current_meta().get("partitions")
         if not partitions:
             return None
         return self._shard(partition_for(user_id, partitions), create=False)
 
     def partition_count(self) -> int:
         """The shard count of the active view (meta.json; 0 before anything was bound)."""
-        self._follow()
-        if not self._meta.get("partitions"):
-            self._meta = self._read_meta() or self._meta  # a writer elsewhere may have made it since
-        return int(self._meta.get("partitions") or 0)
+        return int(self._current_meta().get("partitions") or 0)
 
     def checkpoint(self, partition: int) -> dict[str, int]:
         """Next offset per topic for a shard."""
