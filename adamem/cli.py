@@ -117,8 +117,8 @@ def _memory(args: argparse.Namespace) -> int:
 
 
 async def _publish(args: argparse.Namespace) -> int:
-    from streams.log import open_log
-    from streams.publish import publish_messages
+    from adamem.streams.log import open_log
+    from adamem.streams.publish import publish_messages
 
     settings = _settings(args)
     data, source = read_input(args.file)
@@ -146,9 +146,9 @@ async def _publish(args: argparse.Namespace) -> int:
 
 
 async def _log(args: argparse.Namespace) -> int:
-    from streams.generations import generation_number
-    from streams.log import open_log
-    from streams.publish import read_as_json
+    from adamem.streams.generations import generation_number
+    from adamem.streams.log import open_log
+    from adamem.streams.publish import read_as_json
 
     generation_number(args.generation)  # a clear error for a name that is not g<N>
     settings = dataclasses.replace(_settings(args), generation=args.generation)
@@ -167,8 +167,8 @@ async def _log(args: argparse.Namespace) -> int:
 
 async def _demo(args: argparse.Namespace) -> int:
     from adamem.commands import print_memory, run_project
-    from streams.log import open_log
-    from streams.publish import publish_messages
+    from adamem.streams.log import open_log
+    from adamem.streams.publish import publish_messages
 
     settings = _settings(args)
     data = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
@@ -304,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.set_defaults(run=_forget)
 
-    from bench.cli import register as register_bench
+    from adamem.bench.cli import register as register_bench
 
     register_bench(sub)
 

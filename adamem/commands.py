@@ -29,11 +29,11 @@ LAYERS = {"working": "messages", "episodic": "episodic", "persona": "persona", "
 
 async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) -> int:
     """Analyze and project everything pending (``follow``: keep going until interrupted)."""
-    from projections.projector import Projector
-    from projections.store import open_store
-    from streams.generations import resolve
-    from streams.log import open_log
-    from streams.pipeline import run_pipeline
+    from adamem.projections.projector import Projector
+    from adamem.projections.store import open_store
+    from adamem.streams.generations import resolve
+    from adamem.streams.log import open_log
+    from adamem.streams.pipeline import run_pipeline
 
     store = open_store(settings.store_url)
     settings = resolve(settings, store, record_if_missing=True)
@@ -67,11 +67,11 @@ def run_worker(settings: Settings, *, loglevel: str = "info") -> int:
 
     import faust
 
-    from projections.projector import Projector
-    from projections.store import open_store
-    from streams.generations import resolve
-    from streams.kafka_log import KafkaLog
-    from streams.worker import create_app
+    from adamem.projections.projector import Projector
+    from adamem.projections.store import open_store
+    from adamem.streams.generations import resolve
+    from adamem.streams.kafka_log import KafkaLog
+    from adamem.streams.worker import create_app
 
     settings = resolve(settings, open_store(settings.store_url), record_if_missing=True)
     bootstrap = settings.log_url.removeprefix("kafka://").rstrip("/")
@@ -103,9 +103,9 @@ def _row_json(row: Any) -> dict[str, Any]:
 
 def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool) -> int:
     """Show an owner's memory: a per-layer summary, or every row of one layer."""
-    from projections.folds.state import OwnerMemory
-    from projections.folds.summary import owner_summary
-    from projections.store import open_store
+    from adamem.projections.folds.state import OwnerMemory
+    from adamem.projections.folds.summary import owner_summary
+    from adamem.projections.store import open_store
 
     store = open_store(settings.store_url, read_only=True)
     rows = store.load_owner(user)
@@ -189,11 +189,11 @@ async def run_replay(
 ) -> int:
     """Rebuild memory from the recorded analyses (see ``streams.replay``); 1 when verification found diffs."""
     from adamem.ingest import parse_time
-    from projections.store.base import store_folder
-    from projections.store.lance import LanceStore
-    from streams.generations import resolve
-    from streams.log import open_log
-    from streams.replay import rebuild_owner, rebuild_view
+    from adamem.projections.store.base import store_folder
+    from adamem.projections.store.lance import LanceStore
+    from adamem.streams.generations import resolve
+    from adamem.streams.log import open_log
+    from adamem.streams.replay import rebuild_owner, rebuild_view
 
     until_offset = until_time = None
     if until is not None:
@@ -256,8 +256,8 @@ async def run_reanalyze(
     settings: Settings, *, extractor: str | None, embedder: str | None, view: str | None, switch: bool
 ) -> int:
     """Write a new analysis generation, project it into a new view, print what changed per layer."""
-    from projections.store.base import store_folder
-    from streams.reanalyze import reanalyze
+    from adamem.projections.store.base import store_folder
+    from adamem.streams.reanalyze import reanalyze
 
     if extractor is None and embedder is None:
         raise ConfigError("say what to analyse with: --extractor NAME and/or --embedder NAME")
@@ -302,9 +302,9 @@ async def run_reanalyze(
 
 async def run_views(settings: Settings, *, switch: str | None) -> int:
     """List the store's views with their generation and progress, or switch to one (after catching it up)."""
-    from projections.store.base import store_folder
-    from projections.store.lance import LanceStore, current_view, list_views
-    from streams.reanalyze import switch_to
+    from adamem.projections.store.base import store_folder
+    from adamem.projections.store.lance import LanceStore, current_view, list_views
+    from adamem.streams.reanalyze import switch_to
 
     root = store_folder(settings.store_url)
     if switch is not None:
@@ -339,7 +339,7 @@ async def run_forget(
 
     from adamem.events import MemoryForgotten
     from adamem.serde import encode_event
-    from streams.log import OutgoingRecord, open_log
+    from adamem.streams.log import OutgoingRecord, open_log
 
     chosen = [x for x in (item, message) if x is not None]
     if len(chosen) + int(everything) != 1:
@@ -366,10 +366,10 @@ async def run_forget(
 
 def build_retriever(settings: Settings) -> Any:
     """A Retriever over the configured store (read-only) with the embedder of its analysis generation."""
+    from adamem.projections.store import open_store
+    from adamem.retrieval.service import Retriever
     from adamem.runtime import build_embedder
-    from projections.store import open_store
-    from retrieval.service import Retriever
-    from streams.generations import resolve, settings_for
+    from adamem.streams.generations import resolve, settings_for
 
     store = open_store(settings.store_url, read_only=True)
     resolved = resolve(settings, store)
@@ -414,8 +414,8 @@ def run_serve(settings: Settings, *, with_log: bool) -> int:
     """Serve the HTTP API (uvicorn) until interrupted."""
     import uvicorn
 
-    from api.app import create_app
-    from streams.log import open_log
+    from adamem.api.app import create_app
+    from adamem.streams.log import open_log
 
     log = open_log(settings.log_url, settings) if with_log else None
     app = create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys)
@@ -425,8 +425,8 @@ def run_serve(settings: Settings, *, with_log: bool) -> int:
 
 async def run_provenance(settings: Settings, user: str, item: str, *, as_json: bool) -> int:
     """Walk from a memory item back to the analyses and messages that made it (the CLI twin of the API)."""
-    from api.provenance import trace
-    from streams.log import open_log
+    from adamem.api.provenance import trace
+    from adamem.streams.log import open_log
 
     retriever = build_retriever(settings)
     log = open_log(settings.log_url, settings)

@@ -6,7 +6,7 @@ from typing import TypeVar
 
 from adamem.errors import DecodeError
 from adamem.events import ChatMessage, Event, MemoryCorrected, MemoryForgotten, MessageAnalyzed
-from schemas import default_registry
+from adamem.schemas import default_registry
 
 __all__ = ["decode_as", "decode_event", "encode_event"]
 

@@ -1,5 +1,5 @@
 """The HTTP query service: FastAPI over the projections, with tenant API keys."""
 
-from api.app import create_app
+from adamem.api.app import create_app
 
 __all__ = ["create_app"]

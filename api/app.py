@@ -19,15 +19,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from adamem.api.auth import KeyRing, Principal
+from adamem.api.models import AsOfBody, PublishBody, QueryBody
 from adamem.errors import AdaMemError, BrokerUnavailable, ConfigError, InputError, LogError
 from adamem.ingest import parse_time
+from adamem.retrieval.errors import UnknownOwner
+from adamem.retrieval.service import Retriever
+from adamem.retrieval.snapshot import AsOf
 from adamem.settings import Settings
-from api.auth import KeyRing, Principal
-from api.models import AsOfBody, PublishBody, QueryBody
-from retrieval.errors import UnknownOwner
-from retrieval.service import Retriever
-from retrieval.snapshot import AsOf
-from streams.log import EventLog
+from adamem.streams.log import EventLog
 
 __all__ = ["create_app"]
 
@@ -212,7 +212,7 @@ def create_app(
     @app.get("/v1/users/{user}/memory/{item}/provenance", summary="From a memory item back to its messages")
     async def provenance(user: str, item: str, who: Principal = Depends(principal)) -> dict[str, Any]:
         await owner_visible(user, who)
-        from api.provenance import trace
+        from adamem.api.provenance import trace
 
         return await trace(retriever, log_, settings, user, item)
 
@@ -223,7 +223,7 @@ def create_app(
         import json
 
         from adamem.ingest import load_messages
-        from streams.publish import publish_messages
+        from adamem.streams.publish import publish_messages
 
         for record in body.messages:
             tenant = str(record.get("tenant") or (who.tenant or settings.default_tenant))
@@ -258,7 +258,7 @@ async def _lag(log_: EventLog, retriever: Retriever, settings: Settings) -> dict
 
     Measured on the analyses topic of the active view's generation.
     """
-    from streams.generations import settings_for
+    from adamem.streams.generations import settings_for
 
     record = await asyncio.to_thread(retriever.store.generation)
     if record:

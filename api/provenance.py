@@ -7,13 +7,13 @@ from typing import Any
 
 from adamem.errors import AdaMemError
 from adamem.events import MessageAnalyzed
+from adamem.projections.folds.rows import EpisodicRow, GraphNodeRow, MessageRow, PersonaRow
+from adamem.retrieval.errors import UnknownOwner
+from adamem.retrieval.service import Retriever
 from adamem.serde import decode_event
 from adamem.settings import Settings
-from projections.folds.rows import EpisodicRow, GraphNodeRow, MessageRow, PersonaRow
-from retrieval.errors import UnknownOwner
-from retrieval.service import Retriever
-from streams.log import EventLog
-from streams.pipeline import SOURCE_HEADER
+from adamem.streams.log import EventLog
+from adamem.streams.pipeline import SOURCE_HEADER
 
 __all__ = ["ItemNotFound", "trace"]
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.events import ChatMessage
+from adamem.projections.projector import Projector
+from adamem.projections.store import open_store
 from adamem.settings import Settings
-from projections.projector import Projector
-from projections.store import open_store
-from streams.log import open_log
-from streams.pipeline import PipelineStats, run_pipeline
-from streams.publish import publish_messages
+from adamem.streams.log import open_log
+from adamem.streams.pipeline import PipelineStats, run_pipeline
+from adamem.streams.publish import publish_messages
 
 __all__ = ["Built", "build_memory"]
 

@@ -1,6 +1,6 @@
 """``adamem bench {locomo,ingest,replay,latency,footprint,report}``: the benchmarks of issue 6.
 
-``register(subparsers)`` adds the ``bench`` command to the ``adamem`` parser; ``python -m bench.cli …``
+``register(subparsers)`` adds the ``bench`` command to the ``adamem`` parser; ``python -m adamem.bench.cli …``
 runs the same commands on their own. Each subcommand prints a table and writes JSON under
 ``bench/results/``; ``report`` turns the latest JSON files into ``bench/results/README.md`` and plots.
 """
@@ -35,8 +35,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     Every subcommand sets ``run`` (a function of the parsed arguments returning an exit code) and
     ``sync=True``, the convention of ``adamem.cli``.
     """
-    import bench.report as report
-    from bench import footprint, ingest, latency, locomo, replay
+    import adamem.bench.report as report
+    from adamem.bench import footprint, ingest, latency, locomo, replay
 
     bench = subparsers.add_parser("bench", help="benchmarks: retrieval quality, throughput, latency, footprint")
     sub = bench.add_subparsers(dest="bench_command", required=True)
@@ -58,14 +58,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """A parser with only the ``bench`` command (for ``python -m bench.cli``)."""
+    """A parser with only the ``bench`` command (for ``python -m adamem.bench.cli``)."""
     parser = argparse.ArgumentParser(prog="adamem", description="AdaMem Stream benchmarks")
     register(parser.add_subparsers(dest="command", required=True))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.cli bench locomo …`` (or without the leading ``bench``)."""
+    """``python -m adamem.bench.cli bench locomo …`` (or without the leading ``bench``)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if not args_list or args_list[0] != "bench":
         args_list = ["bench", *args_list]

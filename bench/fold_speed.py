@@ -32,7 +32,7 @@ from adamem.events import (
     analysis_event_id,
     message_event_id,
 )
-from projections.folds import OwnerMemory, Positioned, apply, ids, lexicon
+from adamem.projections.folds import OwnerMemory, Positioned, apply, ids, lexicon
 
 HOUR, DAY = 3_600_000, 86_400_000
 T0 = 1_709_510_400_000

@@ -34,9 +34,7 @@ from typing import Any
 import lancedb
 import numpy as np
 
-from adamem.runtime import build_embedder
-from adamem.settings import Settings
-from bench.common import (
+from adamem.bench.common import (
     DEFAULT_LOCOMO,
     dir_size,
     free_port,
@@ -49,11 +47,13 @@ from bench.common import (
     tree_memory,
     wait_port,
 )
-from bench.latency import STORES, ensure_store, questions_by_route
-from bench.metrics import mean, summary_ms
-from projections.store.lance import current_view
-from streams.log import open_log
-from streams.publish import publish_messages
+from adamem.bench.latency import STORES, ensure_store, questions_by_route
+from adamem.bench.metrics import mean, summary_ms
+from adamem.projections.store.lance import current_view
+from adamem.runtime import build_embedder
+from adamem.settings import Settings
+from adamem.streams.log import open_log
+from adamem.streams.publish import publish_messages
 
 __all__ = ["disk_table", "disk_usage", "index_compression", "index_table", "main", "run"]
 
@@ -158,7 +158,7 @@ def kafka_worker_rss(bootstrap: str, data: str | Path, n: int) -> dict[str, Any]
             pass
     except OSError as exc:
         return {"skipped": f"no broker at {bootstrap}: {exc}"}
-    from bench.ingest import run as ingest_run
+    from adamem.bench.ingest import run as ingest_run
 
     r = ingest_run(f"kafka://{bootstrap}", n, owners=max(1, n // 50), data=data)
     e = r["end_to_end"]
@@ -297,7 +297,7 @@ def run(
         print(f"{name}: vector index compression …", file=sys.stderr, flush=True)
         entry["compression"] = index_compression(facts["store"], qs)
         owners = facts.get("owner_names") or []
-        from projections.store import open_store
+        from adamem.projections.store import open_store
 
         st = open_store(facts["store"], read_only=True)
         all_owners = st.owners()
@@ -395,7 +395,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.footprint``."""
+    """``python -m adamem.bench.footprint``."""
     return standalone_main("footprint", __doc__, add_arguments, execute, argv)
 
 

@@ -33,11 +33,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from adamem.analysis.agent import embedding_text
-from adamem.events import ChatMessage
-from adamem.runtime import build_embedder
-from adamem.serde import encode_event
-from adamem.settings import Settings
-from bench.common import (
+from adamem.bench.common import (
     DEFAULT_LOCOMO,
     drop_run_topics,
     kafka_bootstrap,
@@ -50,9 +46,13 @@ from bench.common import (
     standalone_main,
     tree_memory,
 )
-from projections.store.lance import LanceStore
-from streams.kafka_log import KafkaLog
-from streams.publish import publish_messages
+from adamem.events import ChatMessage
+from adamem.projections.store.lance import LanceStore
+from adamem.runtime import build_embedder
+from adamem.serde import encode_event
+from adamem.settings import Settings
+from adamem.streams.kafka_log import KafkaLog
+from adamem.streams.publish import publish_messages
 
 __all__ = ["main", "run"]
 
@@ -355,7 +355,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.ingest``."""
+    """``python -m adamem.bench.ingest``."""
     return standalone_main("ingest", __doc__, add_arguments, execute, argv)
 
 

@@ -32,10 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from adamem.analysis.agent import MemoryAgent
-from adamem.runtime import build_embedder, build_extractor
-from adamem.settings import Settings
-from bench.build import build_memory
-from bench.common import (
+from adamem.bench.build import build_memory
+from adamem.bench.common import (
     DEFAULT_LOCOMO,
     CachingEmbedder,
     free_port,
@@ -48,10 +46,12 @@ from bench.common import (
     tree_memory,
     wait_port,
 )
-from bench.loadgen import Request, run_load
-from bench.metrics import summary_ms
-from projections.store import open_store
-from retrieval import Retriever, Route, route_query
+from adamem.bench.loadgen import Request, run_load
+from adamem.bench.metrics import summary_ms
+from adamem.projections.store import open_store
+from adamem.retrieval import Retriever, Route, route_query
+from adamem.runtime import build_embedder, build_extractor
+from adamem.settings import Settings
 
 __all__ = ["STORES", "ensure_store", "latency_table", "main", "questions_by_route", "run", "sweep_table"]
 
@@ -392,7 +392,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.latency``."""
+    """``python -m adamem.bench.latency``."""
     return standalone_main("latency", __doc__, add_arguments, execute, argv)
 
 

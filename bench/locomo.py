@@ -36,12 +36,8 @@ from typing import Any
 import numpy as np
 
 from adamem.analysis.agent import MemoryAgent
-from adamem.events import ChatMessage
-from adamem.runtime import build_embedder, build_extractor
-from adamem.settings import Settings
-from adamem.text import tokenize
-from bench.build import build_memory
-from bench.common import (
+from adamem.bench.build import build_memory
+from adamem.bench.common import (
     DEFAULT_LOCOMO,
     CachingEmbedder,
     load_locomo,
@@ -50,12 +46,16 @@ from bench.common import (
     print_table,
     standalone_main,
 )
-from bench.metrics import CATEGORIES, coverage, flatten, mean, parse_evidence, recall_at, summary_ms, words
-from projections.folds.rows import MessageRow, Row
-from projections.store import open_store
-from projections.store.base import Hit, MemoryStore, OwnerChanges
-from projections.store.scoring import bm25_scores
-from retrieval import SEED_DEFAULT, Answer, FusionWeights, RetrievalConfig, Retriever
+from adamem.bench.metrics import CATEGORIES, coverage, flatten, mean, parse_evidence, recall_at, summary_ms, words
+from adamem.events import ChatMessage
+from adamem.projections.folds.rows import MessageRow, Row
+from adamem.projections.store import open_store
+from adamem.projections.store.base import Hit, MemoryStore, OwnerChanges
+from adamem.projections.store.scoring import bm25_scores
+from adamem.retrieval import SEED_DEFAULT, Answer, FusionWeights, RetrievalConfig, Retriever
+from adamem.runtime import build_embedder, build_extractor
+from adamem.settings import Settings
+from adamem.text import tokenize
 
 __all__ = ["MessagesOnly", "main", "run", "system_configs"]
 
@@ -388,7 +388,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.locomo``."""
+    """``python -m adamem.bench.locomo``."""
     return standalone_main("locomo", __doc__, add_arguments, execute, argv)
 
 

@@ -36,16 +36,16 @@ from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.ingest import load_messages
+from adamem.projections.folds.rows import MessageRow
+from adamem.projections.projector import Projector
+from adamem.projections.store import open_store
+from adamem.projections.store.scoring import bm25_scores
+from adamem.retrieval import SEED_DEFAULT, BaseFusion, CacheSettings, RetrievalConfig, Retriever, SearchSource
 from adamem.settings import Settings
+from adamem.streams.log import open_log
+from adamem.streams.pipeline import run_pipeline
+from adamem.streams.publish import publish_messages
 from adamem.text import tokenize
-from projections.folds.rows import MessageRow
-from projections.projector import Projector
-from projections.store import open_store
-from projections.store.scoring import bm25_scores
-from retrieval import SEED_DEFAULT, BaseFusion, CacheSettings, RetrievalConfig, Retriever, SearchSource
-from streams.log import open_log
-from streams.pipeline import run_pipeline
-from streams.publish import publish_messages
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -141,7 +141,7 @@ def parse_set(values: list[str]) -> RetrievalConfig:
         elif isinstance(current, float):
             changes[key] = float(raw)
         elif key == "fusion":
-            from retrieval import FusionWeights
+            from adamem.retrieval import FusionWeights
 
             changes[key] = FusionWeights(*map(float, raw.split(",")))
         else:

@@ -26,10 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from adamem.analysis.agent import MemoryAgent
-from adamem.runtime import build_embedder, build_extractor
-from adamem.settings import Settings
-from bench.build import build_memory
-from bench.common import (
+from adamem.bench.build import build_memory
+from adamem.bench.common import (
     DEFAULT_LOCOMO,
     RESULTS,
     CachingEmbedder,
@@ -42,9 +40,11 @@ from bench.common import (
     spread,
     standalone_main,
 )
-from projections.store.lance import LanceStore
-from streams.log import open_log
-from streams.replay import RebuildReport, diff_stores, rebuild_view
+from adamem.projections.store.lance import LanceStore
+from adamem.runtime import build_embedder, build_extractor
+from adamem.settings import Settings
+from adamem.streams.log import open_log
+from adamem.streams.replay import RebuildReport, diff_stores, rebuild_view
 
 __all__ = ["main", "run"]
 
@@ -266,7 +266,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.replay``."""
+    """``python -m adamem.bench.replay``."""
     return standalone_main("replay", __doc__, add_arguments, execute, argv)
 
 

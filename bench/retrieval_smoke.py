@@ -32,13 +32,13 @@ from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.ingest import parse_time
+from adamem.projections.projector import Projector
+from adamem.projections.store import open_store
+from adamem.retrieval import SEED_DEFAULT, CacheSettings, Retriever
 from adamem.settings import Settings
-from projections.projector import Projector
-from projections.store import open_store
-from retrieval import SEED_DEFAULT, CacheSettings, Retriever
-from streams.log import open_log
-from streams.pipeline import run_pipeline
-from streams.publish import publish_messages
+from adamem.streams.log import open_log
+from adamem.streams.pipeline import run_pipeline
+from adamem.streams.publish import publish_messages
 
 OWNER = "bench-10k"
 YEAR_MS = 365 * 86_400_000

@@ -14,11 +14,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from projections.folds.apply import Positioned, apply
-from projections.folds.changes import Change
-from projections.folds.params import SEED_DEFAULT, MemoryParameters
-from projections.folds.state import OwnerMemory
-from projections.store.base import MemoryStore
+from adamem.projections.folds.apply import Positioned, apply
+from adamem.projections.folds.changes import Change
+from adamem.projections.folds.params import SEED_DEFAULT, MemoryParameters
+from adamem.projections.folds.state import OwnerMemory
+from adamem.projections.store.base import MemoryStore
 
 __all__ = ["BatchResult", "Projector"]
 

@@ -4,8 +4,8 @@ Pure where possible; the only I/O is through the ``MemoryStore`` port and the ``
 Entry point: ``Retriever(store, embedder, config=SEED_DEFAULT).query(user_id, question)``.
 """
 
-from retrieval.answer import Answer, Item, PathStep, Provenance, Timing
-from retrieval.config import (
+from adamem.retrieval.answer import Answer, Item, PathStep, Provenance, Timing
+from adamem.retrieval.config import (
     PAPER_V2,
     SEED_DEFAULT,
     BaseFusion,
@@ -18,12 +18,12 @@ from retrieval.config import (
     SearchSource,
     Subject,
 )
-from retrieval.errors import UnknownOwner
-from retrieval.fusion import Breakdown
-from retrieval.route import RoutePlan, route_query
-from retrieval.service import Retriever
-from retrieval.snapshot import AsOf
-from retrieval.whose import WhoseDecision, whose_memory
+from adamem.retrieval.errors import UnknownOwner
+from adamem.retrieval.fusion import Breakdown
+from adamem.retrieval.route import RoutePlan, route_query
+from adamem.retrieval.service import Retriever
+from adamem.retrieval.snapshot import AsOf
+from adamem.retrieval.whose import WhoseDecision, whose_memory
 
 __all__ = [
     "PAPER_V2",

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from projections.folds.rows import MessageRow
-from retrieval.config import Layer
-from retrieval.fusion import Breakdown, TimeWindow
-from retrieval.route import RoutePlan
-from retrieval.snapshot import AsOf
-from retrieval.whose import WhoseDecision
+from adamem.projections.folds.rows import MessageRow
+from adamem.retrieval.config import Layer
+from adamem.retrieval.fusion import Breakdown, TimeWindow
+from adamem.retrieval.route import RoutePlan
+from adamem.retrieval.snapshot import AsOf
+from adamem.retrieval.whose import WhoseDecision
 
 __all__ = ["Answer", "Item", "PathStep", "Provenance", "Timing"]
 

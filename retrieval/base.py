@@ -32,13 +32,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adamem.projections.folds.rows import EpisodicRow, MessageRow
+from adamem.projections.store.base import MemoryStore
+from adamem.retrieval.config import BaseFusion, RetrievalConfig, SearchSource, Subject
+from adamem.retrieval.index import Vector, best_first
+from adamem.retrieval.snapshot import MemoryRow, View
+from adamem.retrieval.whose import WhoseDecision
 from adamem.text import tokenize
-from projections.folds.rows import EpisodicRow, MessageRow
-from projections.store.base import MemoryStore
-from retrieval.config import BaseFusion, RetrievalConfig, SearchSource, Subject
-from retrieval.index import Vector, best_first
-from retrieval.snapshot import MemoryRow, View
-from retrieval.whose import WhoseDecision
 
 __all__ = [
     "QUESTION_WORDS_ZH",

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 from adamem.analysis.timecalc import add_months, day_ms
 from adamem.analysis.timeexpr import find_time_expressions
-from projections.folds.params import DAY_MS
-from projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
-from retrieval.config import Direction, FusionWeights, RetrievalConfig
-from retrieval.snapshot import MemoryRow, View
+from adamem.projections.folds.params import DAY_MS
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
+from adamem.retrieval.config import Direction, FusionWeights, RetrievalConfig
+from adamem.retrieval.snapshot import MemoryRow, View
 
 __all__ = [
     "PRESENT",

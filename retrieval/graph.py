@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from projections.folds.rows import GraphEdgeRow, GraphNodeRow
-from retrieval.config import Direction, RetrievalConfig
+from adamem.projections.folds.rows import GraphEdgeRow, GraphNodeRow
+from adamem.retrieval.config import Direction, RetrievalConfig
 
 __all__ = ["REVERSIBLE", "Hop", "MemoryGraph", "Reach", "Relevance", "edges_by_node", "expand"]
 

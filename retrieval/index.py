@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 from adamem.text import tokenize
-from projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 
 __all__ = ["TextIndex", "Vector", "VectorIndex", "best_first", "extracted_text"]
 

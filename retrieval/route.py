@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from retrieval.config import Direction, Route
-from retrieval.whose import strip_references
+from adamem.retrieval.config import Direction, Route
+from adamem.retrieval.whose import strip_references
 
 __all__ = ["CUES", "Cue", "RoutePlan", "route_query"]
 

@@ -33,17 +33,16 @@ import numpy as np
 
 from adamem.analysis import Embedder
 from adamem.partitioning import partition_for
-from adamem.text import tokenize
-from projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
-from projections.folds.params import MemoryParameters
-from projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
-from projections.store.base import MemoryStore
-from retrieval.answer import Answer, Item, PathStep, Provenance, Timing
-from retrieval.base import Candidate, SemanticScorer, base_candidates, speaker_of
-from retrieval.cache import LFUCache, OwnerFacts, OwnerState, QueryCache, VectorMemo
-from retrieval.config import SEED_DEFAULT, Direction, Layer, RetrievalConfig, Route, Subject
-from retrieval.errors import UnknownOwner
-from retrieval.fusion import (
+from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
+from adamem.projections.folds.params import MemoryParameters
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
+from adamem.projections.store.base import MemoryStore
+from adamem.retrieval.answer import Answer, Item, PathStep, Provenance, Timing
+from adamem.retrieval.base import Candidate, SemanticScorer, base_candidates, speaker_of
+from adamem.retrieval.cache import LFUCache, OwnerFacts, OwnerState, QueryCache, VectorMemo
+from adamem.retrieval.config import SEED_DEFAULT, Direction, Layer, RetrievalConfig, Route, Subject
+from adamem.retrieval.errors import UnknownOwner
+from adamem.retrieval.fusion import (
     PRESENT,
     Breakdown,
     TimeWindow,
@@ -53,11 +52,12 @@ from retrieval.fusion import (
     temporal_score,
     time_windows,
 )
-from retrieval.graph import MemoryGraph, Reach, expand
-from retrieval.index import Vector
-from retrieval.route import RoutePlan, route_query
-from retrieval.snapshot import AsOf, MemoryRow, OwnerSnapshot, View
-from retrieval.whose import WhoseDecision, whose_memory
+from adamem.retrieval.graph import MemoryGraph, Reach, expand
+from adamem.retrieval.index import Vector
+from adamem.retrieval.route import RoutePlan, route_query
+from adamem.retrieval.snapshot import AsOf, MemoryRow, OwnerSnapshot, View
+from adamem.retrieval.whose import WhoseDecision, whose_memory
+from adamem.text import tokenize
 
 __all__ = ["Retriever"]
 

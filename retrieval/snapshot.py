@@ -28,15 +28,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from projections.folds.episodic import items_of
-from projections.folds.ids import node_id
-from projections.folds.keys import record_content_key
-from projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
-from projections.folds.params import MemoryParameters
-from projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, OwnerRow, PersonaRow, Row
-from projections.store.base import TEXT_FIELDS, OwnerChanges
-from retrieval.graph import MemoryGraph, edges_by_node
-from retrieval.index import TextIndex, VectorIndex, extracted_text
+from adamem.projections.folds.episodic import items_of
+from adamem.projections.folds.ids import node_id
+from adamem.projections.folds.keys import record_content_key
+from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
+from adamem.projections.folds.params import MemoryParameters
+from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, OwnerRow, PersonaRow, Row
+from adamem.projections.store.base import TEXT_FIELDS, OwnerChanges
+from adamem.retrieval.graph import MemoryGraph, edges_by_node
+from adamem.retrieval.index import TextIndex, VectorIndex, extracted_text
 
 __all__ = ["AsOf", "MemoryRow", "OwnerSnapshot", "View"]
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from retrieval.config import Subject
+from adamem.retrieval.config import Subject
 
 __all__ = ["REFERENCES", "WhoseDecision", "strip_references", "whose_memory"]
 

@@ -22,7 +22,7 @@ import fastavro
 
 from adamem.errors import LogError
 from adamem.settings import Settings
-from streams.log import TOPICS, LogRecord, OutgoingRecord, partition_for
+from adamem.streams.log import TOPICS, LogRecord, OutgoingRecord, partition_for
 
 __all__ = ["ENTRY_SCHEMA", "EmbeddedLog"]
 

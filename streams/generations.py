@@ -19,8 +19,8 @@ import logging
 import re
 
 from adamem.errors import ConfigError
+from adamem.projections.store.base import MemoryStore
 from adamem.settings import Settings
-from projections.store.base import MemoryStore
 
 __all__ = ["FIRST", "generation_record", "next_generation", "resolve", "settings_for"]
 

@@ -18,7 +18,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExists
 
 from adamem.errors import BrokerUnavailable, LogError
 from adamem.settings import Settings
-from streams.log import TOPICS, LogRecord, OutgoingRecord, partition_for
+from adamem.streams.log import TOPICS, LogRecord, OutgoingRecord, partition_for
 
 __all__ = ["KafkaLog", "topic_configs"]
 

@@ -81,18 +81,18 @@ class EventLog(Protocol):
 def open_log(url: str, settings: Settings) -> EventLog:
     """The log adapter for ``url``: ``kafka://host:port``, ``memory://``, or a folder path."""
     if url.startswith("kafka://"):
-        from streams.kafka_log import KafkaLog
+        from adamem.streams.kafka_log import KafkaLog
 
         bootstrap = url[len("kafka://") :].rstrip("/")
         if not bootstrap:
             raise ConfigError(f"log URL {url!r} names no broker; use kafka://127.0.0.1:9092")
         return KafkaLog(bootstrap, settings)
     if url.startswith("memory://"):
-        from streams.memory_log import InMemoryLog
+        from adamem.streams.memory_log import InMemoryLog
 
         return InMemoryLog(settings)
     if "://" in url and not url.startswith("file://"):
         raise ConfigError(f"log URL {url!r} is not kafka://host:port, memory:// or a folder path")
-    from streams.embedded_log import EmbeddedLog
+    from adamem.streams.embedded_log import EmbeddedLog
 
     return EmbeddedLog(url.removeprefix("file://"), settings)

@@ -6,7 +6,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 
 from adamem.settings import Settings
-from streams.log import TOPICS, LogRecord, OutgoingRecord, partition_for
+from adamem.streams.log import TOPICS, LogRecord, OutgoingRecord, partition_for
 
 __all__ = ["InMemoryLog"]
 

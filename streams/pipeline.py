@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import AdaMemError
 from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, MessageAnalyzed
+from adamem.projections.folds.apply import Positioned
+from adamem.projections.projector import Projector
 from adamem.serde import decode_event, encode_event
 from adamem.settings import Settings
-from projections.folds.apply import Positioned
-from projections.projector import Projector
-from streams.log import EventLog, LogRecord, OutgoingRecord
+from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 
 __all__ = [
     "RESUME_HEADER",
@@ -340,7 +340,7 @@ async def run_pipeline(
     with that generation's analyses topic and an agent from ``agent_factory`` (without one, it
     stops with an error rather than mix two analyzers in one view).
     """
-    from streams.generations import FIRST, settings_for
+    from adamem.streams.generations import FIRST, settings_for
 
     total = PipelineStats()
     projector.store.bind(log.partitions(settings.topic("analyses")))

@@ -12,7 +12,7 @@ from adamem.errors import AdaMemError
 from adamem.events import ChatMessage, ms_to_iso
 from adamem.serde import decode_event, encode_event
 from adamem.settings import Settings
-from streams.log import EventLog, LogRecord, OutgoingRecord
+from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 
 __all__ = ["PublishReport", "publish_messages", "read_as_json", "record_to_json"]
 

@@ -31,17 +31,17 @@ from typing import Any
 
 from adamem.errors import AdaMemError, StoreError
 from adamem.events import ChatMessage, Event, MessageAnalyzed
+from adamem.projections.folds.apply import Positioned, apply
+from adamem.projections.folds.changes import Delete, Upsert
+from adamem.projections.folds.rows import TABLES, Row
+from adamem.projections.folds.state import OwnerMemory
+from adamem.projections.projector import Projector
+from adamem.projections.store.base import MemoryStore
+from adamem.projections.store.lance import LanceStore, current_view, list_views, switch_view
 from adamem.serde import decode_event
 from adamem.settings import Settings
-from projections.folds.apply import Positioned, apply
-from projections.folds.changes import Delete, Upsert
-from projections.folds.rows import TABLES, Row
-from projections.folds.state import OwnerMemory
-from projections.projector import Projector
-from projections.store.base import MemoryStore
-from projections.store.lance import LanceStore, current_view, list_views, switch_view
-from streams.generations import generation_record
-from streams.log import EventLog
+from adamem.streams.generations import generation_record
+from adamem.streams.log import EventLog
 
 __all__ = [
     "LAYER_TABLES",

@@ -28,12 +28,19 @@ import faust
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import AdaMemError
 from adamem.events import ChatMessage, MessageAnalyzed
+from adamem.projections.folds.apply import Positioned
+from adamem.projections.projector import Projector
 from adamem.serde import decode_event, encode_event
 from adamem.settings import Settings
-from projections.folds.apply import Positioned
-from projections.projector import Projector
-from streams.log import EventLog
-from streams.pipeline import ERROR_HEADER, RESUME_HEADER, SOURCE_HEADER, ResumeTracker, resume_header, resume_points
+from adamem.streams.log import EventLog
+from adamem.streams.pipeline import (
+    ERROR_HEADER,
+    RESUME_HEADER,
+    SOURCE_HEADER,
+    ResumeTracker,
+    resume_header,
+    resume_points,
+)
 
 __all__ = ["create_app"]
 
@@ -133,7 +140,7 @@ def create_app(
     def reader() -> EventLog:
         if log_reader is not None:
             return log_reader()
-        from streams.kafka_log import KafkaLog
+        from adamem.streams.kafka_log import KafkaLog
 
         return KafkaLog(bootstrap, settings)
 

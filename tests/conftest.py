@@ -20,8 +20,8 @@ import httpx
 import pytest
 import uvicorn
 
+from adamem.projections.store import MemoryStore
 from adamem.settings import Settings
-from projections.store import MemoryStore
 
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = Path(os.environ.get("ADAMEM_LOCOMO", REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"))

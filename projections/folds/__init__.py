@@ -7,11 +7,11 @@ no randomness: time is event time and every id is derived from content and event
 
 from __future__ import annotations
 
-from projections.folds.apply import ForeignOwnerError, Positioned, apply
-from projections.folds.changes import Change, Delete, Upsert
-from projections.folds.params import PAPER_V2, SEED_DEFAULT, MemoryParameters
-from projections.folds.persona import is_healthy_stability, stability_index, strength_at
-from projections.folds.rows import (
+from adamem.projections.folds.apply import ForeignOwnerError, Positioned, apply
+from adamem.projections.folds.changes import Change, Delete, Upsert
+from adamem.projections.folds.params import PAPER_V2, SEED_DEFAULT, MemoryParameters
+from adamem.projections.folds.persona import is_healthy_stability, stability_index, strength_at
+from adamem.projections.folds.rows import (
     TABLES,
     EpisodicRow,
     GraphEdgeRow,
@@ -22,8 +22,8 @@ from projections.folds.rows import (
     Row,
     row_types,
 )
-from projections.folds.state import OwnerMemory
-from projections.folds.summary import owner_summary
+from adamem.projections.folds.state import OwnerMemory
+from adamem.projections.folds.summary import owner_summary
 
 __all__ = [
     "PAPER_V2",

@@ -32,12 +32,12 @@ from functools import singledispatch
 from typing import Any
 
 from adamem.events import Event, MemoryCorrected, MemoryForgotten, MessageAnalyzed
-from projections.folds import control, episodic, graph, persona
-from projections.folds.changes import Change
-from projections.folds.lexicon import activity_of
-from projections.folds.params import SEED_DEFAULT, MemoryParameters
-from projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, evolve, float32_vector
-from projections.folds.state import ForeignOwnerError, OwnerMemory, Transaction
+from adamem.projections.folds import control, episodic, graph, persona
+from adamem.projections.folds.changes import Change
+from adamem.projections.folds.lexicon import activity_of
+from adamem.projections.folds.params import SEED_DEFAULT, MemoryParameters
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, evolve, float32_vector
+from adamem.projections.folds.state import ForeignOwnerError, OwnerMemory, Transaction
 
 __all__ = ["ForeignOwnerError", "Positioned", "advance_clock", "apply", "consolidate"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from projections.folds.rows import Row
+from adamem.projections.folds.rows import Row
 
 __all__ = ["Change", "Delete", "Upsert"]
 

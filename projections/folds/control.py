@@ -31,13 +31,13 @@ from __future__ import annotations
 import math
 
 from adamem.events import MemoryCorrected, MemoryForgotten
-from projections.folds import graph, persona
-from projections.folds.ids import edge_id, node_id, record_id, trait_id
-from projections.folds.keys import attribute_identity
-from projections.folds.lexicon import activity_of, normalize
-from projections.folds.params import MemoryParameters
-from projections.folds.rows import TABLES, EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow, evolve
-from projections.folds.state import Transaction
+from adamem.projections.folds import graph, persona
+from adamem.projections.folds.ids import edge_id, node_id, record_id, trait_id
+from adamem.projections.folds.keys import attribute_identity
+from adamem.projections.folds.lexicon import activity_of, normalize
+from adamem.projections.folds.params import MemoryParameters
+from adamem.projections.folds.rows import TABLES, EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow, evolve
+from adamem.projections.folds.state import Transaction
 
 __all__ = ["correct", "forget"]
 

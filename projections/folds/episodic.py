@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from projections.folds.ids import record_id
-from projections.folds.keys import attribute_identity, attribute_slot, event_content_key
-from projections.folds.lexicon import normalize
-from projections.folds.params import MemoryParameters
-from projections.folds.rows import EpisodicRow, MessageRow, evolve
-from projections.folds.state import Transaction
+from adamem.projections.folds.ids import record_id
+from adamem.projections.folds.keys import attribute_identity, attribute_slot, event_content_key
+from adamem.projections.folds.lexicon import normalize
+from adamem.projections.folds.params import MemoryParameters
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, evolve
+from adamem.projections.folds.state import Transaction
 
 __all__ = ["Item", "Routed", "items_of", "route"]
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
-from projections.folds.ids import edge_id, node_id
-from projections.folds.keys import speaker_key
-from projections.folds.lexicon import normalize
-from projections.folds.params import MemoryParameters
-from projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow
-from projections.folds.state import Transaction
+from adamem.projections.folds.ids import edge_id, node_id
+from adamem.projections.folds.keys import speaker_key
+from adamem.projections.folds.lexicon import normalize
+from adamem.projections.folds.params import MemoryParameters
+from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow
+from adamem.projections.folds.state import Transaction
 
 __all__ = [
     "link_arrival",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from projections.folds.lexicon import is_single_valued, normalize, preference_polarity
-from projections.folds.params import DAY_MS
-from projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
+from adamem.projections.folds.lexicon import is_single_valued, normalize, preference_polarity
+from adamem.projections.folds.params import DAY_MS
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 
 __all__ = [
     "attribute_identity",

@@ -36,12 +36,12 @@ from itertools import repeat
 from operator import truediv
 from typing import TypeVar
 
-from projections.folds.ids import trait_id
-from projections.folds.keys import attribute_identity, trait_slot
-from projections.folds.lexicon import lexicon_cluster, tokens
-from projections.folds.params import DAY_MS, MemoryParameters
-from projections.folds.rows import PersonaRow, Row, evolve, float32_vector
-from projections.folds.state import Transaction
+from adamem.projections.folds.ids import trait_id
+from adamem.projections.folds.keys import attribute_identity, trait_slot
+from adamem.projections.folds.lexicon import lexicon_cluster, tokens
+from adamem.projections.folds.params import DAY_MS, MemoryParameters
+from adamem.projections.folds.rows import PersonaRow, Row, evolve, float32_vector
+from adamem.projections.folds.state import Transaction
 
 __all__ = [
     "choose_cluster",

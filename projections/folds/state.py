@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from adamem.errors import AdaMemError
-from projections.folds.changes import Change, Delete, Upsert
-from projections.folds.keys import record_content_key, speaker_key, trait_slot
-from projections.folds.lexicon import activity_of, normalize, tokens
-from projections.folds.rows import (
+from adamem.projections.folds.changes import Change, Delete, Upsert
+from adamem.projections.folds.keys import record_content_key, speaker_key, trait_slot
+from adamem.projections.folds.lexicon import activity_of, normalize, tokens
+from adamem.projections.folds.rows import (
     TABLES,
     EpisodicRow,
     GraphEdgeRow,

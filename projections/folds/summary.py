@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow
-from projections.folds.state import OwnerMemory
+from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow
+from adamem.projections.folds.state import OwnerMemory
 
 __all__ = ["owner_summary"]
 

@@ -26,9 +26,9 @@ from adamem.events import (
     analysis_event_id,
     message_event_id,
 )
-from projections.folds import Change, OwnerMemory, Positioned, Row, apply
-from projections.folds.ids import node_id, record_id
-from projections.folds.lexicon import normalize
+from adamem.projections.folds import Change, OwnerMemory, Positioned, Row, apply
+from adamem.projections.folds.ids import node_id, record_id
+from adamem.projections.folds.lexicon import normalize
 
 __all__ = [
     "DAY",

@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 
 from adamem.errors import ConfigError
+from adamem.projections.folds.changes import Change, Delete, Upsert
+from adamem.projections.folds.rows import TABLES, Row, row_types
 from adamem.text import search_text
-from projections.folds.changes import Change, Delete, Upsert
-from projections.folds.rows import TABLES, Row, row_types
 
 __all__ = [
     "CHANGE_HISTORY",
@@ -343,12 +343,12 @@ def rows_from_arrow(table: str, data: pa.Table) -> list[Row]:
 def open_store(url: str, *, read_only: bool = False) -> MemoryStore:
     """The store for ``url``: ``memory://`` or a folder (LanceDB)."""
     if url.startswith("memory://"):
-        from projections.store.memory import InMemoryStore
+        from adamem.projections.store.memory import InMemoryStore
 
         return InMemoryStore()
     if "://" in url and not url.startswith(("file://", "lancedb://")):
         raise ConfigError(f"store URL {url!r} is not memory://, lancedb://PATH or a folder path")
-    from projections.store.lance import LanceStore
+    from adamem.projections.store.lance import LanceStore
 
     return LanceStore(url.removeprefix("lancedb://").removeprefix("file://"), read_only=read_only)
 

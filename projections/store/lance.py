@@ -46,10 +46,9 @@ from lancedb.index import FTS, BTree, IvfHnswSq
 
 from adamem.errors import StoreError
 from adamem.partitioning import partition_for
-from adamem.text import search_text
-from projections.folds.changes import Change, Upsert
-from projections.folds.rows import TABLES, Row
-from projections.store.base import (
+from adamem.projections.folds.changes import Change, Upsert
+from adamem.projections.folds.rows import TABLES, Row
+from adamem.projections.store.base import (
     CHANGE_HISTORY,
     TEXT_FIELDS,
     Hit,
@@ -63,6 +62,7 @@ from projections.store.base import (
     rows_from_arrow,
     rows_to_arrow,
 )
+from adamem.text import search_text
 
 __all__ = ["DEFAULT_VIEW", "LanceStore", "current_view", "list_views", "switch_view"]
 

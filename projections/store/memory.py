@@ -7,10 +7,9 @@ from collections.abc import Sequence
 
 from adamem.errors import StoreError
 from adamem.partitioning import partition_for
-from adamem.text import search_text
-from projections.folds.changes import Change
-from projections.folds.rows import TABLES, Row
-from projections.store.base import (
+from adamem.projections.folds.changes import Change
+from adamem.projections.folds.rows import TABLES, Row
+from adamem.projections.store.base import (
     CHANGE_HISTORY,
     TEXT_FIELDS,
     ChangeEntry,
@@ -20,7 +19,8 @@ from projections.store.base import (
     final_rows,
     owner_ids,
 )
-from projections.store.scoring import bm25_scores, cosine
+from adamem.projections.store.scoring import bm25_scores, cosine
+from adamem.text import search_text
 
 __all__ = ["InMemoryStore"]
 

@@ -17,17 +17,17 @@ import pytest
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
+from adamem.api.app import create_app
 from adamem.client import MemoryClient, ServiceError
 from adamem.ingest import load_messages
+from adamem.projections.projector import Projector
+from adamem.projections.store import MemoryStore, open_store
+from adamem.retrieval import SEED_DEFAULT, CacheSettings
+from adamem.retrieval.service import Retriever
 from adamem.settings import Settings
-from api.app import create_app
-from projections.projector import Projector
-from projections.store import MemoryStore, open_store
-from retrieval import SEED_DEFAULT, CacheSettings
-from retrieval.service import Retriever
-from streams.log import open_log
-from streams.pipeline import run_pipeline
-from streams.publish import publish_messages
+from adamem.streams.log import open_log
+from adamem.streams.pipeline import run_pipeline
+from adamem.streams.publish import publish_messages
 from tests.conftest import serving
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()

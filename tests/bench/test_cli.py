@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from bench.cli import build_parser, register
+from adamem.bench.cli import build_parser, register
 
 
 def test_register_adds_every_subcommand() -> None:

@@ -7,12 +7,11 @@ import math
 
 import pytest
 
-from adamem.events import ChatMessage, Speaker
-from bench.common import spread
-from bench.latency import plan, sweep_table
-from bench.loadgen import _split, wrk_plan, wrk_script
-from bench.locomo import MessagesOnly, reference_texts, render, system_configs
-from bench.metrics import (
+from adamem.bench.common import spread
+from adamem.bench.latency import plan, sweep_table
+from adamem.bench.loadgen import _split, wrk_plan, wrk_script
+from adamem.bench.locomo import MessagesOnly, reference_texts, render, system_configs
+from adamem.bench.metrics import (
     answer_tokens,
     coverage,
     flatten,
@@ -22,13 +21,14 @@ from bench.metrics import (
     recall_at,
     summary_ms,
 )
-from projections.folds.rows import EpisodicRow, MessageRow
-from projections.store.base import OwnerChanges
-from retrieval.answer import Answer, Item, Provenance, Timing
-from retrieval.config import Layer, Route, Subject
-from retrieval.fusion import Breakdown
-from retrieval.route import RoutePlan
-from retrieval.whose import WhoseDecision
+from adamem.events import ChatMessage, Speaker
+from adamem.projections.folds.rows import EpisodicRow, MessageRow
+from adamem.projections.store.base import OwnerChanges
+from adamem.retrieval.answer import Answer, Item, Provenance, Timing
+from adamem.retrieval.config import Layer, Route, Subject
+from adamem.retrieval.fusion import Breakdown
+from adamem.retrieval.route import RoutePlan
+from adamem.retrieval.whose import WhoseDecision
 
 TURNS = {"D1:1", "D1:2", "D1:3", "D8:6", "D9:17"}
 

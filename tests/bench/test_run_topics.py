@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench import common
+from adamem.bench import common
 
 pytestmark = pytest.mark.kafka
 

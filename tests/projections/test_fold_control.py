@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from adamem.events import MessageAnalyzed
-from projections.folds import (
+from adamem.projections.folds import (
     Delete,
     EpisodicRow,
     GraphEdgeRow,
@@ -14,7 +14,7 @@ from projections.folds import (
     Upsert,
     apply,
 )
-from projections.folds.testing import DAY, T0, WEEK, Chat, attr, event, fact, fold
+from adamem.projections.folds.testing import DAY, T0, WEEK, Chat, attr, event, fact, fold
 
 
 def mid(p: Positioned) -> str:

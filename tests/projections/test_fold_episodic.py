@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from adamem.events import MessageAnalyzed
-from projections.folds import EpisodicRow, OwnerMemory, Positioned
-from projections.folds.testing import DAY, HOUR, T0, Chat, attr, event, fact, fold
+from adamem.projections.folds import EpisodicRow, OwnerMemory, Positioned
+from adamem.projections.folds.testing import DAY, HOUR, T0, Chat, attr, event, fact, fold
 
 
 def _records(state: OwnerMemory) -> list[EpisodicRow]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from projections.folds import GraphEdgeRow, GraphNodeRow, OwnerMemory
-from projections.folds.testing import DAY, T0, Chat, attr, event, fact, fold
+from adamem.projections.folds import GraphEdgeRow, GraphNodeRow, OwnerMemory
+from adamem.projections.folds.testing import DAY, T0, Chat, attr, event, fact, fold
 
 Edge = tuple[str, str, str, float, str]
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from projections.folds import (
+from adamem.projections.folds import (
     SEED_DEFAULT,
     OwnerMemory,
     PersonaRow,
@@ -16,7 +16,7 @@ from projections.folds import (
     stability_index,
     strength_at,
 )
-from projections.folds.testing import DAY, HOUR, T0, WEEK, Chat, attr, event, fold
+from adamem.projections.folds.testing import DAY, HOUR, T0, WEEK, Chat, attr, event, fold
 
 HALF_LIFE = SEED_DEFAULT.half_life_ms
 
@@ -285,8 +285,8 @@ def test_a_trait_vector_reads_only_the_newest_window_of_its_evidence() -> None:
     from array import array
     from operator import truediv
 
-    from projections.folds import persona
-    from projections.folds.state import Transaction
+    from adamem.projections.folds import persona
+    from adamem.projections.folds.state import Transaction
 
     def reference(state: OwnerMemory, ids: list[str], window: int) -> tuple[float, ...]:
         vectors = [m.vector for m in (state.message(i) for i in ids) if m is not None and m.vector]

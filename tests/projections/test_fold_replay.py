@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-import projections.folds as folds_pkg
+import adamem.projections.folds as folds_pkg
 from adamem.events import MessageAnalyzed
-from projections.folds import Delete, OwnerMemory, Upsert, apply
-from projections.folds.ids import record_id
-from projections.folds.testing import T0, Chat, fold, replay_changes, scenario
+from adamem.projections.folds import Delete, OwnerMemory, Upsert, apply
+from adamem.projections.folds.ids import record_id
+from adamem.projections.folds.testing import T0, Chat, fold, replay_changes, scenario
 
 
 def rows_of(state: OwnerMemory) -> list[object]:
@@ -161,7 +161,7 @@ def test_every_cut_point_restarts_identically() -> None:
 
 
 def test_an_event_of_another_owner_is_refused() -> None:
-    from projections.folds import ForeignOwnerError
+    from adamem.projections.folds import ForeignOwnerError
 
     with pytest.raises(ForeignOwnerError, match="bob"):
         apply(OwnerMemory("alice"), Chat(user="bob").say("hi", at=T0))
@@ -169,14 +169,14 @@ def test_an_event_of_another_owner_is_refused() -> None:
 
 _DIGEST = """
 import hashlib
-from projections.folds.testing import fold, scenario
+from adamem.projections.folds.testing import fold, scenario
 state, changes = fold(scenario())
 print(hashlib.sha256(repr((state.rows(), changes)).encode()).hexdigest())
 """
 
 
 def test_two_processes_with_different_hash_seeds_produce_identical_rows_and_changes() -> None:
-    root = Path(folds_pkg.__file__).parents[2]
+    root = Path(folds_pkg.__file__).resolve().parents[2]  # the checkout (the folder is linked into adamem/)
     digests = {
         subprocess.run(
             [sys.executable, "-c", _DIGEST],

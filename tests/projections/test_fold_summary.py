@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from projections.folds import MessageRow, owner_summary
-from projections.folds.testing import T0, Chat, fold, scenario
+from adamem.projections.folds import MessageRow, owner_summary
+from adamem.projections.folds.testing import T0, Chat, fold, scenario
 
 
 def test_owner_summary_counts_every_layer_and_names_the_top_items() -> None:

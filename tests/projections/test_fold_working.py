@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from projections.folds import Delete, MessageRow, OwnerMemory, Upsert, apply
-from projections.folds.testing import HOUR, T0, Chat, fact, fold
+from adamem.projections.folds import Delete, MessageRow, OwnerMemory, Upsert, apply
+from adamem.projections.folds.testing import HOUR, T0, Chat, fact, fold
 
 
 def _messages(state: OwnerMemory) -> dict[str, MessageRow]:

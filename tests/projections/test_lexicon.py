@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from projections.folds import lexicon
-from projections.folds.lexicon import ACTIVITIES, PREFERENCE_CLUSTERS, activity_of, lexicon_cluster, normalize
+from adamem.projections.folds import lexicon
+from adamem.projections.folds.lexicon import ACTIVITIES, PREFERENCE_CLUSTERS, activity_of, lexicon_cluster, normalize
 
 
 def _contains(term: str, norm: str, words: set[str]) -> bool:

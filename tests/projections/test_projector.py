@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from projections.folds.apply import Positioned
-from projections.folds.rows import Row
-from projections.folds.testing import fold, scenario
-from projections.projector import Projector
-from projections.store.memory import InMemoryStore
+from adamem.projections.folds.apply import Positioned
+from adamem.projections.folds.rows import Row
+from adamem.projections.folds.testing import fold, scenario
+from adamem.projections.projector import Projector
+from adamem.projections.store.memory import InMemoryStore
 
 TOPIC = "adamem.analyses"
 

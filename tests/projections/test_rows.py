@@ -9,8 +9,8 @@ from array import array
 
 import pytest
 
-from projections.folds.rows import TABLES, evolve, float32_vector
-from projections.folds.testing import fold, scenario
+from adamem.projections.folds.rows import TABLES, evolve, float32_vector
+from adamem.projections.folds.testing import fold, scenario
 
 
 @pytest.mark.parametrize("table", TABLES)

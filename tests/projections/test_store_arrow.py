@@ -8,10 +8,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from adamem.projections.folds.rows import TABLES, MessageRow, Row
+from adamem.projections.folds.testing import fold, scenario
+from adamem.projections.store.base import TEXT_FIELDS, arrow_schema, row_tokens, rows_to_arrow
 from adamem.text import search_text
-from projections.folds.rows import TABLES, MessageRow, Row
-from projections.folds.testing import fold, scenario
-from projections.store.base import TEXT_FIELDS, arrow_schema, row_tokens, rows_to_arrow
 
 DIM = 4
 
@@ -86,8 +86,8 @@ def test_tokens_field_by_field_are_the_tokens_of_the_joined_fields() -> None:
 
 def test_vectors_read_from_the_log_are_written_from_their_kept_bytes() -> None:
     from adamem.events import Float32Vector, MessageAnalyzed
+    from adamem.projections.folds.apply import Positioned
     from adamem.serde import decode_event, encode_event
-    from projections.folds.apply import Positioned
 
     events = [  # the analyses as read from the log (the scenario's control events have no UUID ids)
         Positioned(decode_event(encode_event(p.event)), p.topic, p.partition, p.offset)

@@ -12,13 +12,13 @@ import pytest
 
 from adamem.errors import StoreError
 from adamem.partitioning import partition_for
-from projections.folds.changes import Delete, Upsert
-from projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
-from projections.store import MemoryStore, open_store
-from projections.store import lance as lance_store
-from projections.store import memory as memory_store
-from projections.store.base import OwnerChanges
-from projections.store.lance import LanceStore, switch_view
+from adamem.projections.folds.changes import Delete, Upsert
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
+from adamem.projections.store import MemoryStore, open_store
+from adamem.projections.store import lance as lance_store
+from adamem.projections.store import memory as memory_store
+from adamem.projections.store.base import OwnerChanges
+from adamem.projections.store.lance import LanceStore, switch_view
 
 PARTITIONS = 2
 ADAPTERS = ["memory", "lancedb"]
@@ -146,7 +146,7 @@ def test_lancedb_views_keep_their_own_generation(tmp_path: Path) -> None:
     other.bind(PARTITIONS)
     other.record_generation({"name": "g2"})
     assert LanceStore(root, read_only=True).generation() == {"name": "g1"}
-    from projections.store.lance import switch_view
+    from adamem.projections.store.lance import switch_view
 
     switch_view(root, "g2")
     assert main.generation() == {"name": "g2"}  # an unpinned store follows the switch
@@ -336,7 +336,7 @@ def test_lancedb_a_failed_table_write_fails_the_commit_before_its_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tables are written side by side: one failing table fails the commit, and the others roll back."""
-    from projections.store.lance import _Shard
+    from adamem.projections.store.lance import _Shard
 
     root = str(tmp_path / "store")
     store = LanceStore(root)

@@ -17,12 +17,12 @@ from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.ingest import load_messages
+from adamem.projections.projector import Projector
+from adamem.projections.store import MemoryStore, open_store
 from adamem.settings import Settings
-from projections.projector import Projector
-from projections.store import MemoryStore, open_store
-from streams.log import open_log
-from streams.pipeline import run_pipeline
-from streams.publish import publish_messages
+from adamem.streams.log import open_log
+from adamem.streams.pipeline import run_pipeline
+from adamem.streams.publish import publish_messages
 
 
 def turn(user: str, conv: str, n: int, speaker: str, role: str, text: str, at: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adamem.analysis.e5 import E5Embedder
-from retrieval import AsOf, Layer, Retriever
+from adamem.retrieval import AsOf, Layer, Retriever
 
 Lines = list[dict[str, Any]]
 

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from adamem.analysis.e5 import E5Embedder
-from retrieval import SEED_DEFAULT, CacheSettings, Retriever
-from retrieval.cache import LFUCache, QueryCache
+from adamem.retrieval import SEED_DEFAULT, CacheSettings, Retriever
+from adamem.retrieval.cache import LFUCache, QueryCache
 
 Lines = list[dict[str, Any]]
 

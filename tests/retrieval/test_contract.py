@@ -18,7 +18,7 @@ import pytest
 
 from adamem.analysis.e5 import E5Embedder
 from adamem.partitioning import partition_for
-from retrieval import SEED_DEFAULT, AsOf, Retriever, SearchSource
+from adamem.retrieval import SEED_DEFAULT, AsOf, Retriever, SearchSource
 
 QUESTIONS = [
     ("sam", "why did I start working out?", None),

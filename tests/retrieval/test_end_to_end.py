@@ -13,7 +13,7 @@ import datetime as dt
 from typing import Any
 
 from adamem.analysis.e5 import E5Embedder
-from retrieval import Direction, Layer, Retriever, Route, Subject
+from adamem.retrieval import Direction, Layer, Retriever, Route, Subject
 
 Case = tuple[str, str, str, str]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, PersonaRow, Row
-from retrieval import PAPER_V2, SEED_DEFAULT, Breakdown, FusionWeights
-from retrieval.fusion import fact_support, fuse, temporal_score, time_windows
-from retrieval.snapshot import AsOf, OwnerSnapshot, View
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, PersonaRow, Row
+from adamem.retrieval import PAPER_V2, SEED_DEFAULT, Breakdown, FusionWeights
+from adamem.retrieval.fusion import fact_support, fuse, temporal_score, time_windows
+from adamem.retrieval.snapshot import AsOf, OwnerSnapshot, View
 
 DAY = 86_400_000
 

@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from projections.folds.rows import GraphEdgeRow, GraphNodeRow
-from retrieval import SEED_DEFAULT, Direction
-from retrieval.graph import Hop, MemoryGraph, Reach, expand
+from adamem.projections.folds.rows import GraphEdgeRow, GraphNodeRow
+from adamem.retrieval import SEED_DEFAULT, Direction
+from adamem.retrieval.graph import Hop, MemoryGraph, Reach, expand
 
 D = 0.85
 

@@ -21,17 +21,17 @@ import pytest
 from adamem.analysis.e5 import E5Embedder
 from adamem.events import MemoryForgotten
 from adamem.partitioning import partition_for
+from adamem.projections.store import MemoryStore, open_store
+from adamem.projections.store.lance import switch_view
+from adamem.retrieval import SEED_DEFAULT, AsOf, Retriever
+from adamem.retrieval.config import CacheSettings
+from adamem.retrieval.graph import MemoryGraph
+from adamem.retrieval.snapshot import SEARCHED, OwnerSnapshot, View
 from adamem.serde import encode_event
+from adamem.streams.log import OutgoingRecord, open_log
+from adamem.streams.pipeline import run_pipeline
+from adamem.streams.replay import rebuild_view
 from adamem.text import tokenize
-from projections.store import MemoryStore, open_store
-from projections.store.lance import switch_view
-from retrieval import SEED_DEFAULT, AsOf, Retriever
-from retrieval.config import CacheSettings
-from retrieval.graph import MemoryGraph
-from retrieval.snapshot import SEARCHED, OwnerSnapshot, View
-from streams.log import OutgoingRecord, open_log
-from streams.pipeline import run_pipeline
-from streams.replay import rebuild_view
 
 Lines = list[dict[str, Any]]
 QUESTIONS = [

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from projections.folds.rows import MessageRow, float32_vector
-from projections.store.base import TEXT_FIELDS
-from retrieval.index import TextIndex, VectorIndex, best_first
+from adamem.projections.folds.rows import MessageRow, float32_vector
+from adamem.projections.store.base import TEXT_FIELDS
+from adamem.retrieval.index import TextIndex, VectorIndex, best_first
 
 
 def _message(id_: str, text: str, vector: tuple[float, ...]) -> MessageRow:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval import Direction, Route, route_query
+from adamem.retrieval import Direction, Route, route_query
 
 G, P, S = Route.GRAPH, Route.PERSONA, Route.SEMANTIC
 ANY, BACK, FWD = Direction.ANY, Direction.ANTECEDENT, Direction.CONSEQUENT

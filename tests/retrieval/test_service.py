@@ -10,7 +10,7 @@ import pytest
 
 from adamem.analysis.e5 import E5Embedder
 from adamem.errors import AdaMemError
-from retrieval import SEED_DEFAULT, AsOf, CacheSettings, Layer, Retriever, Route, Subject, UnknownOwner
+from adamem.retrieval import SEED_DEFAULT, AsOf, CacheSettings, Layer, Retriever, Route, Subject, UnknownOwner
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import json
 import typing
 from typing import Any
 
-from projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
-from retrieval.snapshot import AsOf, OwnerSnapshot, View
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
+from adamem.retrieval.snapshot import AsOf, OwnerSnapshot, View
 
 
 def make(cls: type[Row], **values: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval import Subject, whose_memory
+from adamem.retrieval import Subject, whose_memory
 
 U, A, B, Q = Subject.USER, Subject.ASSISTANT, Subject.BOTH, Subject.AMBIGUOUS
 LOCOMO = [("Caroline", "user"), ("Melanie", "other")]

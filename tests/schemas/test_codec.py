@@ -28,9 +28,9 @@ from adamem.events import (
     MessageAnalyzed,
     Speaker,
 )
+from adamem.schemas import MAGIC, SchemaRegistry, default_registry
+from adamem.schemas.codec import SCHEMA_DIR
 from adamem.serde import decode_as, decode_event, encode_event
-from schemas import MAGIC, SchemaRegistry, default_registry
-from schemas.codec import SCHEMA_DIR
 
 MSG = ChatMessage(
     event_id="0b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10",

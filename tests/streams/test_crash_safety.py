@@ -37,16 +37,16 @@ from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, MessageAnalyzed
 from adamem.ingest import load_messages, parse_locomo
+from adamem.projections.folds.rows import TABLES, EpisodicRow, MessageRow, Row
+from adamem.projections.projector import Projector
+from adamem.projections.store import open_store
+from adamem.projections.store.lance import LanceStore
 from adamem.serde import decode_event, encode_event
 from adamem.settings import Settings
-from projections.folds.rows import TABLES, EpisodicRow, MessageRow, Row
-from projections.projector import Projector
-from projections.store import open_store
-from projections.store.lance import LanceStore
-from streams.kafka_log import KafkaLog
-from streams.log import OutgoingRecord
-from streams.pipeline import SOURCE_HEADER, run_pipeline
-from streams.publish import publish_messages
+from adamem.streams.kafka_log import KafkaLog
+from adamem.streams.log import OutgoingRecord
+from adamem.streams.pipeline import SOURCE_HEADER, run_pipeline
+from adamem.streams.publish import publish_messages
 from tests.conftest import LOCOMO, REPO
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()

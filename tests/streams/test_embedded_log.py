@@ -10,8 +10,8 @@ import pytest
 
 from adamem.errors import LogError
 from adamem.settings import Settings
-from streams.embedded_log import EmbeddedLog
-from streams.log import OutgoingRecord
+from adamem.streams.embedded_log import EmbeddedLog
+from adamem.streams.log import OutgoingRecord
 
 
 def _log(settings: Settings, partitions: int = 1) -> EmbeddedLog:

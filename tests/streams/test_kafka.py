@@ -22,11 +22,11 @@ from adamem.cli import main
 from adamem.errors import BrokerUnavailable
 from adamem.events import ChatMessage, Speaker
 from adamem.ingest import load_messages
+from adamem.schemas.codec import SCHEMA_DIR, fingerprint_of
 from adamem.serde import decode_as, encode_event
 from adamem.settings import Settings
-from schemas.codec import SCHEMA_DIR, fingerprint_of
-from streams.log import open_log, partition_for
-from streams.publish import publish_messages
+from adamem.streams.log import open_log, partition_for
+from adamem.streams.publish import publish_messages
 
 pytestmark = pytest.mark.kafka
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from adamem.settings import Settings
-from streams.log import EventLog, OutgoingRecord, open_log, partition_for
+from adamem.streams.log import EventLog, OutgoingRecord, open_log, partition_for
 
 ADAPTERS = ["memory", "embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
 

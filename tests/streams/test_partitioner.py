@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
-from streams.log import murmur2, partition_for
+from adamem.streams.log import murmur2, partition_for
 
 
 def test_murmur2_matches_the_kafka_client_implementation() -> None:

@@ -14,14 +14,14 @@ from adamem.analysis.rules import RuleExtractor
 from adamem.events import MemoryForgotten
 from adamem.ingest import load_messages
 from adamem.partitioning import partition_for
+from adamem.projections.folds.rows import Row
+from adamem.projections.projector import Projector
+from adamem.projections.store import MemoryStore, open_store
 from adamem.serde import encode_event
 from adamem.settings import Settings
-from projections.folds.rows import Row
-from projections.projector import Projector
-from projections.store import MemoryStore, open_store
-from streams.log import EventLog, OutgoingRecord, open_log
-from streams.pipeline import ERROR_HEADER, SOURCE_HEADER, project_pending, run_pipeline
-from streams.publish import publish_messages
+from adamem.streams.log import EventLog, OutgoingRecord, open_log
+from adamem.streams.pipeline import ERROR_HEADER, SOURCE_HEADER, project_pending, run_pipeline
+from adamem.streams.publish import publish_messages
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
 

@@ -16,17 +16,17 @@ from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.errors import AdaMemError, ConfigError, StoreError
 from adamem.ingest import load_messages
+from adamem.projections.projector import Projector
+from adamem.projections.store.lance import LanceStore, current_view
 from adamem.runtime import build_extractor
 from adamem.serde import decode_event
 from adamem.settings import Settings
-from projections.projector import Projector
-from projections.store.lance import LanceStore, current_view
-from streams.generations import generation_record, resolve, settings_for
-from streams.log import EventLog, open_log
-from streams.pipeline import run_pipeline
-from streams.publish import publish_messages
-from streams.reanalyze import layer_changes, reanalyze, switch_to
-from streams.replay import rebuild_view, rows_checksum, store_rows
+from adamem.streams.generations import generation_record, resolve, settings_for
+from adamem.streams.log import EventLog, open_log
+from adamem.streams.pipeline import run_pipeline
+from adamem.streams.publish import publish_messages
+from adamem.streams.reanalyze import layer_changes, reanalyze, switch_to
+from adamem.streams.replay import rebuild_view, rows_checksum, store_rows
 from tests.conftest import serving
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
@@ -171,7 +171,7 @@ async def test_a_following_pipeline_moves_to_the_switched_generation(settings: S
         )
     )
     await asyncio.sleep(0.3)
-    from projections.store.lance import switch_view
+    from adamem.projections.store.lance import switch_view
 
     switch_view(root, "g2")  # g2 is complete: a plain switch, the pipeline must notice by itself
     await publish_messages(log, load_messages(json.dumps(NEW[0]).encode(), settings), settings)
@@ -247,8 +247,8 @@ def test_settings_name_one_analyses_topic_per_generation() -> None:
 
 
 def test_health_measures_lag_on_the_active_generation(settings: Settings, tmp_path: Path) -> None:
+    from adamem.api.app import create_app
     from adamem.commands import build_retriever
-    from api.app import create_app
 
     async def prepare() -> None:
         _, root = await _built(settings, tmp_path)

@@ -16,14 +16,14 @@ from adamem.analysis.rules import RuleExtractor
 from adamem.events import MemoryForgotten
 from adamem.ingest import load_messages, parse_time
 from adamem.partitioning import partition_for
+from adamem.projections.projector import Projector
+from adamem.projections.store.lance import LanceStore, current_view
 from adamem.serde import encode_event
 from adamem.settings import Settings
-from projections.projector import Projector
-from projections.store.lance import LanceStore, current_view
-from streams.log import EventLog, OutgoingRecord, open_log
-from streams.pipeline import run_pipeline
-from streams.publish import publish_messages
-from streams.replay import diff_stores, rebuild_owner, rebuild_view, rows_checksum, store_rows
+from adamem.streams.log import EventLog, OutgoingRecord, open_log
+from adamem.streams.pipeline import run_pipeline
+from adamem.streams.publish import publish_messages
+from adamem.streams.replay import diff_stores, rebuild_owner, rebuild_view, rows_checksum, store_rows
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
 
@@ -69,7 +69,7 @@ async def test_verify_reports_a_tampered_row(settings: Settings, tmp_path: Path)
     trait = store.rows("persona", "alice")[0]
     from dataclasses import replace
 
-    from projections.folds.changes import Upsert
+    from adamem.projections.folds.changes import Upsert
 
     store.commit(partition_for("alice", 2), [Upsert("persona", replace(trait, value="tampered"))], {})  # type: ignore[type-var]
     report = await rebuild_view(log, root, settings, verify=True, layers=["persona"])
@@ -150,7 +150,7 @@ async def test_rebuild_one_owner_in_place(settings: Settings, tmp_path: Path) ->
     store = LanceStore(root)
     report = await rebuild_owner(log, store, settings, "xiaoming", verify_only=True)
     assert report.verified and report.events == 10
-    from projections.folds.changes import Delete
+    from adamem.projections.folds.changes import Delete
 
     victim = store.rows("episodic", "xiaoming")[0]
     store.commit(partition_for("xiaoming", 2), [Delete("episodic", victim.id)], {})

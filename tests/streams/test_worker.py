@@ -25,18 +25,18 @@ from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.events import MemoryForgotten, MessageAnalyzed
 from adamem.ingest import load_messages
+from adamem.projections.folds.rows import Row
+from adamem.projections.projector import Projector
+from adamem.projections.store import open_store
+from adamem.projections.store.lance import LanceStore
 from adamem.runtime import NoExtractor
 from adamem.serde import decode_event, encode_event
 from adamem.settings import Settings
-from projections.folds.rows import Row
-from projections.projector import Projector
-from projections.store import open_store
-from projections.store.lance import LanceStore
-from streams.log import LogRecord, OutgoingRecord, open_log
-from streams.memory_log import InMemoryLog
-from streams.pipeline import ERROR_HEADER, RESUME_HEADER, run_pipeline
-from streams.publish import publish_messages
-from streams.worker import create_app
+from adamem.streams.log import LogRecord, OutgoingRecord, open_log
+from adamem.streams.memory_log import InMemoryLog
+from adamem.streams.pipeline import ERROR_HEADER, RESUME_HEADER, run_pipeline
+from adamem.streams.publish import publish_messages
+from adamem.streams.worker import create_app
 from tests.conftest import LOCOMO
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
@@ -392,7 +392,7 @@ async def test_worker_follows_a_switch_to_a_rebuilt_view(
     settings: Settings, kafka_bootstrap: str, worker_env: dict[str, str], workers: list[Any], tmp_path: Path
 ) -> None:
     """Rebuild while the worker runs, switch, keep publishing: the worker continues in the new view."""
-    from streams.replay import rebuild_view
+    from adamem.streams.replay import rebuild_view
 
     messages = _locomo_subset(settings, 160)
     log = open_log(f"kafka://{kafka_bootstrap}", settings)
@@ -406,7 +406,7 @@ async def test_worker_follows_a_switch_to_a_rebuilt_view(
     await publish_messages(log, messages[80:], settings)
     await _caught_up(settings, kafka_bootstrap, store_path, 160, timeout=240)
     # Switch to a view that is BEHIND the consumer group: the worker fills the gap from the log.
-    from projections.store.lance import switch_view
+    from adamem.projections.store.lance import switch_view
 
     await rebuild_view(log, str(store_path), settings, until_offset=20, view="behind")
     switch_view(str(store_path), "behind")
@@ -429,7 +429,7 @@ async def test_worker_follows_a_switch_to_a_reanalysed_generation(
     """Reanalyse while the worker runs: no switch until asked; after it, new messages are analysed by g2."""
     import dataclasses
 
-    from streams.reanalyze import reanalyze, switch_to
+    from adamem.streams.reanalyze import reanalyze, switch_to
 
     settings = dataclasses.replace(settings, log_url=f"kafka://{kafka_bootstrap}")
     messages = _locomo_subset(settings, 60)
