@@ -10,7 +10,7 @@ from adamem.events import MessageAnalyzed
 from adamem.projections.folds.rows import EpisodicRow, GraphNodeRow, MessageRow, PersonaRow
 from adamem.retrieval.errors import UnknownOwner
 from adamem.retrieval.service import Retriever
-from adamem.serde import decode_event
+from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
 from adamem.streams.log import EventLog
 from adamem.streams.pipeline import SOURCE_HEADER

@@ -49,7 +49,7 @@ from adamem.bench.common import (
 from adamem.events import ChatMessage
 from adamem.projections.store.lance import LanceStore
 from adamem.runtime import build_embedder
-from adamem.serde import encode_event
+from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.kafka_log import KafkaLog
 from adamem.streams.publish import publish_messages

@@ -28,7 +28,7 @@ from adamem.errors import AdaMemError
 from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, MessageAnalyzed
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
-from adamem.serde import decode_event, encode_event
+from adamem.schemas.serde import decode_event, encode_event
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 

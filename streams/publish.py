@@ -10,7 +10,7 @@ from typing import Any
 
 from adamem.errors import AdaMemError
 from adamem.events import ChatMessage, ms_to_iso
-from adamem.serde import decode_event, encode_event
+from adamem.schemas.serde import decode_event, encode_event
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 

@@ -38,7 +38,7 @@ from adamem.projections.folds.state import OwnerMemory
 from adamem.projections.projector import Projector
 from adamem.projections.store.base import MemoryStore
 from adamem.projections.store.lance import LanceStore, current_view, list_views, switch_view
-from adamem.serde import decode_event
+from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
 from adamem.streams.generations import generation_record
 from adamem.streams.log import EventLog

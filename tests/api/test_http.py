@@ -18,7 +18,7 @@ from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.api.app import create_app
-from adamem.client import MemoryClient, ServiceError
+from adamem.api.client import MemoryClient, ServiceError
 from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
 from adamem.projections.store import MemoryStore, open_store

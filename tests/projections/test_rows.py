@@ -42,7 +42,7 @@ def test_float32_vector_rounds_as_an_array_of_floats_does() -> None:
 
 def test_an_embedding_read_from_the_log_is_float32_already_and_kept_as_it_is() -> None:
     from adamem.events import Float32Vector, MessageAnalyzed
-    from adamem.serde import decode_event, encode_event
+    from adamem.schemas.serde import decode_event, encode_event
 
     event = scenario()[0].event
     assert isinstance(event, MessageAnalyzed)

@@ -87,7 +87,7 @@ def test_tokens_field_by_field_are_the_tokens_of_the_joined_fields() -> None:
 def test_vectors_read_from_the_log_are_written_from_their_kept_bytes() -> None:
     from adamem.events import Float32Vector, MessageAnalyzed
     from adamem.projections.folds.apply import Positioned
-    from adamem.serde import decode_event, encode_event
+    from adamem.schemas.serde import decode_event, encode_event
 
     events = [  # the analyses as read from the log (the scenario's control events have no UUID ids)
         Positioned(decode_event(encode_event(p.event)), p.topic, p.partition, p.offset)

@@ -27,7 +27,7 @@ from adamem.retrieval import SEED_DEFAULT, AsOf, Retriever
 from adamem.retrieval.config import CacheSettings
 from adamem.retrieval.graph import MemoryGraph
 from adamem.retrieval.snapshot import SEARCHED, OwnerSnapshot, View
-from adamem.serde import encode_event
+from adamem.schemas.serde import encode_event
 from adamem.streams.log import OutgoingRecord, open_log
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.replay import rebuild_view

@@ -30,7 +30,7 @@ from adamem.events import (
 )
 from adamem.schemas import MAGIC, SchemaRegistry, default_registry
 from adamem.schemas.codec import SCHEMA_DIR
-from adamem.serde import decode_as, decode_event, encode_event
+from adamem.schemas.serde import decode_as, decode_event, encode_event
 
 MSG = ChatMessage(
     event_id="0b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10",

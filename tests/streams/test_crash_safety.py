@@ -41,7 +41,7 @@ from adamem.projections.folds.rows import TABLES, EpisodicRow, MessageRow, Row
 from adamem.projections.projector import Projector
 from adamem.projections.store import open_store
 from adamem.projections.store.lance import LanceStore
-from adamem.serde import decode_event, encode_event
+from adamem.schemas.serde import decode_event, encode_event
 from adamem.settings import Settings
 from adamem.streams.kafka_log import KafkaLog
 from adamem.streams.log import OutgoingRecord

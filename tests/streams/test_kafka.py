@@ -23,7 +23,7 @@ from adamem.errors import BrokerUnavailable
 from adamem.events import ChatMessage, Speaker
 from adamem.ingest import load_messages
 from adamem.schemas.codec import SCHEMA_DIR, fingerprint_of
-from adamem.serde import decode_as, encode_event
+from adamem.schemas.serde import decode_as, encode_event
 from adamem.settings import Settings
 from adamem.streams.log import open_log, partition_for
 from adamem.streams.publish import publish_messages

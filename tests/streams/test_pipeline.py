@@ -17,7 +17,7 @@ from adamem.partitioning import partition_for
 from adamem.projections.folds.rows import Row
 from adamem.projections.projector import Projector
 from adamem.projections.store import MemoryStore, open_store
-from adamem.serde import encode_event
+from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, OutgoingRecord, open_log
 from adamem.streams.pipeline import ERROR_HEADER, SOURCE_HEADER, project_pending, run_pipeline

@@ -19,7 +19,7 @@ from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
 from adamem.projections.store.lance import LanceStore, current_view
 from adamem.runtime import build_extractor
-from adamem.serde import decode_event
+from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
 from adamem.streams.generations import generation_record, resolve, settings_for
 from adamem.streams.log import EventLog, open_log
@@ -248,7 +248,7 @@ def test_settings_name_one_analyses_topic_per_generation() -> None:
 
 def test_health_measures_lag_on_the_active_generation(settings: Settings, tmp_path: Path) -> None:
     from adamem.api.app import create_app
-    from adamem.commands import build_retriever
+    from adamem.cli.commands import build_retriever
 
     async def prepare() -> None:
         _, root = await _built(settings, tmp_path)

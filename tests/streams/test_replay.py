@@ -18,7 +18,7 @@ from adamem.ingest import load_messages, parse_time
 from adamem.partitioning import partition_for
 from adamem.projections.projector import Projector
 from adamem.projections.store.lance import LanceStore, current_view
-from adamem.serde import encode_event
+from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, OutgoingRecord, open_log
 from adamem.streams.pipeline import run_pipeline

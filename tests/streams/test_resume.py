@@ -20,7 +20,7 @@ from adamem.analysis.agent import MemoryAgent
 from adamem.events import ChatMessage, MemoryForgotten, Speaker
 from adamem.partitioning import partition_for
 from adamem.runtime import NoExtractor
-from adamem.serde import encode_event
+from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.log import LogRecord, OutgoingRecord
 from adamem.streams.memory_log import InMemoryLog

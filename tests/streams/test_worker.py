@@ -30,7 +30,7 @@ from adamem.projections.projector import Projector
 from adamem.projections.store import open_store
 from adamem.projections.store.lance import LanceStore
 from adamem.runtime import NoExtractor
-from adamem.serde import decode_event, encode_event
+from adamem.schemas.serde import decode_event, encode_event
 from adamem.settings import Settings
 from adamem.streams.log import LogRecord, OutgoingRecord, open_log
 from adamem.streams.memory_log import InMemoryLog

@@ -338,7 +338,7 @@ async def run_forget(
     import uuid
 
     from adamem.events import MemoryForgotten
-    from adamem.serde import encode_event
+    from adamem.schemas.serde import encode_event
     from adamem.streams.log import OutgoingRecord, open_log
 
     chosen = [x for x in (item, message) if x is not None]
@@ -387,7 +387,7 @@ def run_query(
     from adamem.ingest import parse_time
 
     if url is not None:
-        from adamem.client import MemoryClient
+        from adamem.api.client import MemoryClient
 
         with MemoryClient(url, settings.api_keys.partition(":")[2].split(",")[0] or None) as client:
             answer = client.query(user, question, top_k, as_of)

@@ -27,19 +27,19 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 async def _project(args: argparse.Namespace) -> int:
-    from adamem.commands import run_project
+    from adamem.cli.commands import run_project
 
     return await run_project(_settings(args), follow=args.follow)
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from adamem.commands import run_worker
+    from adamem.cli.commands import run_worker
 
     return run_worker(_settings(args), loglevel=args.loglevel)
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    from adamem.commands import run_replay
+    from adamem.cli.commands import run_replay
 
     layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
     return await run_replay(
@@ -54,7 +54,7 @@ async def _replay(args: argparse.Namespace) -> int:
 
 
 async def _reanalyze(args: argparse.Namespace) -> int:
-    from adamem.commands import run_reanalyze
+    from adamem.cli.commands import run_reanalyze
 
     return await run_reanalyze(
         _settings(args), extractor=args.extractor, embedder=args.embedder, view=args.view, switch=args.switch
@@ -62,13 +62,13 @@ async def _reanalyze(args: argparse.Namespace) -> int:
 
 
 async def _views(args: argparse.Namespace) -> int:
-    from adamem.commands import run_views
+    from adamem.cli.commands import run_views
 
     return await run_views(_settings(args), switch=args.name if args.action == "switch" else None)
 
 
 async def _forget(args: argparse.Namespace) -> int:
-    from adamem.commands import run_forget
+    from adamem.cli.commands import run_forget
 
     return await run_forget(
         _settings(args), args.user, item=args.item, message=args.message, everything=args.all, reason=args.reason
@@ -76,7 +76,7 @@ async def _forget(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
-    from adamem.commands import run_query
+    from adamem.cli.commands import run_query
 
     return run_query(
         _settings(args), args.user, args.question, top_k=args.top_k, as_of=args.as_of, as_json=args.json, url=args.url
@@ -98,20 +98,20 @@ def _one_thread_per_request() -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from adamem.commands import run_serve
+    from adamem.cli.commands import run_serve
 
     settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
     return run_serve(settings, with_log=args.log is not None or "ADAMEM_LOG" in __import__("os").environ)
 
 
 async def _provenance(args: argparse.Namespace) -> int:
-    from adamem.commands import run_provenance
+    from adamem.cli.commands import run_provenance
 
     return await run_provenance(_settings(args), args.user, args.item, as_json=args.json)
 
 
 def _memory(args: argparse.Namespace) -> int:
-    from adamem.commands import print_memory
+    from adamem.cli.commands import print_memory
 
     return print_memory(_settings(args), args.user, args.layer, args.json)
 
@@ -166,7 +166,7 @@ async def _log(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    from adamem.commands import print_memory, run_project
+    from adamem.cli.commands import print_memory, run_project
     from adamem.streams.log import open_log
     from adamem.streams.publish import publish_messages
 
@@ -189,7 +189,7 @@ async def _demo(args: argparse.Namespace) -> int:
     print(f"      adamem log tail --log {settings.log_url} --user xiaoming")
     if args.no_serve:
         return 0
-    from adamem.commands import run_serve
+    from adamem.cli.commands import run_serve
 
     base = f"http://{settings.host}:{settings.port}"
     key = "" if not settings.api_keys else " -H 'X-API-Key: <your key>'"
