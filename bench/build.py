@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from adamem.analysis.agent import MemoryAgent
 from adamem.events import ChatMessage
 from adamem.projections.projector import Projector
-from adamem.projections.store import open_store
+from adamem.projections.store.factory import open_store
 from adamem.settings import Settings
-from adamem.streams.log import open_log
+from adamem.streams.factory import open_log
 from adamem.streams.pipeline import PipelineStats, run_pipeline
 from adamem.streams.publish import publish_messages
 

@@ -34,6 +34,7 @@ from typing import Any
 import lancedb
 import numpy as np
 
+from adamem.analysis.factory import build_embedder
 from adamem.bench.common import (
     DEFAULT_LOCOMO,
     dir_size,
@@ -50,9 +51,8 @@ from adamem.bench.common import (
 from adamem.bench.latency import STORES, ensure_store, questions_by_route
 from adamem.bench.metrics import mean, summary_ms
 from adamem.projections.store.lance import current_view
-from adamem.runtime import build_embedder
 from adamem.settings import Settings
-from adamem.streams.log import open_log
+from adamem.streams.factory import open_log
 from adamem.streams.publish import publish_messages
 
 __all__ = ["disk_table", "disk_usage", "index_compression", "index_table", "main", "run"]
@@ -297,7 +297,7 @@ def run(
         print(f"{name}: vector index compression …", file=sys.stderr, flush=True)
         entry["compression"] = index_compression(facts["store"], qs)
         owners = facts.get("owner_names") or []
-        from adamem.projections.store import open_store
+        from adamem.projections.store.factory import open_store
 
         st = open_store(facts["store"], read_only=True)
         all_owners = st.owners()

@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from adamem.analysis.agent import embedding_text
+from adamem.analysis.factory import build_embedder
 from adamem.bench.common import (
     DEFAULT_LOCOMO,
     drop_run_topics,
@@ -48,7 +49,6 @@ from adamem.bench.common import (
 )
 from adamem.events import ChatMessage
 from adamem.projections.store.lance import LanceStore
-from adamem.runtime import build_embedder
 from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.kafka_log import KafkaLog

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from adamem.analysis.agent import MemoryAgent
+from adamem.analysis.factory import build_embedder, build_extractor
 from adamem.bench.build import build_memory
 from adamem.bench.common import (
     DEFAULT_LOCOMO,
@@ -48,9 +49,8 @@ from adamem.bench.common import (
 )
 from adamem.bench.loadgen import Request, run_load
 from adamem.bench.metrics import summary_ms
-from adamem.projections.store import open_store
+from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever, Route, route_query
-from adamem.runtime import build_embedder, build_extractor
 from adamem.settings import Settings
 
 __all__ = ["STORES", "ensure_store", "latency_table", "main", "questions_by_route", "run", "sweep_table"]

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from adamem.analysis.agent import MemoryAgent
+from adamem.analysis.factory import build_embedder, build_extractor
 from adamem.bench.build import build_memory
 from adamem.bench.common import (
     DEFAULT_LOCOMO,
@@ -49,11 +50,10 @@ from adamem.bench.common import (
 from adamem.bench.metrics import CATEGORIES, coverage, flatten, mean, parse_evidence, recall_at, summary_ms, words
 from adamem.events import ChatMessage
 from adamem.projections.folds.rows import MessageRow, Row
-from adamem.projections.store import open_store
 from adamem.projections.store.base import Hit, MemoryStore, OwnerChanges
+from adamem.projections.store.factory import open_store
 from adamem.projections.store.scoring import bm25_scores
 from adamem.retrieval import SEED_DEFAULT, Answer, FusionWeights, RetrievalConfig, Retriever
-from adamem.runtime import build_embedder, build_extractor
 from adamem.settings import Settings
 from adamem.text import tokenize
 

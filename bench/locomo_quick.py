@@ -38,11 +38,11 @@ from adamem.analysis.rules import RuleExtractor
 from adamem.ingest import load_messages
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.projector import Projector
-from adamem.projections.store import open_store
+from adamem.projections.store.factory import open_store
 from adamem.projections.store.scoring import bm25_scores
 from adamem.retrieval import SEED_DEFAULT, BaseFusion, CacheSettings, RetrievalConfig, Retriever, SearchSource
 from adamem.settings import Settings
-from adamem.streams.log import open_log
+from adamem.streams.factory import open_log
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
 from adamem.text import tokenize

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from adamem.analysis.agent import MemoryAgent
+from adamem.analysis.factory import build_embedder, build_extractor
 from adamem.bench.build import build_memory
 from adamem.bench.common import (
     DEFAULT_LOCOMO,
@@ -41,9 +42,8 @@ from adamem.bench.common import (
     standalone_main,
 )
 from adamem.projections.store.lance import LanceStore
-from adamem.runtime import build_embedder, build_extractor
 from adamem.settings import Settings
-from adamem.streams.log import open_log
+from adamem.streams.factory import open_log
 from adamem.streams.replay import RebuildReport, diff_stores, rebuild_view
 
 __all__ = ["main", "run"]

@@ -33,10 +33,10 @@ from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.ingest import parse_time
 from adamem.projections.projector import Projector
-from adamem.projections.store import open_store
+from adamem.projections.store.factory import open_store
 from adamem.retrieval import SEED_DEFAULT, CacheSettings, Retriever
 from adamem.settings import Settings
-from adamem.streams.log import open_log
+from adamem.streams.factory import open_log
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
 

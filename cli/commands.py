@@ -8,9 +8,9 @@ import json
 import sys
 from typing import Any
 
+from adamem.analysis.factory import build_agent
 from adamem.errors import ConfigError
 from adamem.events import ms_to_iso
-from adamem.runtime import build_agent
 from adamem.settings import Settings
 
 __all__ = [
@@ -30,9 +30,9 @@ LAYERS = {"working": "messages", "episodic": "episodic", "persona": "persona", "
 async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) -> int:
     """Analyze and project everything pending (``follow``: keep going until interrupted)."""
     from adamem.projections.projector import Projector
-    from adamem.projections.store import open_store
+    from adamem.projections.store.factory import open_store
+    from adamem.streams.factory import open_log
     from adamem.streams.generations import resolve
-    from adamem.streams.log import open_log
     from adamem.streams.pipeline import run_pipeline
 
     store = open_store(settings.store_url)
@@ -68,7 +68,7 @@ def run_worker(settings: Settings, *, loglevel: str = "info") -> int:
     import faust
 
     from adamem.projections.projector import Projector
-    from adamem.projections.store import open_store
+    from adamem.projections.store.factory import open_store
     from adamem.streams.generations import resolve
     from adamem.streams.kafka_log import KafkaLog
     from adamem.streams.worker import create_app
@@ -105,7 +105,7 @@ def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool
     """Show an owner's memory: a per-layer summary, or every row of one layer."""
     from adamem.projections.folds.state import OwnerMemory
     from adamem.projections.folds.summary import owner_summary
-    from adamem.projections.store import open_store
+    from adamem.projections.store.factory import open_store
 
     store = open_store(settings.store_url, read_only=True)
     rows = store.load_owner(user)
@@ -191,8 +191,8 @@ async def run_replay(
     from adamem.ingest import parse_time
     from adamem.projections.store.base import store_folder
     from adamem.projections.store.lance import LanceStore
+    from adamem.streams.factory import open_log
     from adamem.streams.generations import resolve
-    from adamem.streams.log import open_log
     from adamem.streams.replay import rebuild_owner, rebuild_view
 
     until_offset = until_time = None
@@ -339,7 +339,8 @@ async def run_forget(
 
     from adamem.events import MemoryForgotten
     from adamem.schemas.serde import encode_event
-    from adamem.streams.log import OutgoingRecord, open_log
+    from adamem.streams.factory import open_log
+    from adamem.streams.log import OutgoingRecord
 
     chosen = [x for x in (item, message) if x is not None]
     if len(chosen) + int(everything) != 1:
@@ -366,9 +367,9 @@ async def run_forget(
 
 def build_retriever(settings: Settings) -> Any:
     """A Retriever over the configured store (read-only) with the embedder of its analysis generation."""
-    from adamem.projections.store import open_store
+    from adamem.analysis.factory import build_embedder
+    from adamem.projections.store.factory import open_store
     from adamem.retrieval.service import Retriever
-    from adamem.runtime import build_embedder
     from adamem.streams.generations import resolve, settings_for
 
     store = open_store(settings.store_url, read_only=True)
@@ -415,7 +416,7 @@ def run_serve(settings: Settings, *, with_log: bool) -> int:
     import uvicorn
 
     from adamem.api.app import create_app
-    from adamem.streams.log import open_log
+    from adamem.streams.factory import open_log
 
     log = open_log(settings.log_url, settings) if with_log else None
     app = create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys)
@@ -426,7 +427,7 @@ def run_serve(settings: Settings, *, with_log: bool) -> int:
 async def run_provenance(settings: Settings, user: str, item: str, *, as_json: bool) -> int:
     """Walk from a memory item back to the analyses and messages that made it (the CLI twin of the API)."""
     from adamem.api.provenance import trace
-    from adamem.streams.log import open_log
+    from adamem.streams.factory import open_log
 
     retriever = build_retriever(settings)
     log = open_log(settings.log_url, settings)

@@ -117,7 +117,7 @@ def _memory(args: argparse.Namespace) -> int:
 
 
 async def _publish(args: argparse.Namespace) -> int:
-    from adamem.streams.log import open_log
+    from adamem.streams.factory import open_log
     from adamem.streams.publish import publish_messages
 
     settings = _settings(args)
@@ -146,8 +146,8 @@ async def _publish(args: argparse.Namespace) -> int:
 
 
 async def _log(args: argparse.Namespace) -> int:
+    from adamem.streams.factory import open_log
     from adamem.streams.generations import generation_number
-    from adamem.streams.log import open_log
     from adamem.streams.publish import read_as_json
 
     generation_number(args.generation)  # a clear error for a name that is not g<N>
@@ -167,7 +167,7 @@ async def _log(args: argparse.Namespace) -> int:
 
 async def _demo(args: argparse.Namespace) -> int:
     from adamem.cli.commands import print_memory, run_project
-    from adamem.streams.log import open_log
+    from adamem.streams.factory import open_log
     from adamem.streams.publish import publish_messages
 
     settings = _settings(args)

@@ -11,13 +11,12 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from adamem.errors import ConfigError
 from adamem.partitioning import murmur2, partition_for
 
 if TYPE_CHECKING:
-    from adamem.settings import Settings
+    pass
 
-__all__ = ["EventLog", "LogRecord", "OutgoingRecord", "murmur2", "open_log", "partition_for"]
+__all__ = ["EventLog", "LogRecord", "OutgoingRecord", "murmur2", "partition_for"]
 
 TOPICS = ("messages", "analyses", "control", "deadletter")
 
@@ -76,23 +75,3 @@ class EventLog(Protocol):
         until: dict[int, int] | None = None,
     ) -> AsyncIterator[LogRecord]:
         """Records of ``topic`` from the given offsets (default 0) up to ``until`` (default: the end now)."""
-
-
-def open_log(url: str, settings: Settings) -> EventLog:
-    """The log adapter for ``url``: ``kafka://host:port``, ``memory://``, or a folder path."""
-    if url.startswith("kafka://"):
-        from adamem.streams.kafka_log import KafkaLog
-
-        bootstrap = url[len("kafka://") :].rstrip("/")
-        if not bootstrap:
-            raise ConfigError(f"log URL {url!r} names no broker; use kafka://127.0.0.1:9092")
-        return KafkaLog(bootstrap, settings)
-    if url.startswith("memory://"):
-        from adamem.streams.memory_log import InMemoryLog
-
-        return InMemoryLog(settings)
-    if "://" in url and not url.startswith("file://"):
-        raise ConfigError(f"log URL {url!r} is not kafka://host:port, memory:// or a folder path")
-    from adamem.streams.embedded_log import EmbeddedLog
-
-    return EmbeddedLog(url.removeprefix("file://"), settings)

@@ -21,15 +21,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from adamem.analysis.agent import MemoryAgent
+from adamem.analysis.factory import build_agent, build_embedder, build_extractor
 from adamem.errors import StoreError
 from adamem.projections.folds.rows import Row
 from adamem.projections.projector import Projector
 from adamem.projections.store.base import MemoryStore
 from adamem.projections.store.lance import LanceStore, current_view, list_views, switch_view
-from adamem.runtime import build_agent, build_embedder, build_extractor
 from adamem.settings import Settings
+from adamem.streams.factory import open_log
 from adamem.streams.generations import FIRST, generation_record, next_generation, resolve, settings_for
-from adamem.streams.log import EventLog, open_log
+from adamem.streams.log import EventLog
 from adamem.streams.pipeline import PipelineStats, analyze_pending, project_pending
 from adamem.streams.replay import LAYER_TABLES, store_rows
 

@@ -6,6 +6,7 @@ by URL: a folder is LanceDB, ``memory://`` is an in-process dict for unit tests.
 contract suite in ``tests/projections/test_store_contract.py``.
 """
 
-from adamem.projections.store.base import Hit, MemoryStore, open_store
+from adamem.projections.store.base import Hit, MemoryStore
+from adamem.projections.store.factory import open_store
 
 __all__ = ["Hit", "MemoryStore", "open_store"]

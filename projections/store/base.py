@@ -30,7 +30,6 @@ __all__ = [
     "arrow_schema",
     "change_entry",
     "final_rows",
-    "open_store",
     "owner_ids",
     "row_from_dict",
     "row_to_dict",
@@ -338,19 +337,6 @@ def rows_from_arrow(table: str, data: pa.Table) -> list[Row]:
         else:
             columns.append(column.to_pylist())
     return [cls(*values) for values in zip(*columns, strict=True)]
-
-
-def open_store(url: str, *, read_only: bool = False) -> MemoryStore:
-    """The store for ``url``: ``memory://`` or a folder (LanceDB)."""
-    if url.startswith("memory://"):
-        from adamem.projections.store.memory import InMemoryStore
-
-        return InMemoryStore()
-    if "://" in url and not url.startswith(("file://", "lancedb://")):
-        raise ConfigError(f"store URL {url!r} is not memory://, lancedb://PATH or a folder path")
-    from adamem.projections.store.lance import LanceStore
-
-    return LanceStore(url.removeprefix("lancedb://").removeprefix("file://"), read_only=read_only)
 
 
 ALL_TABLES = TABLES

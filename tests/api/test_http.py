@@ -21,11 +21,12 @@ from adamem.api.app import create_app
 from adamem.api.client import MemoryClient, ServiceError
 from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
-from adamem.projections.store import MemoryStore, open_store
+from adamem.projections.store import MemoryStore
+from adamem.projections.store.factory import open_store
 from adamem.retrieval import SEED_DEFAULT, CacheSettings
 from adamem.retrieval.service import Retriever
 from adamem.settings import Settings
-from adamem.streams.log import open_log
+from adamem.streams.factory import open_log
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
 from tests.conftest import serving

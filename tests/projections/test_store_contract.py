@@ -14,10 +14,11 @@ from adamem.errors import StoreError
 from adamem.partitioning import partition_for
 from adamem.projections.folds.changes import Delete, Upsert
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
-from adamem.projections.store import MemoryStore, open_store
+from adamem.projections.store import MemoryStore
 from adamem.projections.store import lance as lance_store
 from adamem.projections.store import memory as memory_store
 from adamem.projections.store.base import OwnerChanges
+from adamem.projections.store.factory import open_store
 from adamem.projections.store.lance import LanceStore, switch_view
 
 PARTITIONS = 2

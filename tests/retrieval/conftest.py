@@ -18,9 +18,10 @@ from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
-from adamem.projections.store import MemoryStore, open_store
+from adamem.projections.store import MemoryStore
+from adamem.projections.store.factory import open_store
 from adamem.settings import Settings
-from adamem.streams.log import open_log
+from adamem.streams.factory import open_log
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
 

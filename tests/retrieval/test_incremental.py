@@ -21,14 +21,16 @@ import pytest
 from adamem.analysis.e5 import E5Embedder
 from adamem.events import MemoryForgotten
 from adamem.partitioning import partition_for
-from adamem.projections.store import MemoryStore, open_store
+from adamem.projections.store import MemoryStore
+from adamem.projections.store.factory import open_store
 from adamem.projections.store.lance import switch_view
 from adamem.retrieval import SEED_DEFAULT, AsOf, Retriever
 from adamem.retrieval.config import CacheSettings
 from adamem.retrieval.graph import MemoryGraph
 from adamem.retrieval.snapshot import SEARCHED, OwnerSnapshot, View
 from adamem.schemas.serde import encode_event
-from adamem.streams.log import OutgoingRecord, open_log
+from adamem.streams.factory import open_log
+from adamem.streams.log import OutgoingRecord
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.replay import rebuild_view
 from adamem.text import tokenize

@@ -39,7 +39,7 @@ from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, Message
 from adamem.ingest import load_messages, parse_locomo
 from adamem.projections.folds.rows import TABLES, EpisodicRow, MessageRow, Row
 from adamem.projections.projector import Projector
-from adamem.projections.store import open_store
+from adamem.projections.store.factory import open_store
 from adamem.projections.store.lance import LanceStore
 from adamem.schemas.serde import decode_event, encode_event
 from adamem.settings import Settings

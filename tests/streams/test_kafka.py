@@ -25,7 +25,8 @@ from adamem.ingest import load_messages
 from adamem.schemas.codec import SCHEMA_DIR, fingerprint_of
 from adamem.schemas.serde import decode_as, encode_event
 from adamem.settings import Settings
-from adamem.streams.log import open_log, partition_for
+from adamem.streams.factory import open_log
+from adamem.streams.log import partition_for
 from adamem.streams.publish import publish_messages
 
 pytestmark = pytest.mark.kafka

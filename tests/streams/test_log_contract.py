@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from adamem.settings import Settings
-from adamem.streams.log import EventLog, OutgoingRecord, open_log, partition_for
+from adamem.streams.factory import open_log
+from adamem.streams.log import EventLog, OutgoingRecord, partition_for
 
 ADAPTERS = ["memory", "embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
 

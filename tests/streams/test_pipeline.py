@@ -16,10 +16,12 @@ from adamem.ingest import load_messages
 from adamem.partitioning import partition_for
 from adamem.projections.folds.rows import Row
 from adamem.projections.projector import Projector
-from adamem.projections.store import MemoryStore, open_store
+from adamem.projections.store import MemoryStore
+from adamem.projections.store.factory import open_store
 from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
-from adamem.streams.log import EventLog, OutgoingRecord, open_log
+from adamem.streams.factory import open_log
+from adamem.streams.log import EventLog, OutgoingRecord
 from adamem.streams.pipeline import ERROR_HEADER, SOURCE_HEADER, project_pending, run_pipeline
 from adamem.streams.publish import publish_messages
 

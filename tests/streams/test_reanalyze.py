@@ -13,16 +13,17 @@ import pytest
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
+from adamem.analysis.factory import build_extractor
 from adamem.analysis.rules import RuleExtractor
 from adamem.errors import AdaMemError, ConfigError, StoreError
 from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
 from adamem.projections.store.lance import LanceStore, current_view
-from adamem.runtime import build_extractor
 from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
+from adamem.streams.factory import open_log
 from adamem.streams.generations import generation_record, resolve, settings_for
-from adamem.streams.log import EventLog, open_log
+from adamem.streams.log import EventLog
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
 from adamem.streams.reanalyze import layer_changes, reanalyze, switch_to
@@ -215,9 +216,9 @@ async def test_replay_of_a_reanalysed_view_folds_its_own_generation(settings: Se
 async def test_generation_numbers_and_bad_names(settings: Settings, tmp_path: Path) -> None:
     _, root = await _built(settings, tmp_path)
     first = await reanalyze(settings, root, extractor="none")
-    second = await reanalyze(settings, root, extractor="adamem.runtime:NoExtractor")  # a plugin factory
+    second = await reanalyze(settings, root, extractor="adamem.analysis.factory:NoExtractor")  # a plugin factory
     assert (first.generation, second.generation) == ("g2", "g3")
-    assert second.analyzer["extractor"] == "adamem.runtime:NoExtractor"
+    assert second.analyzer["extractor"] == "adamem.analysis.factory:NoExtractor"
     assert all(
         (c.added, c.removed) == (0, 0)
         for c in layer_changes(

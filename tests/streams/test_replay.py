@@ -20,7 +20,8 @@ from adamem.projections.projector import Projector
 from adamem.projections.store.lance import LanceStore, current_view
 from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
-from adamem.streams.log import EventLog, OutgoingRecord, open_log
+from adamem.streams.factory import open_log
+from adamem.streams.log import EventLog, OutgoingRecord
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
 from adamem.streams.replay import diff_stores, rebuild_owner, rebuild_view, rows_checksum, store_rows

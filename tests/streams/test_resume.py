@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from adamem.analysis.agent import MemoryAgent
+from adamem.analysis.factory import NoExtractor
 from adamem.events import ChatMessage, MemoryForgotten, Speaker
 from adamem.partitioning import partition_for
-from adamem.runtime import NoExtractor
 from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.log import LogRecord, OutgoingRecord

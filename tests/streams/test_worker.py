@@ -22,17 +22,18 @@ from faust.types import TP
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
+from adamem.analysis.factory import NoExtractor
 from adamem.analysis.rules import RuleExtractor
 from adamem.events import MemoryForgotten, MessageAnalyzed
 from adamem.ingest import load_messages
 from adamem.projections.folds.rows import Row
 from adamem.projections.projector import Projector
-from adamem.projections.store import open_store
+from adamem.projections.store.factory import open_store
 from adamem.projections.store.lance import LanceStore
-from adamem.runtime import NoExtractor
 from adamem.schemas.serde import decode_event, encode_event
 from adamem.settings import Settings
-from adamem.streams.log import LogRecord, OutgoingRecord, open_log
+from adamem.streams.factory import open_log
+from adamem.streams.log import LogRecord, OutgoingRecord
 from adamem.streams.memory_log import InMemoryLog
 from adamem.streams.pipeline import ERROR_HEADER, RESUME_HEADER, run_pipeline
 from adamem.streams.publish import publish_messages

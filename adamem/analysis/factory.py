@@ -1,4 +1,4 @@
-"""Build the Memory Agent's parts from settings: the one place that maps names to adapters."""
+"""Build the Memory Agent's parts from settings: the one place that names the adapters of the analysis ports."""
 
 from __future__ import annotations
 

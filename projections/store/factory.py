@@ -1,0 +1,28 @@
+"""Choose the projection-store adapter for a URL: the one place that names the store port's adapters.
+
+The port (``base.py``) never imports its adapters; each is imported only when its URL is opened.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adamem.errors import ConfigError
+
+if TYPE_CHECKING:
+    from adamem.projections.store.base import MemoryStore
+
+__all__ = ["open_store"]
+
+
+def open_store(url: str, *, read_only: bool = False) -> MemoryStore:
+    """The store for ``url``: ``memory://`` or a folder (LanceDB)."""
+    if url.startswith("memory://"):
+        from adamem.projections.store.memory import InMemoryStore
+
+        return InMemoryStore()
+    if "://" in url and not url.startswith(("file://", "lancedb://")):
+        raise ConfigError(f"store URL {url!r} is not memory://, lancedb://PATH or a folder path")
+    from adamem.projections.store.lance import LanceStore
+
+    return LanceStore(url.removeprefix("lancedb://").removeprefix("file://"), read_only=read_only)
