@@ -19,7 +19,7 @@ def _runner(module: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         import importlib
 
-        mod = importlib.import_module(f"bench.{module}")
+        mod = importlib.import_module(f"adamem.bench.{module}")
         argv = getattr(args, "bench_argv", None)
         if argv is None:  # run from ``adamem bench …``: the words after "bench" (for the result's command line)
             words = sys.argv[1:]
@@ -36,9 +36,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     ``sync=True``, the convention of ``adamem.cli``.
     """
     import adamem.bench.report as report
-    from adamem.bench import footprint, ingest, latency, locomo, replay
+    from adamem.bench import HELP, footprint, ingest, latency, locomo, replay
 
-    bench = subparsers.add_parser("bench", help="benchmarks: retrieval quality, throughput, latency, footprint")
+    bench = subparsers.add_parser("bench", help=HELP)
     sub = bench.add_subparsers(dest="bench_command", required=True)
     parts: tuple[tuple[str, Any, str], ...] = (
         ("locomo", locomo, "evidence recall@k and answer coverage on LoCoMo, with ablations and flat baselines"),

@@ -200,8 +200,12 @@ async def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
+def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
+    """The argument parser of every subcommand.
+
+    The benchmarks' own subcommands are added only when ``bench`` is asked for (``bench=True``):
+    they are not part of what a library user loads, and building them imports NumPy.
+    """
     parser = argparse.ArgumentParser(prog="adamem", description="AdaMem Stream: event-sourced four-layer memory.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -304,9 +308,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.set_defaults(run=_forget)
 
-    from adamem.bench.cli import register as register_bench
+    if bench:
+        from adamem.bench.cli import register as register_bench
 
-    register_bench(sub)
+        register_bench(sub)
+    else:
+        from adamem.bench import HELP as BENCH_HELP  # the package's docstring only, none of its modules
+
+        sub.add_parser("bench", help=BENCH_HELP, add_help=False)  # listed here; parsed only with bench=True
 
     p = sub.add_parser("demo", help="the embedded default: publish the sample, build memory, show it")
     p.add_argument("--log", help="folder of the embedded log (default ./data/log)")
@@ -320,8 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``adamem`` console script."""
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] in (["serve"], ["query"]) or words[:2] == ["bench", "latency"]:
-        _one_thread_per_request()  # before the parser: building it loads NumPy (the bench commands)
-    args = build_parser().parse_args(argv)
+        _one_thread_per_request()  # before the parser: building the bench commands loads NumPy
+    args = build_parser(bench=words[:1] == ["bench"]).parse_args(words)
     try:
         if getattr(args, "sync", False):
             return int(args.run(args))
