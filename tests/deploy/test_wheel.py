@@ -9,6 +9,7 @@ that runs there can only be the one from the wheel.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import shutil
@@ -107,3 +108,23 @@ def test_the_command_and_the_demo_run_from_the_wheel(fresh: Path, tmp_path: Path
     assert demo.returncode == 0, demo.stderr[-3000:]
     assert "xiaoming" in demo.stdout and "persona" in demo.stdout
     assert (tmp_path / "data" / "store").is_dir() and (tmp_path / "data" / "log").is_dir()
+
+
+def test_the_docker_build_context_keeps_every_file_the_wheel_needs(wheel: Path) -> None:
+    """The image runs ``pip install /app``: nothing the wheel holds may be left out of the context."""
+    patterns = [
+        line.strip().rstrip("/")
+        for line in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if ".dist-info/" not in n]
+    links = {f"adamem/{layer}": layer for layer in LAYERS}
+    ignored = []
+    for name in names:
+        parts = name.split("/")
+        repo_path = "/".join([links.get("/".join(parts[:2]), "/".join(parts[:2])), *parts[2:]]).split("/")
+        prefixes = ["/".join(repo_path[: i + 1]) for i in range(len(repo_path))]
+        if any(fnmatch.fnmatch(prefix, pattern) for prefix in prefixes for pattern in patterns):
+            ignored.append(name)
+    assert ignored == []
