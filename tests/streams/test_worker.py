@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -26,6 +27,7 @@ from adamem.analysis.factory import NoExtractor
 from adamem.analysis.rules import RuleExtractor
 from adamem.events import MemoryForgotten, MessageAnalyzed
 from adamem.ingest import load_messages
+from adamem.partitioning import partition_for
 from adamem.projections.folds.rows import Row
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_store
@@ -339,6 +341,16 @@ async def test_worker_end_to_end_with_dead_letters(
     for key in ("conv-26", "alice"):
         producer.produce(settings.topic("messages"), key=key.encode(), value=b"\xc3\x01 broken bytes")
     assert producer.flush(20) == 0
+    # And one on librdkafka's default partitioner (CRC32), which puts this owner off its partition.
+    stray = next(
+        k
+        for k in (f"stray-{i}" for i in range(1000))
+        if zlib.crc32(k.encode()) % settings.partitions != partition_for(k, settings.partitions)
+    )
+    misplaced = encode_event(dataclasses.replace(messages[0], user_id=stray))
+    crc32 = Producer({"bootstrap.servers": kafka_bootstrap})
+    crc32.produce(settings.topic("messages"), key=stray.encode(), value=misplaced)
+    assert crc32.flush(20) == 0
     await publish_messages(log, messages[150:], settings)
     await log.stop()
 
@@ -353,8 +365,11 @@ async def test_worker_end_to_end_with_dead_letters(
     log = open_log(f"kafka://{kafka_bootstrap}", settings)
     await log.start()
     dead = [r async for r in log.read(settings.topic("deadletter"))]
-    assert sorted(r.key for r in dead) == ["alice", "conv-26"]
-    assert all(r.value == b"\xc3\x01 broken bytes" for r in dead)
+    assert sorted(r.key for r in dead) == ["alice", "conv-26", stray]
+    assert all(r.value == b"\xc3\x01 broken bytes" for r in dead if r.key != stray)
+    [off] = [r for r in dead if r.key == stray]
+    assert off.value == misplaced and off.partition == zlib.crc32(stray.encode()) % settings.partitions
+    assert b"partitioner=murmur2_random" in dict(off.headers)[ERROR_HEADER]
     # Replay equals live: folding the recorded analyses again in-process gives the same rows.
     replay = open_store(str(tmp_path / "replay"))
     await run_pipeline(log, Projector(replay), agent(), settings)
@@ -468,8 +483,6 @@ async def test_analyze_agent_dead_letters_a_record_off_its_owners_partition_once
     settings: Settings, tmp_path: Path, faust_apps: list[Any]
 ) -> None:
     """A record librdkafka's CRC32 put on partition 0 is dead-lettered there, and stays handled after a restart."""
-    from adamem.partitioning import partition_for
-
     settings = dataclasses.replace(settings, embedded_partitions=settings.partitions)  # the reader's partitions
     messages_topic, control_topic = settings.topic("messages"), settings.topic("control")
     here = next(f"here-{i}" for i in range(100) if partition_for(f"here-{i}", settings.partitions) == 0)
