@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["murmur2", "partition_for"]
+__all__ = ["misplaced", "murmur2", "partition_for"]
 
 
 def murmur2(data: bytes) -> int:
@@ -44,3 +44,21 @@ def murmur2(data: bytes) -> int:
 def partition_for(key: str, partitions: int) -> int:
     """Partition of an owner key, the same as Kafka's default partitioner picks."""
     return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % partitions
+
+
+def misplaced(key: str, topic: str, partition: int, partitions: int) -> str | None:
+    """Why a record keyed ``key`` does not belong on ``partition`` of ``topic``, or None when it does.
+
+    Every record must be where Kafka's Java client puts its key (murmur2): the owner's events are
+    one ordered stream on one partition, and each partition's offsets are its own. librdkafka
+    (confluent-kafka, kcat) hashes keys with CRC32 unless configured otherwise.
+    """
+    owner = partition_for(key, partitions)
+    if owner == partition:
+        return None
+    return (
+        f"record keyed {key!r} is on {topic} partition {partition}, but its owner lives on partition {owner} "
+        "(Kafka's murmur2 partitioner, as the Java client picks it): set partitioner=murmur2_random in "
+        "librdkafka producers (confluent-kafka, kcat -X partitioner=murmur2_random), or use a murmur2 "
+        "partitioner in other clients, then publish it again"
+    )

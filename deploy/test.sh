@@ -8,6 +8,18 @@ cd "$ROOT"
 t0=$(date +%s)
 bash deploy/setup.sh --dev
 
+# kcat (librdkafka's command-line client) produces in the interoperability tests.
+if ! command -v kcat >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: installing kcat"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
+    else
+        echo "test.sh: kcat is missing; install it (Debian: apt-get install -y kcat) and run again" >&2
+        exit 1
+    fi
+fi
+
 started_here=0
 if ! bash deploy/kafka.sh status >/dev/null 2>&1; then
     bash deploy/kafka.sh start

@@ -166,10 +166,10 @@ class EmbeddedLog:
         by_part: dict[int, list[dict[str, Any]]] = {}
         placed = []
         now = int(time.time() * 1000)
-        for p in {partition_for(r.key, len(parts)) for r in records}:
+        where = [partition_for(r.key, len(parts)) if r.partition is None else r.partition for r in records]
+        for p in set(where):
             parts[p].next_offset = _scan(parts[p].path, repair=True)  # repair a torn tail first
-        for rec in records:
-            p = partition_for(rec.key, len(parts))
+        for rec, p in zip(records, where, strict=True):
             batch = by_part.setdefault(p, [])
             offset = parts[p].next_offset + len(batch)
             batch.append(

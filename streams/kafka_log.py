@@ -112,7 +112,7 @@ class KafkaLog:
         return self._partitions.get(topic, self._settings.partitions)
 
     async def append(self, topic: str, records: Sequence[OutgoingRecord]) -> list[tuple[int, int]]:
-        """Send every record to the partition of its key and wait for the broker's acks."""
+        """Send every record to its partition (by default, its key's) and wait for the broker's acks."""
         if self._producer is None:
             raise LogError(f"{self.url} is not started; call start() first")
         n = self.partitions(topic)
@@ -122,7 +122,7 @@ class KafkaLog:
                     topic,
                     value=rec.value,
                     key=rec.key.encode("utf-8"),
-                    partition=partition_for(rec.key, n),
+                    partition=partition_for(rec.key, n) if rec.partition is None else rec.partition,
                     headers=list(rec.headers) or None,
                 )
                 for rec in records

@@ -23,11 +23,16 @@ TOPICS = ("messages", "analyses", "control", "deadletter")
 
 @dataclass(frozen=True, slots=True)
 class OutgoingRecord:
-    """A record to append: the owner key and the framed event bytes (the log stamps append time)."""
+    """A record to append: the owner key and the framed event bytes (the log stamps append time).
+
+    ``partition`` is None for every event (it goes to its key's partition); a dead letter names the
+    partition its source record arrived on, so the source partition's progress is found there.
+    """
 
     key: str
     value: bytes
     headers: tuple[tuple[str, bytes], ...] = ()
+    partition: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +66,7 @@ class EventLog(Protocol):
         """Number of partitions of ``topic``."""
 
     async def append(self, topic: str, records: Sequence[OutgoingRecord]) -> list[tuple[int, int]]:
-        """Append records (each to the partition of its key); returns (partition, offset) per record."""
+        """Append records (each to its ``partition``, else its key's); returns (partition, offset) per record."""
 
     async def end_offsets(self, topic: str) -> dict[int, int]:
         """The next offset to be written, per partition."""

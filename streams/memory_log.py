@@ -36,12 +36,12 @@ class InMemoryLog:
         return len(self._parts(topic))
 
     async def append(self, topic: str, records: Sequence[OutgoingRecord]) -> list[tuple[int, int]]:
-        """Append each record to the partition of its key."""
+        """Append each record to its partition (by default, its key's)."""
         parts = self._parts(topic)
         placed = []
         now = int(time.time() * 1000)
         for rec in records:
-            p = partition_for(rec.key, len(parts))
+            p = partition_for(rec.key, len(parts)) if rec.partition is None else rec.partition
             offset = len(parts[p])
             parts[p].append(LogRecord(topic, p, offset, rec.key, rec.value, now, rec.headers))
             placed.append((p, offset))
@@ -64,6 +64,6 @@ class InMemoryLog:
         stop = until if until is not None else {p: len(r) for p, r in enumerate(parts)}
         for p, recs in enumerate(parts):
             start = (from_offsets or {}).get(p, 0)
-            for rec in recs[start : stop.get(p, len(recs))]:
+            for rec in recs[start : stop.get(p, 0)]:  # a partition missing from ``until`` is not read
                 if key is None or rec.key == key:
                     yield rec

@@ -11,8 +11,12 @@ Faust worker must agree with. Both stages resume from the log itself:
 
 Control events are forwarded by the analyzer into the analyses topic, so the folds read one
 ordered stream per owner, and replay sees exactly the order live projection saw.
-Undecodable or unprocessable records go to the dead-letter topic with the error and their
-source position; the stream goes on.
+Undecodable or unprocessable records — and records on a partition other than their key's (the
+rule: every record is where Kafka's murmur2 partitioner puts its key) — go to the dead-letter topic,
+on the partition they arrived on, with the error and their source position; the stream goes on.
+A dead letter carries progress like an analysis does (``adamem-resume``, for the analyses topic
+named by ``adamem-for``), and the resume point is the higher of the two, so a record is
+dead-lettered once however often the analyzer restarts.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import AdaMemError
 from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, MessageAnalyzed
+from adamem.partitioning import misplaced
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
 from adamem.schemas.serde import decode_event, encode_event
@@ -33,11 +38,13 @@ from adamem.settings import Settings
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 
 __all__ = [
+    "FOR_HEADER",
     "RESUME_HEADER",
     "SOURCE_HEADER",
     "PipelineStats",
     "ResumeTracker",
     "analyze_pending",
+    "classify",
     "dead_letter",
     "project_pending",
     "resume_header",
@@ -50,6 +57,9 @@ ERROR_HEADER = "adamem-error"
 # On every analyses record: compact JSON {"<input topic>": next offset} of its partition, how far
 # each input topic (messages and control) is accounted for once this record is on the log.
 RESUME_HEADER = "adamem-resume"
+# On every dead letter the analyzer writes: the analyses topic (the generation) whose progress its
+# ``adamem-resume`` header is, so each generation resumes past its own dead letters only.
+FOR_HEADER = "adamem-for"
 
 
 @dataclass
@@ -77,18 +87,25 @@ def source_of(rec: LogRecord) -> bytes:
     return f"{rec.topic}:{rec.partition}:{rec.offset}".encode()
 
 
-async def dead_letter(log: EventLog, settings: Settings, rec: LogRecord, error: str) -> None:
+def dead_letter_record(
+    rec: LogRecord, error: str, points: Mapping[str, int] | None = None, of: str = ""
+) -> OutgoingRecord:
+    """The dead letter of ``rec``: its bytes, error and source, on the partition it arrived on.
+
+    With ``points`` it also records progress: how far the input topics of that partition are
+    handled for the analyses topic ``of`` once it is on the log.
+    """
+    headers = [(SOURCE_HEADER, source_of(rec)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])]
+    if points is not None:
+        headers += [(RESUME_HEADER, resume_header(points)), (FOR_HEADER, of.encode())]
+    return OutgoingRecord(rec.key, rec.value, tuple(headers), partition=rec.partition)
+
+
+async def dead_letter(
+    log: EventLog, settings: Settings, rec: LogRecord, error: str, points: Mapping[str, int] | None = None
+) -> None:
     """Park an unprocessable record on the dead-letter topic with its error and source position."""
-    await log.append(
-        settings.topic("deadletter"),
-        [
-            OutgoingRecord(
-                rec.key,
-                rec.value,
-                headers=((SOURCE_HEADER, source_of(rec)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])),
-            )
-        ],
-    )
+    await log.append(settings.topic("deadletter"), [dead_letter_record(rec, error, points, settings.topic("analyses"))])
 
 
 class ResumeTracker:
@@ -151,7 +168,7 @@ def _resume_of(value: bytes) -> dict[str, int] | None:
     return points
 
 
-def _accounted_by(rec: LogRecord, wanted: set[str]) -> dict[str, int]:
+def _accounted_by(rec: LogRecord, wanted: set[str], *, sources: bool = True) -> dict[str, int]:
     """Next input offsets that one analyses record accounts for.
 
     Its ``adamem-resume`` header when it has one: that covers both input topics, and it supersedes
@@ -163,7 +180,7 @@ def _accounted_by(rec: LogRecord, wanted: set[str]) -> dict[str, int]:
     for name, value in rec.headers:
         if name == RESUME_HEADER and (points := _resume_of(value)) is not None:
             return {topic: offset for topic, offset in points.items() if topic in wanted}
-        if name == SOURCE_HEADER:
+        if name == SOURCE_HEADER and sources:
             topic, _, offset = value.decode().rpartition(":")
             topic = topic.rpartition(":")[0]
             if topic in wanted:
@@ -171,29 +188,63 @@ def _accounted_by(rec: LogRecord, wanted: set[str]) -> dict[str, int]:
     return found
 
 
-async def resume_points(log: EventLog, settings: Settings, partition: int) -> dict[str, int]:
-    """Next message/control offsets to analyze, from the headers at the analyses tail.
+async def _claims(
+    log: EventLog, topic: str, partition: int, wanted: set[str], accept: Callable[[LogRecord], bool], sources: bool
+) -> dict[str, int]:
+    """The highest next offset of each ``wanted`` topic that the newest accepted records of ``topic`` claim.
 
-    The newest record is read first: its ``adamem-resume`` header accounts for both input topics,
-    so resuming costs one record however long the log is. Only a log whose tail was written
-    before that header is read further back, in windows four times wider each time, until both
-    input topics are accounted for (by either header); one whose owners never had a control
-    event forwarded is then read to its start (once per caller, who keeps the result). Every
-    header's claim is a lower bound of what is handled, so the highest one read is taken.
+    The newest record is read first; the scan goes further back, in windows four times wider each
+    time, only until every wanted topic is accounted for (or the partition's start).
     """
-    analyses = settings.topic("analyses")
-    wanted = {settings.topic("messages"), settings.topic("control")}
-    end = (await log.end_offsets(analyses)).get(partition, 0)
+    end = (await log.end_offsets(topic)).get(partition, 0)
     found: dict[str, int] = {}
     window = 1
     start = end
     while start > 0 and not wanted <= found.keys():
         stop, start = start, max(0, end - window)  # each record is read once
-        async for rec in log.read(analyses, from_offsets={partition: start}, until={partition: stop}):
-            for topic, offset in _accounted_by(rec, wanted).items():
-                found[topic] = max(found.get(topic, 0), offset)
+        async for rec in log.read(topic, from_offsets={partition: start}, until={partition: stop}):
+            if accept(rec):
+                for name, offset in _accounted_by(rec, wanted, sources=sources).items():
+                    found[name] = max(found.get(name, 0), offset)
         window = 256 if window == 1 else window * 4
     return found
+
+
+async def resume_points(log: EventLog, settings: Settings, partition: int) -> dict[str, int]:
+    """Next message/control offsets to analyze, from the headers at the analyses and dead-letter tails.
+
+    The newest analysis is read first: its ``adamem-resume`` header accounts for both input topics,
+    so resuming costs one record however long the log is. Only a log whose tail was written
+    before that header is read further back, in windows four times wider each time, until both
+    input topics are accounted for (by either header); one whose owners never had a control
+    event forwarded is then read to its start (once per caller, who keeps the result). The
+    dead letters this generation wrote on the partition count the same way (their
+    ``adamem-resume`` header only), so a partition whose last records were dead-lettered is not
+    read, nor dead-lettered, again. Every header's claim is a lower bound of what is handled, so
+    the highest one read is taken.
+    """
+    analyses = settings.topic("analyses")
+    wanted = {settings.topic("messages"), settings.topic("control")}
+    found = await _claims(log, analyses, partition, wanted, lambda rec: True, sources=True)
+    mine = analyses.encode()
+
+    def for_this_generation(rec: LogRecord) -> bool:
+        return dict(rec.headers).get(FOR_HEADER) == mine
+
+    dead = await _claims(log, settings.topic("deadletter"), partition, wanted, for_this_generation, sources=False)
+    for topic, offset in dead.items():
+        found[topic] = max(found.get(topic, 0), offset)
+    return found
+
+
+async def dead_lettered_below(log: EventLog, settings: Settings, topic: str, partition: int) -> int:
+    """How far the records of ``topic`` (read in offset order, like the analyses) are dead-lettered.
+
+    The newest dead letter of that topic and partition says so in its ``adamem-resume`` header:
+    every record below it that had to be dead-lettered was.
+    """
+    found = await _claims(log, settings.topic("deadletter"), partition, {topic}, lambda rec: True, sources=False)
+    return found.get(topic, 0)
 
 
 async def _read_partition(log: EventLog, topic: str, partition: int, start: int, end: int) -> list[LogRecord]:
@@ -235,6 +286,22 @@ async def analyze_pending(
     return stats
 
 
+Handled = ChatMessage | MemoryForgotten | MemoryCorrected | str  # an input event, or why it is dead-lettered
+
+
+def classify(rec: LogRecord, partitions: int) -> Handled:
+    """An input record's event, or the error it is dead-lettered with (both runners use this)."""
+    try:
+        event = decode_event(rec.value)
+    except AdaMemError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if isinstance(event, MessageAnalyzed):
+        return f"a MessageAnalyzed event does not belong on {rec.topic}"
+    if event.user_id != rec.key:
+        return f"record key {rec.key!r} is not the event's owner {event.user_id!r}"
+    return misplaced(rec.key, rec.topic, rec.partition, partitions) or event
+
+
 async def _analyze_batch(
     log: EventLog,
     agent: MemoryAgent,
@@ -245,46 +312,41 @@ async def _analyze_batch(
 ) -> None:
     """Analyse a batch (in arrival order), forward its control events, dead-letter the rest.
 
-    Each analyses record carries its source and the ``tracker``'s points just after it: the dead
-    letters are appended first, so every record of the batch may count them as handled.
+    The results are appended in arrival order — runs of analyses, runs of dead letters — and
+    each record, either kind, carries its source and the ``tracker``'s points just after it, so
+    whatever is on the log when the process dies says exactly what is handled.
     """
-    decoded: list[tuple[LogRecord, ChatMessage | MemoryForgotten | MemoryCorrected]] = []
-    for rec in records:
-        try:
-            event = decode_event(rec.value)
-        except AdaMemError as exc:
-            await dead_letter(log, settings, rec, f"{type(exc).__name__}: {exc}")
-            tracker.handled(rec.topic, rec.offset)
-            stats.dead_lettered += 1
-            continue
-        if isinstance(event, MessageAnalyzed):
-            await dead_letter(log, settings, rec, f"a MessageAnalyzed event does not belong on {rec.topic}")
-            tracker.handled(rec.topic, rec.offset)
-            stats.dead_lettered += 1
-            continue
-        if event.user_id != rec.key:
-            await dead_letter(log, settings, rec, f"record key {rec.key!r} is not the event's owner {event.user_id!r}")
-            tracker.handled(rec.topic, rec.offset)
-            stats.dead_lettered += 1
-            continue
-        decoded.append((rec, event))
+    decoded = [(rec, classify(rec, log.partitions(rec.topic))) for rec in records]
     messages = [e for _, e in decoded if isinstance(e, ChatMessage)]
     try:
         analyses = iter(agent.analyze(messages))
     except AdaMemError as exc:
         raise AdaMemError(f"the Memory Agent failed on a batch of {len(messages)} message(s): {exc}") from exc
-    out: list[OutgoingRecord] = []
+    run: list[OutgoingRecord] = []
+    run_topic = ""
     for rec, event in decoded:
         tracker.handled(rec.topic, rec.offset)
-        headers = ((SOURCE_HEADER, source_of(rec)), (RESUME_HEADER, resume_header(tracker.points())))
-        if isinstance(event, ChatMessage):
-            out.append(OutgoingRecord(event.user_id, encode_event(next(analyses)), headers))
-            stats.analyzed += 1
+        points = tracker.points()
+        if isinstance(event, str):
+            topic = settings.topic("deadletter")
+            out = dead_letter_record(rec, event, points, settings.topic("analyses"))
+            stats.dead_lettered += 1
         else:
-            out.append(OutgoingRecord(event.user_id, rec.value, headers))
-            stats.forwarded += 1
-    if out:
-        await log.append(settings.topic("analyses"), out)
+            topic = settings.topic("analyses")
+            headers = ((SOURCE_HEADER, source_of(rec)), (RESUME_HEADER, resume_header(points)))
+            value = encode_event(next(analyses)) if isinstance(event, ChatMessage) else rec.value
+            out = OutgoingRecord(event.user_id, value, headers)
+            if isinstance(event, ChatMessage):
+                stats.analyzed += 1
+            else:
+                stats.forwarded += 1
+        if run and topic != run_topic:
+            await log.append(run_topic, run)  # acked before anything after it claims it
+            run = []
+        run_topic = topic
+        run.append(out)
+    if run:
+        await log.append(run_topic, run)
 
 
 async def project_pending(
@@ -300,6 +362,7 @@ async def project_pending(
     topic = settings.topic("analyses")
     start = projector.store.checkpoint(partition).get(topic, 0)
     end = (await log.end_offsets(topic)).get(partition, 0)
+    dead_below: int | None = None  # read from the dead-letter topic when a record first needs it
     while start < end:
         stop = min(end, start + batch)
         events: list[Positioned] = []
@@ -309,8 +372,12 @@ async def project_pending(
                 if isinstance(event, ChatMessage):
                     raise AdaMemError("a raw ChatMessage does not belong on the analyses topic")
             except AdaMemError as exc:
-                await dead_letter(log, settings, rec, f"{type(exc).__name__}: {exc}")
-                stats.dead_lettered += 1
+                if dead_below is None:
+                    dead_below = await dead_lettered_below(log, settings, topic, partition)
+                if rec.offset >= dead_below:  # else dead-lettered before a crash, not yet checkpointed
+                    await dead_letter(log, settings, rec, f"{type(exc).__name__}: {exc}", {topic: rec.offset + 1})
+                    dead_below = rec.offset + 1
+                    stats.dead_lettered += 1
                 continue
             events.append(Positioned(event, rec.topic, rec.partition, rec.offset))
         result = projector.apply_batch(partition, topic, events, upto=stop)

@@ -27,17 +27,21 @@ import faust
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import AdaMemError
-from adamem.events import ChatMessage, MessageAnalyzed
+from adamem.events import ChatMessage
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
 from adamem.schemas.serde import decode_event, encode_event
 from adamem.settings import Settings
-from adamem.streams.log import EventLog
+from adamem.streams.log import EventLog, LogRecord
 from adamem.streams.pipeline import (
     ERROR_HEADER,
+    FOR_HEADER,
     RESUME_HEADER,
     SOURCE_HEADER,
+    Handled,
     ResumeTracker,
+    classify,
+    dead_lettered_below,
     resume_header,
     resume_points,
 )
@@ -122,14 +126,19 @@ def create_app(
             made["projector"].store.bind(settings.partitions)
         return made["projector"]  # type: ignore[no-any-return]
 
-    async def to_deadletter(event: Any, error: str) -> Any:
-        """Send an event to the dead-letter topic; returns the send's future (acked when it resolves)."""
+    async def to_deadletter(event: Any, error: str, points: dict[str, int], of: str = "") -> Any:
+        """Send an event to the dead-letter topic, on the partition it arrived on; returns the send's future.
+
+        ``points`` (how far its input topics are handled with it) go in its ``adamem-resume`` header,
+        ``of`` (the analyses topic whose progress that is, for the analyze agent) in ``adamem-for``.
+        """
         log.warning("dead-lettered %s: %s", _source(event).decode(), error)
+        headers = [(SOURCE_HEADER, _source(event)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])]
+        headers.append((RESUME_HEADER, resume_header(points)))
+        if of:
+            headers.append((FOR_HEADER, of.encode()))
         return await deadletter.send(
-            key=event.message.key,
-            value=event.message.value,
-            partition=event.message.partition,
-            headers=[(SOURCE_HEADER, _source(event)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])],
+            key=event.message.key, value=event.message.value, partition=event.message.partition, headers=headers
         )
 
     # partition -> input topic -> next offset not yet accounted for by the analyses topic: read from
@@ -180,6 +189,15 @@ def create_app(
         m = event.message
         return bool(m.offset < (await accounted(m.partition)).get(m.topic, 0))
 
+    def _classify(event: Any) -> Handled:
+        m = event.message
+        try:
+            key = (m.key or b"").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"UnicodeDecodeError: the record key is not UTF-8 ({exc})"
+        rec = LogRecord(m.topic, m.partition, m.offset, key, m.value or b"", m.timestamp or 0)
+        return classify(rec, settings.partitions)
+
     @app.agent(inputs, name="analyze")
     async def analyze(stream: Any) -> None:
         async for events in stream.take_events(batch, within=within_s):
@@ -192,8 +210,9 @@ def create_app(
         offset order from where the group committed (everything below that was handled and
         acked). So once an event is handled, its topic is accounted for up to it, and the other
         topic up to what this worker handled of it, or else what the analyses topic said when the
-        partition was assigned: never more than what is on the log. The dead letters are acked
-        before the analyses that count them are sent.
+        partition was assigned: never more than what is on the log. Analyses and dead letters
+        (which carry the same header) are sent in the batch's order, and each run of one kind is
+        acked before a record of the other kind that counts it is sent.
         """
         changed = await asyncio.to_thread(switched_generation)
         if changed is not None:
@@ -205,39 +224,30 @@ def create_app(
         for p in sorted({e.message.partition for e in todo}):
             waiting = [(e.message.topic, e.message.offset) for e in todo if e.message.partition == p]
             trackers[p] = ResumeTracker(await accounted(p), waiting)
-        good: list[tuple[Any, Any]] = []
-        dead: list[Any] = []
-        for event in todo:
-            try:
-                decoded = decode_event(event.message.value or b"")
-                key = (event.message.key or b"").decode("utf-8")
-                if isinstance(decoded, MessageAnalyzed):
-                    raise AdaMemError(f"a MessageAnalyzed event does not belong on {event.message.topic}")
-                if decoded.user_id != key:
-                    raise AdaMemError(f"record key {key!r} is not the event's owner {decoded.user_id!r}")
-            except (AdaMemError, UnicodeDecodeError) as exc:
-                dead.append((event, await to_deadletter(event, f"{type(exc).__name__}: {exc}")))
-                continue
-            good.append((event, decoded))
-        for event, fut in dead:
-            await fut
-            trackers[event.message.partition].handled(event.message.topic, event.message.offset)
-        messages = [d for _, d in good if isinstance(d, ChatMessage)]
+        handled = [(event, _classify(event)) for event in todo]
+        messages = [d for _, d in handled if isinstance(d, ChatMessage)]
         results = iter(await asyncio.to_thread(memory_agent().analyze, messages) if messages else [])
-        sends = []
-        for event, decoded in good:
+        sends: list[Any] = []
+        sending_to = None
+        for event, decoded in handled:
             m = event.message
-            value = encode_event(next(results)) if isinstance(decoded, ChatMessage) else m.value
             trackers[m.partition].handled(m.topic, m.offset)
+            points = trackers[m.partition].points()
+            target = deadletter if isinstance(decoded, str) else analyses
+            if target is not sending_to:  # in order: what is sent before a record is acked before it
+                for fut in sends:
+                    await fut
+                sends, sending_to = [], target
+            if isinstance(decoded, str):
+                sends.append(await to_deadletter(event, decoded, points, settings.topic("analyses")))
+                continue
+            value = encode_event(next(results)) if isinstance(decoded, ChatMessage) else m.value
             sends.append(
                 await analyses.send(
                     key=decoded.user_id.encode("utf-8"),
                     value=value,
                     partition=m.partition,
-                    headers=[
-                        (SOURCE_HEADER, _source(event)),
-                        (RESUME_HEADER, resume_header(trackers[m.partition].points())),
-                    ],
+                    headers=[(SOURCE_HEADER, _source(event)), (RESUME_HEADER, resume_header(points))],
                 )
             )
         for fut in sends:
@@ -256,29 +266,46 @@ def create_app(
         if changed is not None:
             await stop_for(changed)  # never fold one generation's analyses into another's view
             return
+        topic = settings.topic("analyses")
         by_partition: dict[int, list[Positioned]] = defaultdict(list)
         reach: dict[int, int] = {}
+        done: dict[int, int] = {}
+        dead: list[Any] = []
         for event in events:
             m = event.message
             reach[m.partition] = max(reach.get(m.partition, 0), m.offset + 1)
+            if m.partition not in done:
+                done[m.partition] = (await asyncio.to_thread(projector().store.checkpoint, m.partition)).get(topic, 0)
             try:
                 decoded = decode_event(m.value or b"")
                 if isinstance(decoded, ChatMessage):
                     raise AdaMemError("a raw ChatMessage does not belong on the analyses topic")
             except AdaMemError as exc:
-                await to_deadletter(event, f"{type(exc).__name__}: {exc}")
-                continue
+                if m.offset >= done[m.partition] and m.offset >= await dead_below(m.partition):
+                    dead.append(await to_deadletter(event, f"{type(exc).__name__}: {exc}", {topic: m.offset + 1}))
+                    dead_letters[m.partition] = m.offset + 1
+                continue  # else dead-lettered already (a redelivery)
             by_partition[m.partition].append(Positioned(decoded, m.topic, m.partition, m.offset))
-        topic = settings.topic("analyses")
+        for fut in dead:
+            await fut  # on the log before the checkpoint that passes them
         for partition in sorted(reach):
             batch_events = sorted(by_partition.get(partition, []), key=lambda p: p.offset)
             first = min(e.message.offset for e in events if e.message.partition == partition)
-            done = (await asyncio.to_thread(projector().store.checkpoint, partition)).get(topic, 0)
-            if first > done:
+            if first > done[partition]:
                 # The store is behind the consumer group (a rebuilt view was switched to, or the
                 # store was replaced): the store is the truth about progress, so fill the gap.
-                batch_events = await _gap(partition, done, first) + batch_events
+                batch_events = await _gap(partition, done[partition], first) + batch_events
             await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
+
+    # partition -> how far the analyses topic is dead-lettered (read from the dead-letter topic once per assignment)
+    dead_letters: dict[int, int] = {}
+
+    async def dead_below(partition: int) -> int:
+        if partition not in dead_letters:
+            dead_letters[partition] = await dead_lettered_below(
+                reader(), settings, settings.topic("analyses"), partition
+            )
+        return dead_letters[partition]
 
     async def _gap(partition: int, start: int, end: int) -> list[Positioned]:
         log.info("filling projection gap p%d:%d-%d from the log", partition, start, end)
@@ -296,6 +323,7 @@ def create_app(
 
     async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
         resume.clear()  # another worker may analyse these partitions now
+        dead_letters.clear()
         assignment["epoch"] += 1
         if "projector" in made:
             made["projector"].forget_cache()
@@ -303,6 +331,7 @@ def create_app(
 
     async def on_assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
         resume.clear()
+        dead_letters.clear()
         assignment["epoch"] += 1
         if "projector" in made:
             made["projector"].forget_cache()

@@ -2,6 +2,8 @@
 
 The independent client is confluent-kafka (librdkafka, C): it consumes what our publisher wrote
 and decodes it with the ``.avsc`` files alone, and it produces a message our reader accepts.
+With librdkafka's default partitioner (CRC32), confluent-kafka and kcat put keys on other
+partitions than murmur2 does: those records are dead-lettered once, and nobody else's are lost.
 """
 
 from __future__ import annotations
@@ -9,7 +11,12 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import shutil
 import struct
+import subprocess
+import uuid
+import zlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import fastavro
@@ -18,15 +25,21 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from confluent_kafka import Consumer, Producer
 
+from adamem.analysis.agent import MemoryAgent
+from adamem.analysis.factory import NoExtractor
 from adamem.cli import main
 from adamem.errors import BrokerUnavailable
 from adamem.events import ChatMessage, Speaker
 from adamem.ingest import load_messages
+from adamem.projections.projector import Projector
+from adamem.projections.store import MemoryStore
+from adamem.projections.store.factory import open_store
 from adamem.schemas.codec import SCHEMA_DIR, fingerprint_of
 from adamem.schemas.serde import decode_as, encode_event
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
-from adamem.streams.log import partition_for
+from adamem.streams.log import EventLog, partition_for
+from adamem.streams.pipeline import ERROR_HEADER, run_pipeline
 from adamem.streams.publish import publish_messages
 
 pytestmark = pytest.mark.kafka
@@ -153,3 +166,114 @@ async def test_no_broker_is_a_clear_error(settings: Settings) -> None:
     log = open_log("kafka://127.0.0.1:1", Settings(kafka_timeout_s=3.0, topic_prefix=settings.topic_prefix))
     with pytest.raises(BrokerUnavailable, match=r"deploy/kafka\.sh start"):
         await log.start()
+
+
+# ---- producers on librdkafka's default partitioner (CRC32), and kcat ---------------------------
+
+
+class _FlatEmbedder:
+    """Every text is the same vector: where records go is under test, not the analysis."""
+
+    name, dim = "flat", 2
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed(texts)
+
+
+def _crc32_partition(key: str, partitions: int) -> int:
+    """Where librdkafka's default partitioner (``consistent_random``) puts a key."""
+    return zlib.crc32(key.encode()) % partitions
+
+
+def _owners(n: int) -> tuple[str, str, str]:
+    """A stray (CRC32 and murmur2 disagree), an owner on the stray's arrival partition, one on its own."""
+    names = [f"owner-{i}" for i in range(1000)]
+    stray = next(k for k in names if _crc32_partition(k, n) != partition_for(k, n))
+    busy = next(k for k in names if partition_for(k, n) == _crc32_partition(stray, n))
+    victim = next(k for k in names if k != stray and partition_for(k, n) == partition_for(stray, n))
+    return stray, busy, victim
+
+
+def _chat(owner: str, i: int) -> ChatMessage:
+    return ChatMessage(
+        str(uuid.uuid5(uuid.NAMESPACE_URL, f"{owner}/{i}")),
+        owner,
+        "c1",
+        f"m{i}",
+        Speaker("user", owner),
+        f"hi {i}",
+        1 + i,
+    )
+
+
+async def _project_run(log: EventLog, settings: Settings, store: MemoryStore) -> tuple[int, int]:
+    """One `adamem project` run: the in-process pipeline, resuming from the log alone."""
+    stats = await run_pipeline(log, Projector(store), MemoryAgent(NoExtractor(), _FlatEmbedder()), settings)
+    return stats.analyzed, stats.dead_lettered
+
+
+async def _check_misplaced_are_dead_lettered_once(
+    settings: Settings, kafka_bootstrap: str, produce: Callable[[list[tuple[str, bytes]], bool], None]
+) -> None:
+    """``produce(records, murmur2)`` writes keyed records with the client's default partitioner, or murmur2."""
+    n = settings.partitions
+    stray, busy, victim = _owners(n)
+    log = open_log(f"kafka://{kafka_bootstrap}", settings)
+    await log.start()
+    try:
+        await publish_messages(log, [_chat(busy, i) for i in range(8)] + [_chat(victim, i) for i in range(3)], settings)
+        strays = [_chat(stray, i) for i in range(5)]
+        await asyncio.to_thread(produce, [(stray, encode_event(m)) for m in strays], False)
+        landed = [r async for r in log.read(settings.topic("messages"), from_offsets=None)]
+        assert {r.partition for r in landed if r.key == stray} == {_crc32_partition(stray, n)}  # not murmur2's
+        store = open_store("memory://")
+        assert await _project_run(log, settings, store) == (11, 5)
+        await publish_messages(log, [_chat(victim, i) for i in range(3, 6)], settings)
+        assert await _project_run(log, settings, store) == (3, 0)  # nothing again, nothing skipped
+        assert await _project_run(log, settings, store) == (0, 0)
+        assert {o: len(store.rows("messages", o)) for o in store.owners()} == {busy: 8, victim: 6}
+        dead = [r async for r in log.read(settings.topic("deadletter"))]
+        assert sorted(r.value for r in dead) == sorted(encode_event(m) for m in strays)
+        assert {r.partition for r in dead} == {_crc32_partition(stray, n)}  # where they arrived
+        assert all(b"partitioner=murmur2_random" in dict(r.headers)[ERROR_HEADER] for r in dead)
+        # The fix the error names: the same records published again with murmur2 are analysed.
+        await asyncio.to_thread(produce, [(stray, encode_event(m)) for m in strays], True)
+        assert await _project_run(log, settings, store) == (5, 0)
+        assert len(store.rows("messages", stray)) == 5
+    finally:
+        await log.stop()
+
+
+async def test_confluent_kafka_with_its_default_partitioner_loses_nobody_and_dead_letters_once(
+    settings: Settings, kafka_bootstrap: str
+) -> None:
+    def produce(records: list[tuple[str, bytes]], murmur2: bool) -> None:
+        config = {"bootstrap.servers": kafka_bootstrap}
+        if murmur2:
+            config["partitioner"] = "murmur2_random"
+        producer = Producer(config)  # default: consistent_random, CRC32 of the key
+        for key, value in records:
+            producer.produce(settings.topic("messages"), key=key.encode(), value=value)
+        assert producer.flush(20) == 0
+
+    await _check_misplaced_are_dead_lettered_once(settings, kafka_bootstrap, produce)
+
+
+async def test_kcat_with_its_default_partitioner_loses_nobody_and_dead_letters_once(
+    settings: Settings, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    kcat = shutil.which("kcat")
+    assert kcat is not None, "kcat is missing: `apt-get install -y kcat` (deploy/test.sh installs it)"
+
+    def produce(records: list[tuple[str, bytes]], murmur2: bool) -> None:
+        for i, (key, value) in enumerate(records):  # one file per record: Avro bytes hold any delimiter
+            path = tmp_path / f"record-{murmur2}-{i}.bin"
+            path.write_bytes(value)
+            args = [kcat, "-P", "-b", kafka_bootstrap, "-t", settings.topic("messages"), "-k", key]
+            args += ["-X", "partitioner=murmur2_random"] if murmur2 else []
+            subprocess.run([*args, str(path)], check=True, timeout=60, capture_output=True)
+
+    await _check_misplaced_are_dead_lettered_once(settings, kafka_bootstrap, produce)

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -26,6 +27,7 @@ from adamem.analysis.factory import NoExtractor
 from adamem.analysis.rules import RuleExtractor
 from adamem.events import MemoryForgotten, MessageAnalyzed
 from adamem.ingest import load_messages
+from adamem.partitioning import partition_for
 from adamem.projections.folds.rows import Row
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_store
@@ -339,6 +341,16 @@ async def test_worker_end_to_end_with_dead_letters(
     for key in ("conv-26", "alice"):
         producer.produce(settings.topic("messages"), key=key.encode(), value=b"\xc3\x01 broken bytes")
     assert producer.flush(20) == 0
+    # And one on librdkafka's default partitioner (CRC32), which puts this owner off its partition.
+    stray = next(
+        k
+        for k in (f"stray-{i}" for i in range(1000))
+        if zlib.crc32(k.encode()) % settings.partitions != partition_for(k, settings.partitions)
+    )
+    misplaced = encode_event(dataclasses.replace(messages[0], user_id=stray))
+    crc32 = Producer({"bootstrap.servers": kafka_bootstrap})
+    crc32.produce(settings.topic("messages"), key=stray.encode(), value=misplaced)
+    assert crc32.flush(20) == 0
     await publish_messages(log, messages[150:], settings)
     await log.stop()
 
@@ -353,8 +365,11 @@ async def test_worker_end_to_end_with_dead_letters(
     log = open_log(f"kafka://{kafka_bootstrap}", settings)
     await log.start()
     dead = [r async for r in log.read(settings.topic("deadletter"))]
-    assert sorted(r.key for r in dead) == ["alice", "conv-26"]
-    assert all(r.value == b"\xc3\x01 broken bytes" for r in dead)
+    assert sorted(r.key for r in dead) == ["alice", "conv-26", stray]
+    assert all(r.value == b"\xc3\x01 broken bytes" for r in dead if r.key != stray)
+    [off] = [r for r in dead if r.key == stray]
+    assert off.value == misplaced and off.partition == zlib.crc32(stray.encode()) % settings.partitions
+    assert b"partitioner=murmur2_random" in dict(off.headers)[ERROR_HEADER]
     # Replay equals live: folding the recorded analyses again in-process gives the same rows.
     replay = open_store(str(tmp_path / "replay"))
     await run_pipeline(log, Projector(replay), agent(), settings)
@@ -462,3 +477,113 @@ async def test_worker_follows_a_switch_to_a_reanalysed_generation(
     assert live.view == "g2" and len(live.rows("messages", "conv-26")) == 60
     assert live.rows("episodic", "conv-26") == []
     assert "restarting to follow analysis generation g2" in (tmp_path / "worker.log").read_text()
+
+
+async def test_analyze_agent_dead_letters_a_record_off_its_owners_partition_once(
+    settings: Settings, tmp_path: Path, faust_apps: list[Any]
+) -> None:
+    """A record librdkafka's CRC32 put on partition 0 is dead-lettered there, and stays handled after a restart."""
+    settings = dataclasses.replace(settings, embedded_partitions=settings.partitions)  # the reader's partitions
+    messages_topic, control_topic = settings.topic("messages"), settings.topic("control")
+    here = next(f"here-{i}" for i in range(100) if partition_for(f"here-{i}", settings.partitions) == 0)
+    stray = next(f"stray-{i}" for i in range(100) if partition_for(f"stray-{i}", settings.partitions) != 0)
+    base = load_messages(SAMPLE, settings)[:3]
+    ours = [dataclasses.replace(m, user_id=here) for m in base[:2]]
+    theirs = dataclasses.replace(base[2], user_id=stray)
+    analysed = _CountingLog(settings)
+    await analysed.start()
+
+    def app_with(sent: list[dict[str, Any]], dead: list[dict[str, Any]]) -> Any:
+        app = create_app(
+            settings,
+            "127.0.0.1:1",
+            lambda: MemoryAgent(NoExtractor(), _FlatEmbedder()),
+            lambda: Projector(open_store(str(tmp_path / "s"))),
+            within_s=0.1,
+            log_reader=lambda: analysed,
+        )
+        app.finalize()
+        faust_apps.append(app)
+        _capture(app.adamem_topics["analyses"], sent)  # type: ignore[attr-defined]
+        _capture(app.adamem_topics["deadletter"], dead)  # type: ignore[attr-defined]
+        return app
+
+    async def deliver(app: Any, events: list[tuple[int, bytes, bytes]], n: int, *sinks: list[Any]) -> None:
+        async with app.adamem_agents["analyze"].test_context() as a:
+            put = _put_on(a, {messages_topic: events[0][0], control_topic: 0})
+            for _, value, key in events:
+                await put(messages_topic, value, key=key)
+            for _ in range(100):
+                if sum(len(s) for s in sinks) >= n:
+                    break
+                await asyncio.sleep(0.1)
+        await asyncio.sleep(0.3)  # nothing more comes
+
+    sent: list[dict[str, Any]] = []
+    dead: list[dict[str, Any]] = []
+    events = [
+        (0, encode_event(ours[0]), here.encode()),
+        (1, encode_event(theirs), stray.encode()),
+        (2, encode_event(ours[1]), here.encode()),
+    ]
+    await deliver(app_with(sent, dead), events, 3, sent, dead)
+    assert [decode_event(s["value"]).message.event_id for s in sent] == [m.event_id for m in ours]  # type: ignore[union-attr]
+    assert [(d["key"], d["partition"]) for d in dead] == [(stray.encode(), 0)]  # where it arrived, not the owner's
+    headers = dict(dead[0]["headers"])
+    assert b"partitioner=murmur2_random" in headers[ERROR_HEADER]
+    assert json.loads(headers[RESUME_HEADER]) == {messages_topic: 2, control_topic: 0}
+    assert [json.loads(dict(s["headers"])[RESUME_HEADER])[messages_topic] for s in sent] == [1, 3]
+
+    # A crash after the dead letter: its record and the one before are on the log, the last is not.
+    await analysed.append(
+        settings.topic("analyses"), [OutgoingRecord(here, sent[0]["value"], tuple(sent[0]["headers"]))]
+    )
+    await analysed.append(
+        settings.topic("deadletter"), [OutgoingRecord(stray, dead[0]["value"], tuple(dead[0]["headers"]), partition=0)]
+    )
+    again: list[dict[str, Any]] = []
+    dead_again: list[dict[str, Any]] = []
+    await deliver(app_with(again, dead_again), events[1:], 1, again, dead_again)  # redelivered from offset 1
+    assert dead_again == []  # dead-lettered once
+    assert [decode_event(s["value"]).message.event_id for s in again] == [ours[1].event_id]  # type: ignore[union-attr]
+
+
+async def test_project_agent_dead_letters_garbage_once_across_a_crash(
+    settings: Settings, tmp_path: Path, faust_apps: list[Any]
+) -> None:
+    """Garbage on the analyses topic: dead-lettered, then redelivered to a store that never checkpointed it."""
+    settings = dataclasses.replace(settings, partitions=1, embedded_partitions=1)
+    on_log = InMemoryLog(settings)
+    await on_log.start()
+    analyses = agent().analyze(load_messages(SAMPLE, settings)[:4])
+    values = [encode_event(analyses[0]), b"\x00 garbage", encode_event(analyses[1]), encode_event(analyses[2])]
+
+    async def project(store_path: Path, dead: list[dict[str, Any]]) -> LanceStore | Any:
+        store = open_store(str(store_path))
+        app = create_app(
+            settings, "127.0.0.1:1", agent, lambda: Projector(store), within_s=0.1, log_reader=lambda: on_log
+        )
+        app.finalize()
+        faust_apps.append(app)
+        _capture(app.adamem_topics["deadletter"], dead)  # type: ignore[attr-defined]
+        async with app.adamem_agents["project"].test_context() as p:  # type: ignore[attr-defined]
+            for value in values:
+                await p.put(value, key=b"alice", partition=0)
+            for _ in range(100):
+                if store.checkpoint(0).get(settings.topic("analyses")) == len(values):
+                    break
+                await asyncio.sleep(0.1)
+        return store
+
+    dead: list[dict[str, Any]] = []
+    first = await project(tmp_path / "first", dead)
+    assert [d["value"] for d in dead] == [b"\x00 garbage"]
+    assert json.loads(dict(dead[0]["headers"])[RESUME_HEADER]) == {settings.topic("analyses"): 2}
+    await on_log.append(
+        settings.topic("deadletter"),
+        [OutgoingRecord("alice", dead[0]["value"], tuple(dead[0]["headers"]), partition=0)],
+    )
+    dead_again: list[dict[str, Any]] = []
+    second = await project(tmp_path / "second", dead_again)  # a store that never saw the checkpoint
+    assert dead_again == []
+    assert len(second.rows("messages", "alice")) == len(first.rows("messages", "alice")) == 3
