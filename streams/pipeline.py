@@ -28,7 +28,7 @@ from adamem.errors import AdaMemError
 from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, MessageAnalyzed
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
-from adamem.schemas.serde import decode_event, encode_event
+from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 
@@ -281,7 +281,7 @@ async def _analyze_batch(
             out.append(OutgoingRecord(event.user_id, encode_event(next(analyses)), headers))
             stats.analyzed += 1
         else:
-            out.append(OutgoingRecord(event.user_id, rec.value, headers))
+            out.append(OutgoingRecord(event.user_id, reframe(rec.value), headers))  # spec's header order
             stats.forwarded += 1
     if out:
         await log.append(settings.topic("analyses"), out)

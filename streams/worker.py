@@ -30,7 +30,7 @@ from adamem.errors import AdaMemError
 from adamem.events import ChatMessage, MessageAnalyzed
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
-from adamem.schemas.serde import decode_event, encode_event
+from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
 from adamem.streams.log import EventLog
 from adamem.streams.pipeline import (
@@ -227,7 +227,7 @@ def create_app(
         sends = []
         for event, decoded in good:
             m = event.message
-            value = encode_event(next(results)) if isinstance(decoded, ChatMessage) else m.value
+            value = encode_event(next(results)) if isinstance(decoded, ChatMessage) else reframe(m.value)
             trackers[m.partition].handled(m.topic, m.offset)
             sends.append(
                 await analyses.send(
