@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The test command: install everything, start a real single-node Kafka broker (KRaft) with the
-# project's own script, run the whole suite against it (plus ruff and mypy), stop the broker.
+# The test command: install everything (and build the Java conformance check), start a real
+# single-node Kafka broker (KRaft) with the project's own script, run the whole suite against it
+# (plus ruff and mypy), stop the broker.
 # Extra arguments go to pytest, e.g. `bash deploy/test.sh -k embedded -x`.
 set -euo pipefail
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$ROOT"
 t0=$(date +%s)
 bash deploy/setup.sh --dev
+echo "test.sh: Java conformance build (Avro + Kafka Java reference; cached in conformance/java/target)"
+bash conformance/java/build.sh
 
 # kcat (librdkafka's command-line client) produces in the interoperability tests.
 if ! command -v kcat >/dev/null 2>&1; then

@@ -1,9 +1,13 @@
 """Avro single-object encoding: ``C3 01`` + 8-byte little-endian CRC-64-AVRO fingerprint + body.
 
-Writers frame each event with the fingerprint of the schema they wrote it with. Readers look the
-writer schema up by fingerprint (current schemas and every retired version under ``history/``)
-and read with their own, current reader schema, so an added field with a default evolves
-forward. Neither fastavro nor apache-avro implements the framing; this module does.
+Writers frame each event with the fingerprint of the schema they wrote it with, in the spec's
+byte order, the one Avro's Java ``BinaryMessageEncoder`` writes (``ChatMessage``: ``C3 01 D2 DC
+C6 4A E1 B2 5B 36``). Readers look the writer schema up by fingerprint (current schemas and every
+retired version under ``history/``) and read with their own, current reader schema, so an added
+field with a default evolves forward. Until issue 13 was fixed this module wrote the 8 bytes
+reversed; logs keep such events forever, so a reader also looks a header up in that order
+(``header_order`` tells which it was), and no writer writes it. Neither fastavro nor
+apache-avro implements the framing; this module does.
 
 Decoding is on the replay hot path, so each writer schema's way of reading is prepared once
 (``_Plan``): fastavro gets schemas it has already parsed (it re-parses any other schema on every
@@ -27,25 +31,34 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
 from adamem.errors import DecodeError, SchemaError, UnknownSchemaError
 
-__all__ = ["MAGIC", "SCHEMA_DIR", "Float32Array", "SchemaRegistry", "default_registry", "fingerprint_of"]
+__all__ = ["MAGIC", "SCHEMA_DIR", "Float32Array", "HeaderOrder", "SchemaRegistry", "default_registry", "fingerprint_of"]
 
 MAGIC = b"\xc3\x01"
 SCHEMA_DIR = Path(__file__).resolve().parent
-_HEADER = struct.Struct("<Q")
+_HEADER = struct.Struct("<Q")  # the spec's order, the only one written
+
+HeaderOrder = Literal["spec", "reversed"]
+"""Byte order of a header's fingerprint: the Avro spec's (little-endian), or the old reversed one."""
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def fingerprint_of(expanded_schema: Any) -> int:
-    """CRC-64-AVRO fingerprint of a fully expanded schema's parsing canonical form."""
-    return int(fingerprint(to_parsing_canonical_form(expanded_schema), "CRC-64-AVRO"), 16)
+    """CRC-64-AVRO fingerprint of a fully expanded schema's parsing canonical form.
+
+    The number Java's ``SchemaNormalization.parsingFingerprint64`` gives (as unsigned); fastavro
+    gives its 8 bytes as hex in little-endian order, the order of the header.
+    """
+    return int.from_bytes(
+        bytes.fromhex(fingerprint(to_parsing_canonical_form(expanded_schema), "CRC-64-AVRO")), "little"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +132,11 @@ def _uuid_text(value: Any) -> str:
     return str(value if isinstance(value, uuid.UUID) else uuid.UUID(value))
 
 
+def _reverse(fp: int) -> int:
+    """The number a header holding ``fp`` gives when read in the other byte order."""
+    return int.from_bytes(fp.to_bytes(8, "little"), "big")
+
+
 def _read_long(data: bytes, pos: int) -> tuple[int, int]:
     """An Avro long (zig-zag varint) at ``pos``; returns (value, next position)."""
     byte = data[pos]
@@ -174,6 +192,7 @@ class SchemaRegistry:
         self._current: dict[str, Any] = {}
         self._current_fp: dict[str, int] = {}
         self._writers: dict[int, tuple[str, Any]] = {}
+        self._reversed: dict[int, int] = {}  # a fingerprint's bytes read reversed -> the fingerprint
         self._upcasters: dict[tuple[str, int], Upcaster] = {}
         self._expanded: dict[int, Any] = {}
         self._plans: dict[int, _Plan] = {}
@@ -190,7 +209,14 @@ class SchemaRegistry:
             raise SchemaError(f"schema {schema.get('name')!r} does not parse: {exc}") from exc
         name = str(cast(dict[str, Any], parsed)["name"])
         fp = fingerprint_of(expanded)
+        reversed_fp = _reverse(fp)
+        # An old header is looked up reversed, so no fingerprint may be another's reversal.
+        if (reversed_fp != fp and reversed_fp in self._writers) or self._reversed.get(fp, fp) != fp:
+            raise SchemaError(
+                f"schema {name!r}: fingerprint {fp:016x} is another's reversed; headers would be ambiguous"
+            )
         self._writers[fp] = (name, parsed)
+        self._reversed[reversed_fp] = fp
         self._expanded[fp] = expanded
         if current:
             self._current[name] = parsed
@@ -289,18 +315,31 @@ class SchemaRegistry:
             inner[path[-1]] = _uuid_text(inner[path[-1]])
         return record, end
 
+    def reframe(self, data: bytes) -> bytes:
+        """``data`` with its header in the spec's order (the same bytes when it is already)."""
+        header = _HEADER.pack(self._read_header(data))
+        return data if data[2:10] == header else MAGIC + header + data[10:]
+
+    def header_order(self, data: bytes) -> HeaderOrder:
+        """Byte order of the fingerprint in ``data``'s header (reads only the header)."""
+        return "spec" if self._read_header(data) == _HEADER.unpack_from(data, 2)[0] else "reversed"
+
     def _read_header(self, data: bytes) -> int:
+        """The writer schema's fingerprint, from a header in the spec's order or the old reversed one."""
         if len(data) < 10:
             raise DecodeError(f"{len(data)} byte(s) is too short for a single-object-encoded event")
         if data[:2] != MAGIC:
             raise DecodeError(f"no Avro single-object marker (got {data[:2].hex()}, want c301)")
         (fp,) = _HEADER.unpack_from(data, 2)
-        if fp not in self._writers:
-            raise UnknownSchemaError(
-                f"unknown writer schema fingerprint {fp:016x}: add the writer's .avsc to "
-                f"{SCHEMA_DIR / 'history'} (or upgrade) to read it"
-            )
-        return int(fp)
+        if fp in self._writers:
+            return int(fp)
+        old = self._reversed.get(fp)
+        if old is not None:
+            return old
+        raise UnknownSchemaError(
+            f"unknown writer schema fingerprint {fp:016x} (header {data[:10].hex(' ')}): add the writer's "
+            f".avsc to {SCHEMA_DIR / 'history'} (or upgrade) to read it"
+        )
 
     def _upcast(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
         version = int(record.get("schema_version", 1))

@@ -8,7 +8,7 @@ from adamem.errors import DecodeError
 from adamem.events import ChatMessage, Event, MemoryCorrected, MemoryForgotten, MessageAnalyzed
 from adamem.schemas import default_registry
 
-__all__ = ["decode_as", "decode_event", "encode_event"]
+__all__ = ["decode_as", "decode_event", "encode_event", "reframe"]
 
 _MODELS: dict[str, type[ChatMessage] | type[MessageAnalyzed] | type[MemoryForgotten] | type[MemoryCorrected]] = {
     cls.SCHEMA: cls for cls in (ChatMessage, MessageAnalyzed, MemoryForgotten, MemoryCorrected)
@@ -38,3 +38,12 @@ def decode_as(data: bytes, model: type[E]) -> E:
         return model.from_record(record)
     except (KeyError, TypeError, ValueError) as exc:
         raise DecodeError(f"{name} record does not build a model: {exc}") from exc
+
+
+def reframe(data: bytes) -> bytes:
+    """Framed bytes with the header in the spec's order: how an event read from the log is passed on.
+
+    Events written before issue 13's fix have the fingerprint reversed; a forwarded copy is
+    written in the spec's order, like every other write. The body is kept byte for byte.
+    """
+    return default_registry().reframe(data)

@@ -33,7 +33,7 @@ from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, Message
 from adamem.partitioning import misplaced
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
-from adamem.schemas.serde import decode_event, encode_event
+from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 
@@ -334,7 +334,9 @@ async def _analyze_batch(
         else:
             topic = settings.topic("analyses")
             headers = ((SOURCE_HEADER, source_of(rec)), (RESUME_HEADER, resume_header(points)))
-            value = encode_event(next(analyses)) if isinstance(event, ChatMessage) else rec.value
+            value = (
+                encode_event(next(analyses)) if isinstance(event, ChatMessage) else reframe(rec.value)
+            )  # spec's order
             out = OutgoingRecord(event.user_id, value, headers)
             if isinstance(event, ChatMessage):
                 stats.analyzed += 1

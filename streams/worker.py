@@ -30,7 +30,7 @@ from adamem.errors import AdaMemError
 from adamem.events import ChatMessage
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
-from adamem.schemas.serde import decode_event, encode_event
+from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, LogRecord
 from adamem.streams.pipeline import (
@@ -241,7 +241,7 @@ def create_app(
             if isinstance(decoded, str):
                 sends.append(await to_deadletter(event, decoded, points, settings.topic("analyses")))
                 continue
-            value = encode_event(next(results)) if isinstance(decoded, ChatMessage) else m.value
+            value = encode_event(next(results)) if isinstance(decoded, ChatMessage) else reframe(m.value)
             sends.append(
                 await analyses.send(
                     key=decoded.user_id.encode("utf-8"),

@@ -15,7 +15,7 @@ import avro.schema
 import fastavro
 import pytest
 
-from adamem.errors import DecodeError, UnknownSchemaError
+from adamem.errors import DecodeError, SchemaError, UnknownSchemaError
 from adamem.events import (
     Analyzer,
     ChatMessage,
@@ -28,7 +28,7 @@ from adamem.events import (
     MessageAnalyzed,
     Speaker,
 )
-from adamem.schemas import MAGIC, SchemaRegistry, default_registry
+from adamem.schemas import MAGIC, SchemaRegistry, codec, default_registry
 from adamem.schemas.codec import SCHEMA_DIR
 from adamem.schemas.serde import decode_as, decode_event, encode_event
 
@@ -63,12 +63,31 @@ CORRECTED = MemoryCorrected(
 )
 
 
+# The headers Avro's Java BinaryMessageEncoder (1.12.2) writes for the current schemas: C3 01 and
+# SchemaNormalization.parsingFingerprint64 in little-endian order. tests/conformance/test_java.py
+# checks them against Java itself.
+JAVA_HEADERS = {
+    ChatMessage.SCHEMA: "c3 01 d2 dc c6 4a e1 b2 5b 36",  # parsingFingerprint64 = 0x365bb2e14ac6dcd2
+    MessageAnalyzed.SCHEMA: "c3 01 8e 73 09 29 a9 53 ca 59",  # 0x59ca53a92909738e
+    MemoryForgotten.SCHEMA: "c3 01 e4 b6 a4 fa 4b ea 06 a1",  # 0xa106ea4bfaa4b6e4
+    MemoryCorrected.SCHEMA: "c3 01 bd 01 da 2a 7d 64 73 6b",  # 0x6b73647d2ada01bd
+}
+
+
 @pytest.mark.parametrize("event", [MSG, ANALYSIS, FORGOT, CORRECTED], ids=lambda e: type(e).__name__)
 def test_every_event_round_trips(event: object) -> None:
     data = encode_event(event)  # type: ignore[arg-type]
     assert data[:2] == MAGIC
     assert struct.unpack("<Q", data[2:10])[0] == default_registry().fingerprint(event.SCHEMA)  # type: ignore[attr-defined]
     assert decode_event(data) == event
+
+
+@pytest.mark.parametrize("event", [MSG, ANALYSIS, FORGOT, CORRECTED], ids=lambda e: type(e).__name__)
+def test_the_header_is_the_one_java_writes(event: object) -> None:
+    data = encode_event(event)  # type: ignore[arg-type]
+    assert data[:10].hex(" ") == JAVA_HEADERS[event.SCHEMA]  # type: ignore[attr-defined]
+    assert default_registry().header_order(data) == "spec"
+    assert default_registry().fingerprint(event.SCHEMA) == int.from_bytes(data[2:10], "little")  # type: ignore[attr-defined]
 
 
 def test_fingerprint_agrees_with_apache_avro() -> None:
@@ -79,9 +98,11 @@ def test_fingerprint_agrees_with_apache_avro() -> None:
     for f in schema["fields"]:
         if isinstance(f["type"], dict) and "logicalType" in f["type"]:
             f["type"] = f["type"]["type"]
-    theirs = avro.schema.parse(json.dumps(schema)).fingerprint("CRC-64-AVRO")
+    theirs = avro.schema.parse(json.dumps(schema)).fingerprint("CRC-64-AVRO")  # the spec's 8 bytes, little-endian
     registry = SchemaRegistry()
-    assert registry.register(schema) == int.from_bytes(theirs, "big")
+    fp = registry.register(schema)
+    assert fp == int.from_bytes(theirs, "little")
+    assert registry.encode(ChatMessage.SCHEMA, MSG.to_record())[:10] == MAGIC + theirs
 
 
 @pytest.mark.parametrize("event", [MSG, ANALYSIS, FORGOT, CORRECTED], ids=lambda e: type(e).__name__)
@@ -148,6 +169,26 @@ def test_unknown_fingerprint_is_a_typed_error() -> None:
     data[2:10] = struct.pack("<Q", 0x1234)
     with pytest.raises(UnknownSchemaError, match="0000000000001234"):
         decode_event(bytes(data))
+
+
+def test_a_header_in_the_old_reversed_order_is_still_read() -> None:
+    data = encode_event(MSG)
+    old = data[:2] + data[2:10][::-1] + data[10:]
+    assert default_registry().header_order(old) == "reversed"
+    assert default_registry().writer_of(old) == ChatMessage.SCHEMA
+    assert decode_event(old) == MSG
+    assert encode_event(decode_event(old)) == data  # written again: the spec's order
+    assert default_registry().reframe(old) == data  # passed on (forwarded): the spec's order, the same body
+    assert default_registry().reframe(data) is data
+
+
+def test_a_fingerprint_that_is_another_s_reversed_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Old headers are looked up reversed, so such a pair would make a header ambiguous.
+    registry = SchemaRegistry()
+    fp = registry.register(json.loads((SCHEMA_DIR / "memory_corrected.avsc").read_text()))
+    monkeypatch.setattr(codec, "fingerprint_of", lambda _: int.from_bytes(fp.to_bytes(8, "little"), "big"))
+    with pytest.raises(SchemaError, match="ambiguous"):
+        registry.register(json.loads((SCHEMA_DIR / "chat_message.avsc").read_text()))
 
 
 @pytest.mark.parametrize("cut", [0, 1, 5, 9, 12, 40])

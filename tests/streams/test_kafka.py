@@ -12,7 +12,6 @@ import asyncio
 import io
 import json
 import shutil
-import struct
 import subprocess
 import uuid
 import zlib
@@ -24,6 +23,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from confluent_kafka import Consumer, Producer
+from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import NoExtractor
@@ -34,7 +34,7 @@ from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
 from adamem.projections.store import MemoryStore
 from adamem.projections.store.factory import open_store
-from adamem.schemas.codec import SCHEMA_DIR, fingerprint_of
+from adamem.schemas.codec import SCHEMA_DIR
 from adamem.schemas.serde import decode_as, encode_event
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
@@ -96,7 +96,8 @@ def _decode_with_avsc_only(value: bytes) -> dict[str, object]:
     """An outsider's decoder: fastavro plus the .avsc file, none of our codec."""
     schema = fastavro.parse_schema(json.loads((SCHEMA_DIR / "chat_message.avsc").read_text()))
     assert value[:2] == b"\xc3\x01"
-    assert struct.unpack("<Q", value[2:10])[0] == fingerprint_of(schema)
+    # The spec's header: the fingerprint's 8 bytes in little-endian order, as fastavro gives them.
+    assert value[2:10] == bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
     return fastavro.schemaless_reader(io.BytesIO(value[10:]), schema)  # type: ignore[return-value]
 
 

@@ -204,10 +204,12 @@ async def test_analyze_agent_records_how_far_both_input_topics_are_analysed(
         await put(messages_topic, b"\x00 definitely not avro")
         await put(messages_topic, encode_event(alice[0]))
         await put(messages_topic, encode_event(alice[1]))
-        await put(control_topic, encode_event(forget))
+        spec = encode_event(forget)
+        await put(control_topic, spec[:2] + spec[2:10][::-1] + spec[10:])  # as written before issue 13's fix
         await put(messages_topic, encode_event(alice[2]))
         await wait_for(5, sent, dead)
     assert len(dead) == 1
+    assert sent[2]["value"] == spec  # forwarded with the header in the spec's order
     resume = [json.loads(dict(s["headers"])[RESUME_HEADER]) for s in sent]
     assert resume == [  # the dead letter at 0 is acked before any of these is sent
         {messages_topic: 2, control_topic: 0},

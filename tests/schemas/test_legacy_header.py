@@ -1,0 +1,91 @@
+"""Events written before issue 13's fix, with the fingerprint reversed, are still read.
+
+``legacy_header/`` holds real bytes the old code wrote (see its README): one event of each type,
+and an embedded log with messages, analyses and control events. Logs are kept forever, so these
+must stay readable; what is written now is in the spec's order only.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from adamem.cli import main
+from adamem.projections.store.lance import LanceStore
+from adamem.schemas import MAGIC, default_registry
+from adamem.schemas.serde import decode_event, encode_event
+from tests.schemas.test_codec import ANALYSIS, CORRECTED, FORGOT, MSG
+
+FIXTURE = Path(__file__).resolve().parent / "legacy_header"
+EVENTS = json.loads((FIXTURE / "events.json").read_text())
+
+
+def test_the_fixture_records_the_old_order() -> None:
+    assert EVENTS["header_order"] == "reversed"
+    assert [e["schema"] for e in EVENTS["events"]] == [x.SCHEMA for x in (MSG, ANALYSIS, FORGOT, CORRECTED)]
+
+
+@pytest.mark.parametrize(
+    "index", range(4), ids=["ChatMessage", "MessageAnalyzed", "MemoryForgotten", "MemoryCorrected"]
+)
+def test_an_old_event_decodes_as_it_was_written_and_is_written_again_in_the_spec_s_order(index: int) -> None:
+    old = bytes.fromhex(EVENTS["events"][index]["hex"])
+    event = (MSG, ANALYSIS, FORGOT, CORRECTED)[index]
+    registry = default_registry()
+    assert registry.header_order(old) == "reversed"
+    assert decode_event(old) == event
+    new = encode_event(decode_event(old))
+    assert registry.header_order(new) == "spec"
+    assert new == MAGIC + old[2:10][::-1] + old[10:]  # same body; only the header's order changed
+
+
+def _entries(path: Path) -> list[dict[str, object]]:
+    with path.open("rb") as fo:
+        return list(fastavro.reader(fo))  # type: ignore[arg-type]
+
+
+def _values(log: Path, topic: str) -> list[bytes]:
+    return [bytes(e["value"]) for f in sorted((log / topic).glob("*.avro")) for e in _entries(f)]  # type: ignore[arg-type]
+
+
+def test_an_old_embedded_log_is_projected_and_goes_on_in_the_spec_s_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = default_registry()
+    log, store = tmp_path / "log", tmp_path / "store"
+    shutil.copytree(FIXTURE / "log", log)
+    old = {t: _values(log, f"adamem.{t}") for t in ("messages", "analyses", "control")}
+    assert [len(v) for v in old.values()] == [8, 8, 2]
+    assert {registry.header_order(v) for vs in old.values() for v in vs} == {"reversed"}  # real old bytes
+    monkeypatch.setenv("ADAMEM_TOPIC_PREFIX", "adamem")
+
+    assert main(["project", "--log", str(log), "--store", str(store)]) == 0
+    # The messages are analysed already (the analyses are in the log): only the control events are new.
+    assert capsys.readouterr().out.startswith(
+        "analyzed 0 message(s), forwarded 2 control event(s), applied 10 event(s)"
+    )
+    live = LanceStore(str(store), read_only=True)
+    assert {o: len(live.rows("messages", o)) for o in live.owners()} == {"alice": 4, "xiaoming": 3}  # one forgotten
+    assert live.rows("persona", "alice") or live.rows("episodic", "alice")
+    live.close()
+
+    # A message written now goes on the same log in the spec's order, and both are read.
+    src = tmp_path / "new.jsonl"
+    line = {"user_id": "xiaoming", "speaker": "Xiaoming", "text": "我搬到杭州了", "occurred_at": 1_709_600_000_000}
+    src.write_text(json.dumps(line, ensure_ascii=False), encoding="utf-8")
+    assert main(["publish", str(src), "--log", str(log), "--quiet"]) == 0
+    assert main(["project", "--log", str(log), "--store", str(store)]) == 0
+    assert "analyzed 1 message(s)" in capsys.readouterr().out
+    assert Counter(registry.header_order(v) for v in _values(log, "adamem.messages")) == {"reversed": 8, "spec": 1}
+    # The analyses topic: the 8 old analyses as they were, then the 2 forwarded control events and
+    # the new analysis, written now and so in the spec's order (a forwarded event is reframed).
+    analyses = _values(log, "adamem.analyses")
+    assert [registry.header_order(v) for v in analyses] == ["reversed"] * 8 + ["spec"] * 3
+    assert analyses[8:10] == [registry.reframe(v) for v in old["control"]]
+    live = LanceStore(str(store), read_only=True)
+    assert len(live.rows("messages", "xiaoming")) == 4
