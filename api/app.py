@@ -1,35 +1,41 @@
 """The FastAPI application: query, list memory, provenance, publish, health.
 
-Errors are answered as JSON ``{"error": kind, "detail": message}`` with a 4xx status for
-anything the caller can fix; no stack trace ever reaches a client. A key of one tenant sees
-only that tenant's owners: any other owner is answered as unknown (404), whether it exists or not.
+Every error — a 4xx for anything the caller can fix, a 5xx otherwise — is answered as JSON
+``{"error": kind, "detail": message}`` (``models.ErrorBody``), including the framework's own
+validation, body-parsing, 404 and 405 answers; every route declares each status it can answer in
+the OpenAPI description, and no stack trace ever reaches a client. A key of one tenant sees only
+that tenant's owners: any other owner is answered as unknown (404), whether it exists or not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import http
 import logging
-from collections.abc import AsyncIterator, Callable
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adamem.api.auth import KeyRing, Principal
-from adamem.api.models import AsOfBody, PublishBody, QueryBody
-from adamem.errors import AdaMemError, BrokerUnavailable, ConfigError, InputError, LogError
-from adamem.ingest import parse_time
+from adamem.api.auth import MIN_KEY_LENGTH, KeyRing, Principal
+from adamem.api.models import AsOfBody, ErrorBody, ErrorKind, PublishBody, QueryBody, publish_body, to_millis
+from adamem.api.provenance import ItemNotFound
+from adamem.errors import AdaMemError, InputError, LogError
 from adamem.retrieval.errors import UnknownOwner
 from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf
 from adamem.settings import Settings
 from adamem.streams.log import EventLog
 
-__all__ = ["create_app"]
+__all__ = ["MAX_BODY", "create_app"]
 
 log = logging.getLogger("adamem.api")
 
@@ -41,14 +47,20 @@ LAYER_TABLES = {
     "archive": ("messages",),
 }
 MAX_BODY = 1 << 20
+_DIGITS = re.compile(rb"[0-9]{1,19}")
 
 
 class Forbidden(AdaMemError):
     """The key may not do this."""
 
 
-def _error(status: int, kind: str, detail: str) -> JSONResponse:
-    return JSONResponse({"error": kind, "detail": detail}, status_code=status)
+class _AuthError(Exception):
+    def __init__(self, missing: bool) -> None:
+        self.missing = missing
+
+
+def _error(status: int, kind: ErrorKind, detail: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": kind, "detail": detail}, status_code=status, headers=headers)
 
 
 def _row_json(row: Any) -> dict[str, Any]:
@@ -59,30 +71,87 @@ def _row_json(row: Any) -> dict[str, Any]:
 
 
 class _BodyLimit:
-    """Answers 413 to a request declaring a body over ``MAX_BODY`` bytes.
+    """Refuses a request body over ``MAX_BODY`` bytes while it streams in, chunked or not.
+
+    The body is counted as each ASGI ``http.request`` message arrives, and the request is answered
+    413 as soon as the count passes the limit — before the rest is read, so a chunked upload of any
+    size costs at most ``MAX_BODY`` bytes of memory. A declared ``Content-Length`` over the limit is
+    refused before any of the body is read; one that is not a decimal number (or two that differ) is
+    a 400, and the connection is closed (its framing is unknown). The bytes read are then handed to
+    the application as one message. After a 413 the server reads the rest of the body and drops it,
+    so that the client, still sending, gets the answer rather than a reset connection.
 
     A plain ASGI middleware: Starlette's ``BaseHTTPMiddleware`` (``@app.middleware``) runs each
     request in a task group whose cancellation is re-delivered on every turn of the event loop
     while the request waits for its worker thread — a sixth of the service's CPU under load.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY) -> None:
         self.app = app
+        self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            size = next((v for k, v in scope["headers"] if k == b"content-length"), None)
-            if size is not None and (not size.isdigit() or int(size) > MAX_BODY):
-                detail = f"request body over {MAX_BODY} bytes; send fewer messages per call"
-                await _error(413, "too_large", detail)(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = f"request body over {self.limit} bytes; send fewer messages per call"
+        declared = {v.strip() for k, v in scope["headers"] if k == b"content-length"}
+        if declared:
+            if len(declared) > 1 or not all(_DIGITS.fullmatch(v) for v in declared):
+                detail = "Content-Length is not one decimal number of bytes"
+                await _error(400, "bad_request", detail, {"Connection": "close"})(scope, receive, send)
                 return
-        await self.app(scope, receive, send)
+            if int(next(iter(declared))) > self.limit:
+                await _error(413, "too_large", too_large)(scope, receive, send)
+                return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await _error(413, "too_large", too_large)(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        async def replay() -> Message:
+            nonlocal body
+            if body is not None:
+                message, body = body, None
+                return message
+            return await receive()  # after the body: wait for the disconnect
+
+        await self.app(scope, replay, send)
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI responses: each status with the error body and what it means here."""
+    meaning = {
+        400: "The body is not JSON, or a message breaks a rule the schema cannot state (see detail).",
+        401: "No API key was sent.",
+        403: "The API key is not valid, or may not act for that tenant.",
+        404: "No such owner or item for this key, or no such path.",
+        413: f"The request body is over {MAX_BODY} bytes.",
+        422: "The request does not match this description (types, bounds, required or unknown fields).",
+        500: "An unexpected error; it has been logged.",
+        503: "The log or the store cannot answer now; retry later.",
+    }
+    return {s: {"model": ErrorBody, "description": meaning[s]} for s in statuses}
 
 
 def create_app(
     settings: Settings, retriever: Retriever, log_: EventLog | None = None, *, api_keys: str = ""
 ) -> FastAPI:
-    """The query service over ``retriever``'s store; ``log_`` (optional) enables publishing and lag."""
+    """The query service over ``retriever``'s store; ``log_`` (optional) enables publishing and lag.
+
+    Raises ``ConfigError`` when ``api_keys`` is malformed or a key is shorter than ``MIN_KEY_LENGTH``.
+    """
     keys = KeyRing(api_keys)
 
     @asynccontextmanager
@@ -102,15 +171,55 @@ def create_app(
         title="AdaMem Stream query service",
         version="0.1.0",
         lifespan=lifespan,
-        description="Evidence from a user's four-layer memory, with provenance back to the log.",
+        description=(
+            "Evidence from a user's four-layer memory, with provenance back to the log. "
+            'Every error is `{"error": kind, "detail": message}`. '
+            + (
+                "This service runs open: no API key is needed."
+                if keys.open
+                else f"Send your tenant's API key (at least {MIN_KEY_LENGTH} characters) as `X-API-Key` "
+                "or as `Authorization: Bearer <key>`."
+            )
+        ),
     )
 
     app.add_middleware(_BodyLimit)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:10])
+        errors = exc.errors()
+        broken = next((e for e in errors if e.get("type") == "json_invalid"), None)
+        if broken is not None:
+            where = broken["loc"][-1] if broken.get("loc") else "?"
+            reason = (broken.get("ctx") or {}).get("error", broken.get("msg", ""))
+            return _error(400, "invalid_json", f"the body is not valid JSON: {reason} (at character {where})")
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:10])
         return _error(422, "invalid_request", problems)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def framework(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        status = exc.status_code
+        if status == 400:  # FastAPI could not read the body as JSON (e.g. it is not UTF-8)
+            cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+            return _error(400, "invalid_json", f"the body is not valid JSON{cause}", exc.headers)
+        kinds: dict[int, ErrorKind] = {
+            404: "not_found",
+            405: "method_not_allowed",
+            413: "too_large",
+            401: "unauthenticated",
+            403: "forbidden",
+        }
+        kind: ErrorKind = kinds.get(status, "bad_request" if status < 500 else "unavailable")
+        detail = exc.detail if isinstance(exc.detail, str) else http.HTTPStatus(status).phrase
+        if status == 404:
+            detail = f"no such path: {request.url.path}"
+        elif status == 405:
+            detail = f"{request.method} is not allowed here; allowed: {(exc.headers or {}).get('Allow', '')}"
+        return _error(status, kind, detail, exc.headers)
+
+    @app.exception_handler(ItemNotFound)
+    async def unknown_item(request: Request, exc: ItemNotFound) -> JSONResponse:
+        return _error(404, "unknown_item", str(exc))
 
     @app.exception_handler(UnknownOwner)
     async def unknown(request: Request, exc: UnknownOwner) -> JSONResponse:
@@ -120,16 +229,13 @@ def create_app(
     async def bad_input(request: Request, exc: InputError) -> JSONResponse:
         return _error(400, "invalid_messages", str(exc))
 
-    @app.exception_handler(ConfigError)
-    async def bad_value(request: Request, exc: ConfigError) -> JSONResponse:
-        return _error(400, "invalid_value", str(exc))
-
     @app.exception_handler(Forbidden)
     async def forbidden(request: Request, exc: Forbidden) -> JSONResponse:
         return _error(403, "forbidden", str(exc))
 
-    @app.exception_handler(BrokerUnavailable)
-    async def no_broker(request: Request, exc: BrokerUnavailable) -> JSONResponse:
+    @app.exception_handler(LogError)
+    async def no_log(request: Request, exc: LogError) -> JSONResponse:
+        log.warning("log unavailable: %s", exc)
         return _error(503, "log_unavailable", str(exc))
 
     @app.exception_handler(AdaMemError)
@@ -142,25 +248,29 @@ def create_app(
         log.exception("unexpected error")  # the trace goes to the log, never to the client
         return _error(500, "internal", "unexpected error; it has been logged")
 
-    def principal(
-        x_api_key: str | None = Header(None, description="Your tenant's API key."),
-        authorization: str | None = Header(None, include_in_schema=False),
-    ) -> Principal:
-        presented = x_api_key or (authorization[7:] if authorization and authorization.startswith("Bearer ") else None)
-        who = keys.principal(presented)
-        if who is None:
-            raise _AuthError(presented is None)
-        return who
-
-    class _AuthError(Exception):
-        def __init__(self, missing: bool) -> None:
-            self.missing = missing
-
     @app.exception_handler(_AuthError)
     async def auth_failed(request: Request, exc: _AuthError) -> JSONResponse:
         if exc.missing:
             return _error(401, "unauthenticated", "send your tenant's API key in the X-API-Key header")
         return _error(403, "forbidden", "this API key is not valid")
+
+    api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="Your tenant's API key.")
+    bearer = HTTPBearer(auto_error=False, description="Your tenant's API key as a bearer token.")
+
+    def keyed(
+        key: str | None = Security(api_key), token: HTTPAuthorizationCredentials | None = Security(bearer)
+    ) -> Principal:
+        presented = key or (token.credentials if token is not None else None)
+        who = keys.principal(presented)
+        if who is None:
+            raise _AuthError(presented is None)
+        return who
+
+    def everyone() -> Principal:
+        return Principal(None)
+
+    # The description declares the keys only when the service checks them.
+    principal: Callable[..., Principal] = everyone if keys.open else keyed
 
     def visible_to(who: Principal) -> Callable[[frozenset[str]], bool]:
         """Whether ``who`` may see an owner of these tenants (an owner without messages: the default tenant)."""
@@ -175,31 +285,35 @@ def create_app(
         if value is None:
             return None
         if isinstance(value, AsOfBody):
-            if (value.time is None) == (value.offset is None):
-                raise ConfigError("as_of needs exactly one of time or offset")
             if value.offset is not None:
                 return AsOf(offset=value.offset)
+            assert value.time is not None  # the model holds exactly one
             value = value.time
-        try:
-            return AsOf(time=parse_time(value))
-        except ValueError as exc:
-            raise ConfigError(f"as_of: {exc}") from exc
+        return AsOf(time=to_millis(value))
+
+    keyed_errors = (401, 403) if not keys.open else ()
+    owner = Path(description="The memory owner (user_id).", examples=["alice"])
 
     @app.post(
         "/v1/users/{user}/query",
         summary="Ranked evidence for a question, with provenance",
         response_model=dict[str, Any],
         response_class=JSONResponse,
+        responses=_errors(*keyed_errors, 400, 404, 413, 422, 500, 503),
     )
-    async def query(user: str, body: QueryBody, who: Principal = Depends(principal)) -> Response:
+    async def query(body: QueryBody, user: str = owner, who: Principal = Depends(principal)) -> Response:
         point = as_of_point(body.as_of)
         answer = await retriever.aquery(user, body.question, body.top_k, point, visible_to=visible_to(who))
         return JSONResponse(answer.to_dict())  # serialised once by json, not validated by a model again
 
-    @app.get("/v1/users/{user}/memory", summary="One layer of a user's memory")
+    @app.get(
+        "/v1/users/{user}/memory",
+        summary="One layer of a user's memory",
+        responses=_errors(*keyed_errors, 404, 422, 500, 503),
+    )
     async def memory(
-        user: str,
-        layer: str = Query("episodic", pattern="^(working|episodic|persona|graph|archive)$"),
+        user: str = owner,
+        layer: Literal["working", "episodic", "persona", "graph", "archive"] = Query("episodic"),
         limit: int = Query(500, ge=1, le=10_000),
         who: Principal = Depends(principal),
     ) -> dict[str, Any]:
@@ -209,28 +323,35 @@ def create_app(
             rows = sorted((r for r in rows if r.in_working), key=lambda r: r.working_seq)  # type: ignore[union-attr]
         return {"user_id": user, "layer": layer, "count": len(rows), "rows": [_row_json(r) for r in rows[:limit]]}
 
-    @app.get("/v1/users/{user}/memory/{item}/provenance", summary="From a memory item back to its messages")
-    async def provenance(user: str, item: str, who: Principal = Depends(principal)) -> dict[str, Any]:
+    @app.get(
+        "/v1/users/{user}/memory/{item}/provenance",
+        summary="From a memory item back to its messages",
+        responses=_errors(*keyed_errors, 404, 422, 500, 503),
+    )
+    async def provenance(
+        user: str = owner, item: str = Path(description="A memory item's id."), who: Principal = Depends(principal)
+    ) -> dict[str, Any]:
         await owner_visible(user, who)
         from adamem.api.provenance import trace
 
         return await trace(retriever, log_, settings, user, item)
 
-    @app.post("/v1/messages", status_code=202, summary="Publish messages to the log")
     async def publish(body: PublishBody, who: Principal = Depends(principal)) -> dict[str, Any]:
         if log_ is None:
-            raise ConfigError("this service was started without --log; it cannot publish")
+            raise LogError("this service was started without --log; it cannot publish")
         import json
 
         from adamem.ingest import load_messages
         from adamem.streams.publish import publish_messages
 
-        for record in body.messages:
-            tenant = str(record.get("tenant") or (who.tenant or settings.default_tenant))
+        records = []
+        for message in body.messages:
+            record = message.model_dump(exclude_none=True)
+            tenant = message.tenant or who.tenant or settings.default_tenant
             if not who.may_see(tenant):
                 raise Forbidden(f"this key may not publish for tenant {tenant!r}")
-            record["tenant"] = tenant
-        data = "\n".join(json.dumps(m, ensure_ascii=False) for m in body.messages).encode()
+            records.append({**record, "tenant": tenant, "occurred_at": to_millis(message.occurred_at)})
+        data = "\n".join(json.dumps(r) for r in records).encode()  # ASCII: one line each, whatever the text
         messages = load_messages(data, settings, "body.messages", "jsonl")
         report = await publish_messages(log_, messages, settings)
         return {
@@ -240,7 +361,20 @@ def create_app(
             "event_ids": [m.event_id for m in messages],
         }
 
-    @app.get("/health", summary="Readiness, and how far the projections are behind the log")
+    # This service's own text limit (ADAMEM_MAX_TEXT_BYTES) is part of its description.
+    publish.__annotations__["body"] = publish_body(settings.max_text_bytes)
+    app.post(
+        "/v1/messages",
+        status_code=202,
+        summary="Publish messages to the log",
+        responses=_errors(*keyed_errors, 400, 413, 422, 500, 503),
+    )(publish)
+
+    @app.get(
+        "/health",
+        summary="Readiness, and how far the projections are behind the log",
+        responses=_errors(500),
+    )
     async def health() -> dict[str, Any]:
         out: dict[str, Any] = {"status": "ok", "store": retriever.store.url, "auth": "open" if keys.open else "keys"}
         if log_ is not None:

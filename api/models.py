@@ -1,38 +1,292 @@
-"""Typed request bodies of the HTTP API (pydantic); responses are the domain's JSON forms."""
+"""Typed request bodies and the one error body of the HTTP API (pydantic); responses are the domain's JSON forms.
+
+Every body is strict: a JSON value of the wrong type is refused rather than coerced (``"10"`` and
+``true`` are not integers; ``10.0`` is one, as JSON Schema has it, and ``10.5`` is not), unknown
+fields are refused, and every number has bounds. What the OpenAPI description says is what the
+service enforces: the description is generated from these models, and the same models validate
+each request.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    create_model,
+    model_validator,
+)
 
-__all__ = ["AsOfBody", "PublishBody", "QueryBody"]
+__all__ = [
+    "MAX_TIME_MS",
+    "MIN_TIME_MS",
+    "AsOfBody",
+    "ErrorBody",
+    "ErrorKind",
+    "MessageBody",
+    "PublishBody",
+    "QueryBody",
+    "Time",
+    "publish_body",
+    "to_millis",
+]
+
+# The times ISO-8601 writes with a four-digit year: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z,
+# as milliseconds since the Unix epoch (each fits an Avro timestamp-millis).
+MIN_TIME_MS = -62_135_596_800_000
+MAX_TIME_MS = 253_402_300_799_999
+MAX_OFFSET = (1 << 53) - 1  # exact as a JSON number; a Kafka offset (int64) never gets this far in practice
+
+# A string with at least one character that is not whitespace in Python's sense (``str.isspace``,
+# which is what the ingest checks use): spelt out, because ``\s`` differs between regex dialects.
+NOT_BLANK = r"[^\t\n\u000b\u000c\r\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+_UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+_RFC3339 = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))"
+)
+
+ErrorKind = Literal[
+    "invalid_json",
+    "invalid_request",
+    "invalid_messages",
+    "unauthenticated",
+    "forbidden",
+    "unknown_user",
+    "unknown_item",
+    "not_found",
+    "method_not_allowed",
+    "too_large",
+    "bad_request",
+    "log_unavailable",
+    "unavailable",
+    "internal",
+]
 
 
-class AsOfBody(BaseModel):
-    """A point in the owner's history: an event time or a log offset of the owner's partition."""
+class ErrorBody(BaseModel):
+    """The one shape of every error answer (4xx and 5xx): a stable kind and a sentence for a person."""
 
     model_config = ConfigDict(extra="forbid")
 
-    time: str | int | None = Field(None, description="Event time: ISO-8601 or integer ms since the epoch.")
-    offset: int | None = Field(None, ge=0, description="Offset on the owner's analyses partition.")
+    error: ErrorKind = Field(..., description="What went wrong, as a stable machine-readable kind.")
+    detail: str = Field(..., description="What went wrong and how to fix it, for a person.")
+
+
+def _json_integer(value: Any) -> Any:
+    """A JSON integer: an integral number (``10`` or ``10.0``, as JSON Schema has it), never a string or a bool."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value  # anything else goes on to the strict integer check (which refuses "10", true and 10.5)
+
+
+# JSON Schema's integer: any number without a fractional part; strict otherwise. Each integer's
+# bounds stand before the validator in its Annotated list, so that its description keeps them.
+TopK = Annotated[int, Field(ge=1, le=100), BeforeValidator(_json_integer)]
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET), BeforeValidator(_json_integer)]
+
+
+def _parse_rfc3339(value: str) -> int:
+    """Milliseconds since the epoch of an RFC 3339 date-time; ValueError when it is not one."""
+    m = _RFC3339.fullmatch(value)
+    if m is None:
+        raise ValueError("is not an RFC 3339 date-time such as 2024-03-01T09:30:00Z")
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    fraction, sign, off_h, off_m = m.group(7), m.group(8), m.group(9), m.group(10)
+    try:
+        when = dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.UTC)  # ValueError: no such date
+    except ValueError as exc:
+        raise ValueError(f"is not a valid date-time ({exc})") from None
+    offset = 0
+    if sign is not None:
+        if int(off_h) > 23 or int(off_m) > 59:
+            raise ValueError("has an offset out of range (-23:59 to +23:59)")
+        offset = (int(off_h) * 60 + int(off_m)) * 60_000 * (1 if sign == "+" else -1)
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    millis = (when - epoch) // dt.timedelta(milliseconds=1) + int((fraction or "0")[:3].ljust(3, "0"))
+    return millis - offset
+
+
+def _rfc3339(value: str) -> str:
+    _parse_rfc3339(value)
+    return value
+
+
+EpochMillis = Annotated[
+    int,
+    Field(
+        ge=MIN_TIME_MS, le=MAX_TIME_MS, description="Milliseconds since the Unix epoch (UTC), 0001-01-01 to 9999-12-31."
+    ),
+    BeforeValidator(_json_integer),
+]
+DateTimeText = Annotated[
+    str,
+    Field(
+        max_length=64,
+        json_schema_extra={"format": "date-time"},
+        description="An RFC 3339 date-time with its offset, e.g. 2024-03-01T09:30:00Z (years 0001-9999).",
+    ),
+    AfterValidator(_rfc3339),
+]
+
+
+def _time_kind(value: Any) -> str:
+    return "rfc3339" if isinstance(value, str) else "millis"
+
+
+def _as_of_kind(value: Any) -> str:
+    return "point" if isinstance(value, dict) else _time_kind(value)
+
+
+# The JSON type picks the branch, so that an error names one branch, not every one it is not.
+Time = Annotated[
+    Annotated[EpochMillis, Tag("millis")] | Annotated[DateTimeText, Tag("rfc3339")],
+    Discriminator(_time_kind),
+]
+
+
+def to_millis(value: int | str) -> int:
+    """Milliseconds since the epoch of a validated ``Time``."""
+    return value if isinstance(value, int) else _parse_rfc3339(value)
+
+
+def _no_null(schema: dict[str, Any]) -> None:
+    """The field may be absent but not null: drop the null branch and the null default from its schema."""
+    schema.pop("default", None)
+    branches = [s for s in schema.pop("anyOf", []) if s.get("type") != "null"]
+    if len(branches) == 1:
+        schema.update(branches[0])
+    elif branches:
+        schema["anyOf"] = branches
+
+
+class AsOfBody(BaseModel):
+    """A point in the owner's history: exactly one of an event time or a log offset of the owner's partition."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"minProperties": 1, "maxProperties": 1})
+
+    time: Time | None = Field(None, json_schema_extra=_no_null, description="Event time: RFC 3339 or integer ms.")
+    offset: Offset | None = Field(
+        None, json_schema_extra=_no_null, description="Offset on the owner's analyses partition."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exactly_one(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            given = [k for k in ("time", "offset") if k in data]
+            if len(given) != 1:
+                raise ValueError("as_of needs exactly one of time or offset")
+            if data[given[0]] is None:
+                raise ValueError(f"as_of.{given[0]} may not be null")
+        return data
+
+
+AsOfPoint = Annotated[
+    Annotated[EpochMillis, Tag("millis")] | Annotated[DateTimeText, Tag("rfc3339")] | Annotated[AsOfBody, Tag("point")],
+    Discriminator(_as_of_kind),
+]
 
 
 class QueryBody(BaseModel):
     """A question about one owner's memory."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"question": "What food does Alice like?", "top_k": 5}]},
+    )
 
     question: str = Field(..., min_length=1, max_length=2000, description="The question, English or Chinese.")
-    top_k: int = Field(10, ge=1, le=100, description="How many ranked items to return.")
-    as_of: str | int | AsOfBody | None = Field(
-        None, description="Answer from memory as it was then: ISO-8601 time, integer ms, or {time|offset}."
+    top_k: TopK = Field(10, description="How many ranked items to return.")
+    as_of: AsOfPoint | None = Field(
+        None, description="Answer from memory as it was then: an RFC 3339 time, integer ms, or {time} or {offset}."
     )
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():  # the same test as NOT_BLANK, and as the ingest checks
+        raise ValueError("is blank")
+    return value
+
+
+# Enforced by the validator (with a readable message), described by the pattern: the two agree.
+NotBlank = Annotated[str, Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK}), AfterValidator(_not_blank)]
+Role = Literal["user", "assistant", "other"]
+
+
+class SpeakerBody(BaseModel):
+    """A speaker given as an object: a name and, optionally, a role."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: NotBlank = Field(..., description="Display name of the speaker.")
+    role: Role = Field("user", description="user: the memory owner; assistant: the agent; other: anyone else.")
+
+
+class MessageBody(BaseModel):
+    """One chat message, the JSON Lines record of ``adamem publish``; null or absent optional fields mean the same."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    user_id: NotBlank = Field(..., description="The memory owner.")
+    speaker: NotBlank | SpeakerBody = Field(..., description="Who said it: a name, or {name, role}.")
+    role: Role = Field("user", description="user: the memory owner; assistant: the agent; other: anyone else.")
+    text: NotBlank = Field(..., description="The message text (not blank).")
+    occurred_at: Time = Field(..., description="When it was said: RFC 3339, or integer ms since the epoch.")
+    tenant: str | None = Field(None, description="The tenant; empty or absent: the key's tenant (or the default one).")
+    conversation_id: str | None = Field(None, description="The conversation; empty or absent: 'default'.")
+    message_id: str | None = Field(None, description="The producer's id; empty or absent: derived from the message.")
+    event_id: str | None = Field(None, pattern=_UUID, description="Idempotency key (a UUID); absent: derived.")
+    metadata: dict[str, str] | None = Field(None, description="Free-form string metadata.")
 
 
 class PublishBody(BaseModel):
     """Messages to publish, in the same shape as one JSON Lines record each."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    messages: list[dict[str, Any]] = Field(..., min_length=1, max_length=5000, description="The messages.")
+    messages: list[MessageBody] = Field(..., min_length=1, max_length=5000, description="The messages.")
+
+
+def _text_fits(limit: int) -> Any:
+    def check(text: str) -> str:
+        size = len(text.encode("utf-8"))
+        if size > limit:
+            raise ValueError(f"'text' is {size} bytes of UTF-8, over the limit of {limit} (ADAMEM_MAX_TEXT_BYTES)")
+        return text
+
+    return check
+
+
+def publish_body(max_text_bytes: int) -> type[PublishBody]:
+    """The publish body of a service whose message texts may hold at most ``max_text_bytes`` UTF-8 bytes.
+
+    JSON Schema counts characters, not bytes: ``maxLength`` is the byte limit (no longer text can
+    fit), and a text within it whose UTF-8 form is longer is refused with 422 all the same.
+    """
+    text: Any = (
+        Annotated[str, AfterValidator(_not_blank), AfterValidator(_text_fits(max_text_bytes))],
+        Field(
+            ...,
+            min_length=1,
+            max_length=max_text_bytes,
+            json_schema_extra={"pattern": NOT_BLANK},
+            description=f"The message text: not blank, at most {max_text_bytes} bytes of UTF-8 "
+            "(ADAMEM_MAX_TEXT_BYTES).",
+        ),
+    )
+    message = create_model("MessageBody", __base__=MessageBody, text=text)
+    messages: Any = (
+        list[message],  # type: ignore[valid-type]
+        Field(..., min_length=1, max_length=5000, description="The messages; all are published, or none."),
+    )
+    return create_model("PublishBody", __base__=PublishBody, messages=messages)

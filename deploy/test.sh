@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: install everything (and build the Java conformance check), start a real
 # single-node Kafka broker (KRaft) with the project's own script, run the whole suite against it
-# (plus ruff and mypy), stop the broker.
+# (plus ruff and mypy), stop the broker. The suite includes the OpenAPI fuzzer (Schemathesis, a
+# dev dependency) against a real `adamem serve`: tests/api/test_fuzz.py.
 # Extra arguments go to pytest, e.g. `bash deploy/test.sh -k embedded -x`.
 set -euo pipefail
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
