@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["murmur2", "partition_for"]
+from adamem.owners import partition_key
+
+__all__ = ["murmur2", "owner_partition", "partition_for"]
 
 
 def murmur2(data: bytes) -> int:
@@ -44,3 +46,8 @@ def murmur2(data: bytes) -> int:
 def partition_for(key: str, partitions: int) -> int:
     """Partition of an owner key, the same as Kafka's default partitioner picks."""
     return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % partitions
+
+
+def owner_partition(owner: str, partitions: int) -> int:
+    """Partition of a memory owner (an owner key ``tenant:user_id``): that of its bare user id."""
+    return partition_for(partition_key(owner), partitions)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,6 +23,7 @@ from adamem.api.auth import KeyRing, Principal
 from adamem.api.models import AsOfBody, PublishBody, QueryBody
 from adamem.errors import AdaMemError, BrokerUnavailable, ConfigError, InputError, LogError
 from adamem.ingest import parse_time
+from adamem.owners import owner_key, split_owner
 from adamem.retrieval.errors import UnknownOwner
 from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf
@@ -114,7 +115,7 @@ def create_app(
 
     @app.exception_handler(UnknownOwner)
     async def unknown(request: Request, exc: UnknownOwner) -> JSONResponse:
-        return _error(404, "unknown_user", f"no memory for user {exc.user_id!r}")
+        return _error(404, "unknown_user", f"no memory for user {exc.user_id!r}")  # nothing of other owners
 
     @app.exception_handler(InputError)
     async def bad_input(request: Request, exc: InputError) -> JSONResponse:
@@ -162,14 +163,22 @@ def create_app(
             return _error(401, "unauthenticated", "send your tenant's API key in the X-API-Key header")
         return _error(403, "forbidden", "this API key is not valid")
 
-    def visible_to(who: Principal) -> Callable[[frozenset[str]], bool]:
-        """Whether ``who`` may see an owner of these tenants (an owner without messages: the default tenant)."""
-        return lambda tenants: any(who.may_see(t) for t in tenants or {settings.default_tenant})
+    def owner(
+        user: str,
+        who: Principal = Depends(principal),
+        x_tenant: str | None = Header(
+            None,
+            description="The tenant whose user this is, for a service without keys (default: the service's tenant). "
+            "A key acts for its own tenant; naming another is refused (403).",
+        ),
+    ) -> str:
+        """The owner key of ``user`` for this caller: a key's tenant, never the tenant of someone else."""
+        if who.tenant is not None and x_tenant is not None and x_tenant != who.tenant:
+            raise Forbidden(f"this API key acts for its own tenant, not for {x_tenant!r}")
+        return owner_key(who.tenant or x_tenant or settings.default_tenant, user)
 
-    async def owner_visible(user: str, who: Principal) -> None:
-        tenants = await asyncio.to_thread(retriever.tenants, user)  # the owner's facts: no rows loaded for this
-        if not visible_to(who)(tenants):
-            raise UnknownOwner(user, retriever.store.url, [])
+    async def owner_known(owner_id: str) -> None:
+        await asyncio.to_thread(retriever.require, owner_id)  # the owner's facts: no rows loaded for this
 
     def as_of_point(value: str | int | AsOfBody | None) -> AsOf | None:
         if value is None:
@@ -191,9 +200,9 @@ def create_app(
         response_model=dict[str, Any],
         response_class=JSONResponse,
     )
-    async def query(user: str, body: QueryBody, who: Principal = Depends(principal)) -> Response:
+    async def query(body: QueryBody, owner_id: str = Depends(owner)) -> Response:
         point = as_of_point(body.as_of)
-        answer = await retriever.aquery(user, body.question, body.top_k, point, visible_to=visible_to(who))
+        answer = await retriever.aquery(owner_id, body.question, body.top_k, point)
         return JSONResponse(answer.to_dict())  # serialised once by json, not validated by a model again
 
     @app.get("/v1/users/{user}/memory", summary="One layer of a user's memory")
@@ -201,20 +210,27 @@ def create_app(
         user: str,
         layer: str = Query("episodic", pattern="^(working|episodic|persona|graph|archive)$"),
         limit: int = Query(500, ge=1, le=10_000),
-        who: Principal = Depends(principal),
+        owner_id: str = Depends(owner),
     ) -> dict[str, Any]:
-        await owner_visible(user, who)
-        rows = [r for t in LAYER_TABLES[layer] for r in await asyncio.to_thread(retriever.store.rows, t, user)]
+        await owner_known(owner_id)
+        rows = [r for t in LAYER_TABLES[layer] for r in await asyncio.to_thread(retriever.store.rows, t, owner_id)]
         if layer == "working":
             rows = sorted((r for r in rows if r.in_working), key=lambda r: r.working_seq)  # type: ignore[union-attr]
-        return {"user_id": user, "layer": layer, "count": len(rows), "rows": [_row_json(r) for r in rows[:limit]]}
+        tenant = split_owner(owner_id)[0]
+        return {
+            "user_id": user,
+            "tenant": tenant,
+            "layer": layer,
+            "count": len(rows),
+            "rows": [_row_json(r) for r in rows[:limit]],
+        }
 
     @app.get("/v1/users/{user}/memory/{item}/provenance", summary="From a memory item back to its messages")
-    async def provenance(user: str, item: str, who: Principal = Depends(principal)) -> dict[str, Any]:
-        await owner_visible(user, who)
+    async def provenance(item: str, owner_id: str = Depends(owner)) -> dict[str, Any]:
+        await owner_known(owner_id)
         from adamem.api.provenance import trace
 
-        return await trace(retriever, log_, settings, user, item)
+        return await trace(retriever, log_, settings, owner_id, item)
 
     @app.post("/v1/messages", status_code=202, summary="Publish messages to the log")
     async def publish(body: PublishBody, who: Principal = Depends(principal)) -> dict[str, Any]:
