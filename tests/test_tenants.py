@@ -210,9 +210,8 @@ def test_every_cli_read_names_one_tenants_owner(
 
 
 def test_forgetting_one_tenants_owner_leaves_the_other_whole(
-    built: tuple[Settings, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    settings, root = built
     log, store = ["--log", str(tmp_path / "log")], ["--store", str(tmp_path / "store")]
     both = _jsonl(tmp_path / "in.jsonl", _lines("acme") + _lines("globex"))
     assert _cli(capsys, "publish", str(both), *log)[0] == 0
