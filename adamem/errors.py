@@ -96,10 +96,14 @@ class MalformedModelAnswer(ModelError):
 class UnknownOwner(AdaMemError):
     """A query named a memory owner the store holds no memory for."""
 
-    def __init__(self, user_id: str, store_url: str, known: list[str]) -> None:
-        self.user_id = user_id
+    def __init__(self, owner_id: str, store_url: str, known: list[str]) -> None:
+        self.owner_id = owner_id
+        self.tenant, sep, self.user_id = owner_id.partition(":")
+        if not sep:
+            self.tenant, self.user_id = "", owner_id
         shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
         super().__init__(
-            f"no memory for user {user_id!r} in {store_url}; known owners: {shown or 'none'}. "
-            "Check the user_id, or publish and project that user's messages first"
+            f"no memory for user {self.user_id!r} of tenant {self.tenant!r} in {store_url}; known owners "
+            f"(tenant:user_id): {shown or 'none'}. Check the user_id and --tenant, or publish and project "
+            "that user's messages first"
         )

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from adamem.owners import owner_key
+
 __all__ = [
     "Analyzer",
     "ChatMessage",
@@ -81,6 +83,11 @@ class ChatMessage:
     tenant: str = "default"
     metadata: dict[str, str] = field(default_factory=dict)
     schema_version: int = 1
+
+    @property
+    def owner_id(self) -> str:
+        """The memory owner's key, ``tenant:user_id`` (see ``adamem.owners``)."""
+        return owner_key(self.tenant, self.user_id)
 
     def to_record(self) -> dict[str, Any]:
         """The Avro record of this event."""
@@ -208,6 +215,16 @@ class MessageAnalyzed:
         return self.message.user_id
 
     @property
+    def owner_id(self) -> str:
+        """The memory owner's key, that of the analysed message."""
+        return self.message.owner_id
+
+    @property
+    def tenant(self) -> str:
+        """The tenant of the analysed message."""
+        return self.message.tenant
+
+    @property
     def causation_id(self) -> str:
         """Event id of the analysed message."""
         return self.message.event_id
@@ -283,6 +300,11 @@ class MemoryForgotten:
     tenant: str = "default"
     schema_version: int = 1
 
+    @property
+    def owner_id(self) -> str:
+        """The memory owner's key, ``tenant:user_id`` (see ``adamem.owners``)."""
+        return owner_key(self.tenant, self.user_id)
+
     def to_record(self) -> dict[str, Any]:
         """The Avro record of this event."""
         return {
@@ -326,6 +348,11 @@ class MemoryCorrected:
     reason: str = ""
     tenant: str = "default"
     schema_version: int = 1
+
+    @property
+    def owner_id(self) -> str:
+        """The memory owner's key, ``tenant:user_id`` (see ``adamem.owners``)."""
+        return owner_key(self.tenant, self.user_id)
 
     def to_record(self) -> dict[str, Any]:
         """The Avro record of this event."""

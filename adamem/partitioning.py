@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["misplaced", "murmur2", "partition_for"]
+from adamem.owners import partition_key
+
+__all__ = ["misplaced", "murmur2", "owner_partition", "partition_for"]
 
 
 def murmur2(data: bytes) -> int:
@@ -42,7 +44,7 @@ def murmur2(data: bytes) -> int:
 
 
 def partition_for(key: str, partitions: int) -> int:
-    """Partition of an owner key, the same as Kafka's default partitioner picks."""
+    """Partition of a record key (a user id), the same as Kafka's default partitioner picks."""
     return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % partitions
 
 
@@ -62,3 +64,8 @@ def misplaced(key: str, topic: str, partition: int, partitions: int) -> str | No
         "librdkafka producers (confluent-kafka, kcat -X partitioner=murmur2_random), or use a murmur2 "
         "partitioner in other clients, then publish it again"
     )
+
+
+def owner_partition(owner: str, partitions: int) -> int:
+    """Partition of a memory owner (an owner key ``tenant:user_id``): that of its bare user id."""
+    return partition_for(partition_key(owner), partitions)

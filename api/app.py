@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-from fastapi import Depends, FastAPI, Path, Query, Request, Security
+from fastapi import Depends, FastAPI, Header, Path, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -29,6 +29,7 @@ from adamem.api.auth import MIN_KEY_LENGTH, KeyRing, Principal
 from adamem.api.models import AsOfBody, ErrorBody, ErrorKind, PublishBody, QueryBody, publish_body, to_millis
 from adamem.api.provenance import ItemNotFound
 from adamem.errors import AdaMemError, InputError, LogError
+from adamem.owners import owner_key, split_owner
 from adamem.retrieval.errors import UnknownOwner
 from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf
@@ -223,7 +224,7 @@ def create_app(
 
     @app.exception_handler(UnknownOwner)
     async def unknown(request: Request, exc: UnknownOwner) -> JSONResponse:
-        return _error(404, "unknown_user", f"no memory for user {exc.user_id!r}")
+        return _error(404, "unknown_user", f"no memory for user {exc.user_id!r}")  # nothing of other owners
 
     @app.exception_handler(InputError)
     async def bad_input(request: Request, exc: InputError) -> JSONResponse:
@@ -272,15 +273,6 @@ def create_app(
     # The description declares the keys only when the service checks them.
     principal: Callable[..., Principal] = everyone if keys.open else keyed
 
-    def visible_to(who: Principal) -> Callable[[frozenset[str]], bool]:
-        """Whether ``who`` may see an owner of these tenants (an owner without messages: the default tenant)."""
-        return lambda tenants: any(who.may_see(t) for t in tenants or {settings.default_tenant})
-
-    async def owner_visible(user: str, who: Principal) -> None:
-        tenants = await asyncio.to_thread(retriever.tenants, user)  # the owner's facts: no rows loaded for this
-        if not visible_to(who)(tenants):
-            raise UnknownOwner(user, retriever.store.url, [])
-
     def as_of_point(value: str | int | AsOfBody | None) -> AsOf | None:
         if value is None:
             return None
@@ -292,7 +284,24 @@ def create_app(
         return AsOf(time=to_millis(value))
 
     keyed_errors = (401, 403) if not keys.open else ()
-    owner = Path(description="The memory owner (user_id).", examples=["alice"])
+    owner = Path(description="The memory owner's user_id, within the caller's tenant.", examples=["alice"])
+
+    def owner_of(
+        user: str = owner,
+        who: Principal = Depends(principal),
+        x_tenant: str | None = Header(
+            None,
+            description="The tenant whose user this is, for a service without keys (default: the service's "
+            "tenant). A key acts for its own tenant; naming another is refused (403).",
+        ),
+    ) -> str:
+        """The owner key of ``user`` for this caller: a key's own tenant, never someone else's."""
+        if who.tenant is not None and x_tenant is not None and x_tenant != who.tenant:
+            raise Forbidden(f"this API key acts for its own tenant, not for {x_tenant!r}")
+        return owner_key(who.tenant or x_tenant or settings.default_tenant, user)
+
+    async def owner_known(owner_id: str) -> None:
+        await asyncio.to_thread(retriever.require, owner_id)  # the owner's facts: no rows loaded for this
 
     @app.post(
         "/v1/users/{user}/query",
@@ -301,9 +310,9 @@ def create_app(
         response_class=JSONResponse,
         responses=_errors(*keyed_errors, 400, 404, 413, 422, 500, 503),
     )
-    async def query(body: QueryBody, user: str = owner, who: Principal = Depends(principal)) -> Response:
+    async def query(body: QueryBody, owner_id: str = Depends(owner_of)) -> Response:
         point = as_of_point(body.as_of)
-        answer = await retriever.aquery(user, body.question, body.top_k, point, visible_to=visible_to(who))
+        answer = await retriever.aquery(owner_id, body.question, body.top_k, point)
         return JSONResponse(answer.to_dict())  # serialised once by json, not validated by a model again
 
     @app.get(
@@ -315,13 +324,19 @@ def create_app(
         user: str = owner,
         layer: Literal["working", "episodic", "persona", "graph", "archive"] = Query("episodic"),
         limit: int = Query(500, ge=1, le=10_000),
-        who: Principal = Depends(principal),
+        owner_id: str = Depends(owner_of),
     ) -> dict[str, Any]:
-        await owner_visible(user, who)
-        rows = [r for t in LAYER_TABLES[layer] for r in await asyncio.to_thread(retriever.store.rows, t, user)]
+        await owner_known(owner_id)
+        rows = [r for t in LAYER_TABLES[layer] for r in await asyncio.to_thread(retriever.store.rows, t, owner_id)]
         if layer == "working":
             rows = sorted((r for r in rows if r.in_working), key=lambda r: r.working_seq)  # type: ignore[union-attr]
-        return {"user_id": user, "layer": layer, "count": len(rows), "rows": [_row_json(r) for r in rows[:limit]]}
+        return {
+            "user_id": user,
+            "tenant": split_owner(owner_id)[0],
+            "layer": layer,
+            "count": len(rows),
+            "rows": [_row_json(r) for r in rows[:limit]],
+        }
 
     @app.get(
         "/v1/users/{user}/memory/{item}/provenance",
@@ -329,12 +344,12 @@ def create_app(
         responses=_errors(*keyed_errors, 404, 422, 500, 503),
     )
     async def provenance(
-        user: str = owner, item: str = Path(description="A memory item's id."), who: Principal = Depends(principal)
+        item: str = Path(description="A memory item's id."), owner_id: str = Depends(owner_of)
     ) -> dict[str, Any]:
-        await owner_visible(user, who)
+        await owner_known(owner_id)
         from adamem.api.provenance import trace
 
-        return await trace(retriever, log_, settings, user, item)
+        return await trace(retriever, log_, settings, owner_id, item)
 
     async def publish(body: PublishBody, who: Principal = Depends(principal)) -> dict[str, Any]:
         if log_ is None:

@@ -41,8 +41,19 @@ def _query_body(question: str, top_k: int, as_of: str | int | dict[str, Any] | N
     return body
 
 
+def _headers(api_key: str | None, tenant: str | None) -> dict[str, str]:
+    """A key names its tenant; ``tenant`` names it for a service without keys (sent as ``X-Tenant``)."""
+    headers = {"X-API-Key": api_key} if api_key else {}
+    if tenant:
+        headers["X-Tenant"] = tenant
+    return headers
+
+
 class MemoryClient:
-    """Blocking client: ``MemoryClient("http://127.0.0.1:8000", api_key=...)``."""
+    """Blocking client: ``MemoryClient("http://127.0.0.1:8000", api_key=...)``.
+
+    A user is named by its ``user_id``; the tenant is the key's (or ``tenant``, on a service without keys).
+    """
 
     def __init__(
         self,
@@ -50,8 +61,9 @@ class MemoryClient:
         api_key: str | None = None,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        tenant: str | None = None,
     ) -> None:
-        headers = {"X-API-Key": api_key} if api_key else {}
+        headers = _headers(api_key, tenant)
         self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
 
     def __enter__(self) -> MemoryClient:
@@ -94,8 +106,9 @@ class AsyncMemoryClient:
         api_key: str | None = None,
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        tenant: str | None = None,
     ) -> None:
-        headers = {"X-API-Key": api_key} if api_key else {}
+        headers = _headers(api_key, tenant)
         self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
 
     async def __aenter__(self) -> AsyncMemoryClient:

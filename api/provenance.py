@@ -7,6 +7,7 @@ from typing import Any
 
 from adamem.errors import AdaMemError
 from adamem.events import MessageAnalyzed
+from adamem.owners import split_owner
 from adamem.projections.folds.rows import EpisodicRow, GraphNodeRow, MessageRow, PersonaRow
 from adamem.retrieval.errors import UnknownOwner
 from adamem.retrieval.service import Retriever
@@ -21,9 +22,10 @@ __all__ = ["ItemNotFound", "trace"]
 class ItemNotFound(UnknownOwner):
     """No memory item with that id for the owner (answered as 404)."""
 
-    def __init__(self, user_id: str, item: str) -> None:
-        AdaMemError.__init__(self, f"user {user_id!r} has no memory item {item!r}")
-        self.user_id = user_id
+    def __init__(self, owner_id: str, item: str) -> None:
+        self.owner_id = owner_id
+        self.tenant, self.user_id = split_owner(owner_id)
+        AdaMemError.__init__(self, f"user {self.user_id!r} has no memory item {item!r}")
 
 
 async def _analysis(log: EventLog, m: MessageRow) -> dict[str, Any]:
@@ -89,8 +91,10 @@ async def trace(retriever: Retriever, log: EventLog | None, settings: Settings, 
             entry["analysis"] = await _analysis(log, m)
         chain.append(entry)
     content = getattr(row, "content", None) or getattr(row, "value", None) or getattr(row, "label", None) or row.text
+    tenant, user_id = split_owner(user)
     return {
-        "user_id": user,
+        "user_id": user_id,
+        "tenant": tenant,
         "item": item,
         "kind": kind,
         "content": content,

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from adamem.analysis.factory import build_agent
-from adamem.errors import ConfigError
+from adamem.errors import ConfigError, UnknownOwner
 from adamem.events import ms_to_iso
 from adamem.settings import Settings
 
@@ -110,10 +110,7 @@ def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool
     store = open_store(settings.store_url, read_only=True)
     rows = store.load_owner(user)
     if not rows:
-        print(
-            f"adamem: no memory for {user!r} in {store.url}; known owners: {', '.join(store.owners()) or 'none'}",
-            file=sys.stderr,
-        )
+        print(f"adamem: {UnknownOwner(user, store.url, store.owners())}", file=sys.stderr)
         return 3
     state = OwnerMemory.from_rows(user, rows)
     if layer is not None:
@@ -156,7 +153,7 @@ def _row_line(row: Any) -> str:
 def _summary_text(s: dict[str, Any]) -> str:
     ep, pe, gr = s["episodic"], s["persona"], s["graph"]
     lines = [
-        f"{s['user_id']}: {s['archive']['messages']} message(s) archived, last event "
+        f"{s['user_id']} (tenant {s['tenant']}): {s['archive']['messages']} message(s) archived, last event "
         f"{ms_to_iso(s['last_event_time']) if s['last_event_time'] >= 0 else '-'}",
         f"  working   {s['working']['size']} message(s) in the FIFO",
         f"  episodic  {sum(ep['active'].values())} active {ep['active']}, {ep['superseded']} superseded",
@@ -331,9 +328,16 @@ async def run_views(settings: Settings, *, switch: str | None) -> int:
 
 
 async def run_forget(
-    settings: Settings, user: str, *, item: str | None, message: str | None, everything: bool, reason: str
+    settings: Settings,
+    user: str,
+    *,
+    tenant: str,
+    item: str | None,
+    message: str | None,
+    everything: bool,
+    reason: str,
 ) -> int:
-    """Publish a MemoryForgotten control event for an item, a message, or the whole owner."""
+    """Publish a MemoryForgotten control event for an item, a message, or the whole owner ``(tenant, user)``."""
     import time
     import uuid
 
@@ -353,7 +357,7 @@ async def run_forget(
         occurred_at=int(time.time() * 1000),
         target_id=item or message,
         reason=reason,
-        tenant=settings.default_tenant,
+        tenant=tenant,
     )
     log = open_log(settings.log_url, settings)
     await log.start()
@@ -361,7 +365,10 @@ async def run_forget(
         [(p, off)] = await log.append(settings.topic("control"), [OutgoingRecord(user, encode_event(event))])
     finally:
         await log.stop()
-    print(f"published MemoryForgotten({scope}) {event.event_id} for {user} at {settings.topic('control')} p{p}:{off}")
+    print(
+        f"published MemoryForgotten({scope}) {event.event_id} for {user} of tenant {tenant}"
+        f" at {settings.topic('control')} p{p}:{off}"
+    )
     return 0
 
 
@@ -382,21 +389,32 @@ def build_retriever(settings: Settings) -> Any:
 
 
 def run_query(
-    settings: Settings, user: str, question: str, *, top_k: int, as_of: str | None, as_json: bool, url: str | None
+    settings: Settings,
+    user: str,
+    question: str,
+    *,
+    tenant: str,
+    top_k: int,
+    as_of: str | None,
+    as_json: bool,
+    url: str | None,
 ) -> int:
-    """Ask a question in-process (or of a running service with ``url``) and print the evidence."""
+    """Ask a question about ``tenant``'s user in-process (or of a running service with ``url``); print the evidence."""
     from adamem.ingest import parse_time
+    from adamem.owners import owner_key
 
     if url is not None:
         from adamem.api.client import MemoryClient
 
-        with MemoryClient(url, settings.api_keys.partition(":")[2].split(",")[0] or None) as client:
+        pairs = [part.strip().partition(":") for part in settings.api_keys.split(",")]
+        key = next((k for t, _, k in pairs if t == tenant and k), None)  # this tenant's key, if one is configured
+        with MemoryClient(url, key, tenant=tenant) as client:
             answer = client.query(user, question, top_k, as_of)
     else:
         retriever = build_retriever(settings)
         try:
             point = None if as_of is None else (int(as_of) if as_of.isdigit() else parse_time(as_of))
-            answer = retriever.query(user, question, top_k, point).to_dict()
+            answer = retriever.query(owner_key(tenant, user), question, top_k, point).to_dict()
         finally:
             retriever.close()
     if as_json:

@@ -26,6 +26,17 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings.from_env(log_url=getattr(args, "log", None), store_url=getattr(args, "store", None))
 
 
+def _tenant(args: argparse.Namespace, settings: Settings) -> str:
+    return str(getattr(args, "tenant", None) or settings.default_tenant)
+
+
+def _owner(args: argparse.Namespace, settings: Settings) -> str:
+    """The owner key of ``args.user`` in ``--tenant`` (default: the settings' tenant)."""
+    from adamem.owners import owner_key
+
+    return owner_key(_tenant(args, settings), args.user)
+
+
 async def _project(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_project
 
@@ -42,10 +53,11 @@ async def _replay(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_replay
 
     layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
+    settings = _settings(args)
     return await run_replay(
-        _settings(args),
+        settings,
         layers=layers,
-        user=args.user,
+        user=_owner(args, settings) if args.user else None,
         until=args.until,
         verify=args.verify,
         view=args.view,
@@ -70,16 +82,31 @@ async def _views(args: argparse.Namespace) -> int:
 async def _forget(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_forget
 
+    settings = _settings(args)
     return await run_forget(
-        _settings(args), args.user, item=args.item, message=args.message, everything=args.all, reason=args.reason
+        settings,
+        args.user,
+        tenant=_tenant(args, settings),
+        item=args.item,
+        message=args.message,
+        everything=args.all,
+        reason=args.reason,
     )
 
 
 def _query(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_query
 
+    settings = _settings(args)
     return run_query(
-        _settings(args), args.user, args.question, top_k=args.top_k, as_of=args.as_of, as_json=args.json, url=args.url
+        settings,
+        args.user,
+        args.question,
+        tenant=_tenant(args, settings),
+        top_k=args.top_k,
+        as_of=args.as_of,
+        as_json=args.json,
+        url=args.url,
     )
 
 
@@ -107,13 +134,15 @@ def _serve(args: argparse.Namespace) -> int:
 async def _provenance(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_provenance
 
-    return await run_provenance(_settings(args), args.user, args.item, as_json=args.json)
+    settings = _settings(args)
+    return await run_provenance(settings, _owner(args, settings), args.item, as_json=args.json)
 
 
 def _memory(args: argparse.Namespace) -> int:
     from adamem.cli.commands import print_memory
 
-    return print_memory(_settings(args), args.user, args.layer, args.json)
+    settings = _settings(args)
+    return print_memory(settings, _owner(args, settings), args.layer, args.json)
 
 
 async def _publish(args: argparse.Namespace) -> int:
@@ -181,7 +210,7 @@ async def _demo(args: argparse.Namespace) -> int:
         await log.stop()
     print(f"published {report.messages} sample message(s) for {report.owners} owner(s) into {log.url}")
     await run_project(settings, follow=False)
-    for owner in sorted({m.user_id for m in messages}):
+    for owner in sorted({m.owner_id for m in messages}):
         print()
         await asyncio.to_thread(print_memory, settings, owner, None, False)
     print(f"\nmore: adamem memory alice --layer persona --store {settings.store_url}")
@@ -240,6 +269,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
 
     p = sub.add_parser("memory", help="show a memory owner's four layers")
     p.add_argument("user", help="memory owner (user_id)")
+    p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("--layer", choices=["working", "episodic", "persona", "graph"], help="list one layer's rows")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
@@ -254,6 +284,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
 
     p = sub.add_parser("query", help="ask a question about a user's memory")
     p.add_argument("user", help="memory owner")
+    p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("question", help="the question, English or Chinese")
     p.add_argument("--top-k", type=int, default=10)
     p.add_argument("--as-of", help="memory as it was at an event time (ISO-8601) or ms")
@@ -264,6 +295,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
 
     p = sub.add_parser("provenance", help="walk from a memory item back to its messages and analyses")
     p.add_argument("user", help="memory owner")
+    p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("item", help="item id (episodic record, persona trait, graph node or message event id)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
@@ -275,6 +307,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--layers", help="comma-separated: working,episodic,persona,graph (what is verified/replaced)")
     p.add_argument("--user", help="rebuild only this owner, in place")
+    p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("--until", help="build memory as of an event time (ISO-8601) or a log offset; no switch")
     p.add_argument("--verify", action="store_true", help="compare the rebuilt rows with the live ones")
     p.add_argument("--view", help="name of the new view (default r<N>)")
@@ -301,6 +334,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
 
     p = sub.add_parser("forget", help="publish a MemoryForgotten control event")
     p.add_argument("user", help="memory owner")
+    p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("--item", help="a memory item id (episodic record, persona trait, graph node)")
     p.add_argument("--message", help="a message event id: the message and all derived only from it")
     p.add_argument("--all", action="store_true", help="everything of the owner")

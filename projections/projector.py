@@ -42,13 +42,13 @@ class Projector:
         self._cache_size = cache_size
         self._view: object = getattr(store, "view", None)
 
-    def _state(self, user_id: str) -> OwnerMemory:
-        state = self._cache.get(user_id)
+    def _state(self, owner_id: str) -> OwnerMemory:
+        state = self._cache.get(owner_id)
         if state is None:
-            state = OwnerMemory.from_rows(user_id, self.store.load_owner(user_id))
-            self._cache[user_id] = state
+            state = OwnerMemory.from_rows(owner_id, self.store.load_owner(owner_id))
+            self._cache[owner_id] = state
         else:
-            self._cache.move_to_end(user_id)
+            self._cache.move_to_end(owner_id)
         return state
 
     def _trim(self) -> None:
@@ -83,7 +83,7 @@ class Projector:
         touched: set[str] = set()
         try:
             for positioned in todo:
-                owner = positioned.event.user_id
+                owner = positioned.event.owner_id
                 touched.add(owner)
                 _, delta = apply(self._state(owner), positioned, self.params)
                 changes.extend(delta)

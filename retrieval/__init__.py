@@ -1,7 +1,7 @@
 """Adaptive retrieval over the four memory layers: whose memory, routing, base retrieval, graph expansion, fusion.
 
 Pure where possible; the only I/O is through the ``MemoryStore`` port and the ``Embedder`` port.
-Entry point: ``Retriever(store, embedder, config=SEED_DEFAULT).query(user_id, question)``.
+Entry point: ``Retriever(store, embedder, config=SEED_DEFAULT).query(owner_id, question)``.
 """
 
 from adamem.retrieval.answer import Answer, Item, PathStep, Provenance, Timing

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from adamem.owners import split_owner
 from adamem.projections.folds.rows import MessageRow
 from adamem.retrieval.config import Layer
 from adamem.retrieval.fusion import Breakdown, TimeWindow
@@ -147,7 +148,7 @@ class Timing:
 class Answer:
     """The ranked evidence for a question, and how it was found."""
 
-    user_id: str
+    owner_id: str
     question: str
     items: tuple[Item, ...]
     route: RoutePlan
@@ -171,8 +172,10 @@ class Answer:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
+        tenant, user_id = split_owner(self.owner_id)
         return {
-            "user_id": self.user_id,
+            "user_id": user_id,
+            "tenant": tenant,
             "question": self.question,
             "config": self.config,
             "cached": self.cached,

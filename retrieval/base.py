@@ -242,7 +242,7 @@ def _from_snapshot(scorer: SemanticScorer, table: str, k: int) -> list[MemoryRow
 
 
 def _from_store(store: MemoryStore, scorer: SemanticScorer, question: str, table: str, k: int) -> list[MemoryRow]:
-    snap, user = scorer.view.snapshot, scorer.view.snapshot.user_id
+    snap, user = scorer.view.snapshot, scorer.view.snapshot.owner_id
     hits = store.vector_search(table, user, scorer.q.tolist(), k)
     if scorer.terms:
         hits = hits + store.text_search(table, user, question, k)

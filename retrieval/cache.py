@@ -157,12 +157,11 @@ class LFUCache(Generic[K, V]):
 
 @dataclass(frozen=True, slots=True)
 class OwnerFacts:
-    """What a query needs of an owner before its rows: whose memory, the clock, the tenant check."""
+    """What a query needs of an owner before its rows: whether it exists, whose memory, the clock."""
 
     known: bool  # the owner has any memory
     speakers: tuple[tuple[str, str], ...]
     last_event_time: int
-    tenants: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,19 +216,19 @@ class QueryCache(Generic[V]):
             if not owner.entries:
                 del self._owners[key[0]]
 
-    def _owner(self, user_id: str, version: int) -> _OwnerQueries[V]:
-        owner = self._owners.get(user_id)
+    def _owner(self, owner_id: str, version: int) -> _OwnerQueries[V]:
+        owner = self._owners.get(owner_id)
         if owner is None or owner.version != version:  # the owner's rows changed: nothing cached is valid
             if owner is not None:
                 for key in owner.entries:
-                    self._lfu.pop((user_id, key))
-            owner = self._owners[user_id] = _OwnerQueries(version)
+                    self._lfu.pop((owner_id, key))
+            owner = self._owners[owner_id] = _OwnerQueries(version)
         return owner
 
-    def get(self, user_id: str, version: int, vector: Vector, guard: Hashable) -> V | None:
+    def get(self, owner_id: str, version: int, vector: Vector, guard: Hashable) -> V | None:
         """The best cached value with an equal guard and cosine ≥ threshold, or None."""
         with self._lock:
-            owner = self._owner(user_id, version)
+            owner = self._owner(owner_id, version)
             best: tuple[float, int] | None = None
             for key, entry in owner.entries.items():
                 if entry.guard != guard:
@@ -239,32 +238,32 @@ class QueryCache(Generic[V]):
                     best = (cos, key)
             if best is None:
                 return None
-            hit = self._lfu.get((user_id, best[1]))
+            hit = self._lfu.get((owner_id, best[1]))
             return hit.value if hit is not None else None
 
-    def put(self, user_id: str, version: int, vector: Vector, guard: Hashable, value: V) -> None:
+    def put(self, owner_id: str, version: int, vector: Vector, guard: Hashable, value: V) -> None:
         """Remember a value for this owner and version."""
         if self.per_owner <= 0:
             return
         with self._lock:
-            owner = self._owner(user_id, version)
+            owner = self._owner(owner_id, version)
             key = self._next
             self._next += 1
             entry = _Entry(vector, guard, value)
             owner.entries[key] = entry
-            self._lfu.put((user_id, key), entry)
+            self._lfu.put((owner_id, key), entry)
             while len(owner.entries) > self.per_owner:
-                victim = min(owner.entries, key=lambda k: (self._lfu.uses((user_id, k)), k))
+                victim = min(owner.entries, key=lambda k: (self._lfu.uses((owner_id, k)), k))
                 owner.entries.pop(victim)
-                self._lfu.pop((user_id, victim))
+                self._lfu.pop((owner_id, victim))
 
     def __len__(self) -> int:
         return len(self._lfu)
 
-    def clear(self, user_id: str | None = None) -> None:
+    def clear(self, owner_id: str | None = None) -> None:
         """Forget one owner's answers, or everyone's."""
         with self._lock:
-            users = list(self._owners) if user_id is None else [user_id]
+            users = list(self._owners) if owner_id is None else [owner_id]
             for user in users:
                 owner = self._owners.pop(user, None)
                 for key in owner.entries if owner is not None else ():

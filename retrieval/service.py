@@ -1,4 +1,4 @@
-"""The query service's API: ``Retriever(store, embedder).query(user_id, question)`` → ``Answer``.
+"""The query service's API: ``Retriever(store, embedder).query(owner_id, question)`` → ``Answer``.
 
 One query runs five stages, each timed:
 
@@ -32,7 +32,7 @@ from dataclasses import replace
 import numpy as np
 
 from adamem.analysis import Embedder
-from adamem.partitioning import partition_for
+from adamem.partitioning import owner_partition
 from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.folds.params import MemoryParameters
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
@@ -129,16 +129,16 @@ class Retriever:
         self.embedder = self._embedders[key]
         return self.embedder
 
-    def token(self, user_id: str) -> str:
+    def token(self, owner_id: str) -> str:
         """The change token of the owner's shard (``MemoryStore.change_token``)."""
         count = self.partitions or self.store.partition_count() or 1
-        return self.store.change_token(partition_for(user_id, count))
+        return self.store.change_token(owner_partition(owner_id, count))
 
-    def _hot(self, user_id: str, version: int) -> OwnerSnapshot | None:
-        kept = self._snapshots.get(user_id)
+    def _hot(self, owner_id: str, version: int) -> OwnerSnapshot | None:
+        kept = self._snapshots.get(owner_id)
         return kept[1] if kept is not None and kept[0] == version else None
 
-    def _sync(self, user_id: str, need_snapshot: bool) -> tuple[OwnerState, OwnerSnapshot | None]:
+    def _sync(self, owner_id: str, need_snapshot: bool) -> tuple[OwnerState, OwnerSnapshot | None]:
         """The owner as the store has it now: its state, and its snapshot if ``need_snapshot`` (or it is hot).
 
         When the shard's token moved, the hot snapshot is brought up to date with the owner's
@@ -146,71 +146,67 @@ class Retriever:
         store cannot tell what changed, every row is loaded. One request per owner does this;
         the others wait for it and use its result.
         """
-        token = self.token(user_id)
-        state = self._states.get(user_id)
+        token = self.token(owner_id)
+        state = self._states.get(owner_id)
         if state is not None and state.token == token:
-            snap = self._hot(user_id, state.version)
+            snap = self._hot(owner_id, state.version)
             if snap is not None or not need_snapshot:
                 return state, snap
-        with self._syncing[hash(user_id) % len(self._syncing)]:
-            state = self._states.peek(user_id)
-            snap = self._hot(user_id, state.version) if state is not None else None
+        with self._syncing[hash(owner_id) % len(self._syncing)]:
+            state = self._states.peek(owner_id)
+            snap = self._hot(owner_id, state.version) if state is not None else None
             if state is not None and state.token == token and (snap is not None or not need_snapshot):
                 return state, snap
             if state is not None and snap is not None:
-                changes = self.store.owner_changes(user_id, state.token)
+                changes = self.store.owner_changes(owner_id, state.token)
                 updated = snap.updated(changes) if changes is not None else None
                 if changes is not None and updated is snap:
                     state = OwnerState(changes.token, state.version, state.facts)
-                    self._states.put(user_id, state)
+                    self._states.put(owner_id, state)
                     return state, snap
                 if changes is not None and updated is not None:
-                    return self._keep(user_id, changes.token, updated)
+                    return self._keep(owner_id, changes.token, updated)
             # the same token: the rows of the version held (a commit since would have moved the token)
             same = state.version if state is not None and state.token == token else None
-            snap = OwnerSnapshot(user_id, self.store.load_owner(user_id), self.memory_params)
-            return self._keep(user_id, token, snap, same)
+            snap = OwnerSnapshot(owner_id, self.store.load_owner(owner_id), self.memory_params)
+            return self._keep(owner_id, token, snap, same)
 
     def _keep(
-        self, user_id: str, token: str, snap: OwnerSnapshot, version: int | None = None
+        self, owner_id: str, token: str, snap: OwnerSnapshot, version: int | None = None
     ) -> tuple[OwnerState, OwnerSnapshot]:
         """Cache a snapshot as ``version`` of the owner's rows (by default a new one)."""
-        tenants = frozenset(m.tenant for m in snap.messages.values())
-        facts = OwnerFacts(snap.owner is not None or bool(snap.messages), snap.speakers, snap.last_event_time, tenants)
+        facts = OwnerFacts(snap.owner is not None or bool(snap.messages), snap.speakers, snap.last_event_time)
         state = OwnerState(token, next(self._versions) if version is None else version, facts)
-        self._snapshots.put(user_id, (state.version, snap))
-        self._states.put(user_id, state)
+        self._snapshots.put(owner_id, (state.version, snap))
+        self._states.put(owner_id, state)
         return state, snap
 
-    def _known(self, user_id: str, state: OwnerState, visible_to: Callable[[frozenset[str]], bool] | None) -> None:
-        """Raise ``UnknownOwner`` for an owner without memory, or one of tenants the caller may not see."""
+    def _known(self, owner_id: str, state: OwnerState) -> None:
+        """Raise ``UnknownOwner`` for an owner without memory."""
         if not state.facts.known:
-            raise UnknownOwner(user_id, self.store.url, self.store.owners())
-        if visible_to is not None and not visible_to(state.facts.tenants):
-            raise UnknownOwner(user_id, self.store.url, [])
+            raise UnknownOwner(owner_id, self.store.url, self.store.owners())
 
-    def snapshot(self, user_id: str) -> OwnerSnapshot:
+    def snapshot(self, owner_id: str) -> OwnerSnapshot:
         """The owner's memory as the store has it now (from the hot cache when fresh); raises ``UnknownOwner``."""
-        state, snap = self._sync(user_id, need_snapshot=True)
-        self._known(user_id, state, None)
+        state, snap = self._sync(owner_id, need_snapshot=True)
+        self._known(owner_id, state)
         assert snap is not None
         return snap
 
-    def tenants(self, user_id: str) -> frozenset[str]:
-        """Tenants of the owner's messages (none for an owner without messages); raises ``UnknownOwner``."""
-        state, _ = self._sync(user_id, need_snapshot=False)
-        self._known(user_id, state, None)
-        return state.facts.tenants
+    def require(self, owner_id: str) -> None:
+        """Raise ``UnknownOwner`` unless the owner has memory (from its facts: no rows are loaded for this)."""
+        state, _ = self._sync(owner_id, need_snapshot=False)
+        self._known(owner_id, state)
 
-    def working_memory(self, user_id: str) -> tuple[MessageRow, ...]:
+    def working_memory(self, owner_id: str) -> tuple[MessageRow, ...]:
         """The owner's working memory, oldest first (pinned until the shard's token moves)."""
-        token = self.token(user_id)
-        pinned = self._working.get(user_id)
+        token = self.token(owner_id)
+        pinned = self._working.get(owner_id)
         if pinned is not None and pinned[0] == token:
             return pinned[1]
-        rows = [r for r in self.store.rows("messages", user_id) if isinstance(r, MessageRow) and r.in_working]
+        rows = [r for r in self.store.rows("messages", owner_id) if isinstance(r, MessageRow) and r.in_working]
         working = tuple(sorted(rows, key=lambda m: m.working_seq))
-        self._working[user_id] = (token, working)
+        self._working[owner_id] = (token, working)
         return working
 
     def embed(self, question: str) -> Vector:
@@ -226,30 +222,28 @@ class Retriever:
 
     async def aquery(
         self,
-        user_id: str,
+        owner_id: str,
         question: str,
         top_k: int | None = None,
         as_of: int | AsOf | None = None,
         reference_time: int | None = None,
-        visible_to: Callable[[frozenset[str]], bool] | None = None,
     ) -> Answer:
         """``query`` in a worker thread, for asyncio callers."""
-        return await asyncio.to_thread(self.query, user_id, question, top_k, as_of, reference_time, visible_to)
+        return await asyncio.to_thread(self.query, owner_id, question, top_k, as_of, reference_time)
 
     def query(
         self,
-        user_id: str,
+        owner_id: str,
         question: str,
         top_k: int | None = None,
         as_of: int | AsOf | None = None,
         reference_time: int | None = None,
-        visible_to: Callable[[frozenset[str]], bool] | None = None,
     ) -> Answer:
-        """Ranked evidence for ``question`` from ``user_id``'s memory, now or ``as_of`` (event ms or ``AsOf``).
+        """Ranked evidence for ``question`` from ``owner_id``'s memory, now or ``as_of`` (event ms or ``AsOf``).
 
         ``reference_time`` resolves time words in the question ("last week"); by default the
-        owner's clock (its newest event time, or the as-of time). Raises ``UnknownOwner`` — also
-        when ``visible_to`` (given the owner's tenants) refuses the owner. A cached answer is
+        owner's clock (its newest event time, or the as-of time). Raises ``UnknownOwner``. An owner
+        is an owner key ``tenant:user_id`` (``adamem.owners``). A cached answer is
         found from the owner's facts alone: the rows are only needed to compute one.
         """
         cfg = self.config
@@ -257,8 +251,8 @@ class Retriever:
         point = AsOf(time=as_of) if isinstance(as_of, int) else as_of
         by_offset = point is not None and point.offset is not None
         t0 = time.perf_counter()
-        state, snap = self._sync(user_id, need_snapshot=not cfg.cache.query_cache or by_offset)
-        self._known(user_id, state, visible_to)
+        state, snap = self._sync(owner_id, need_snapshot=not cfg.cache.query_cache or by_offset)
+        self._known(owner_id, state)
         whose, now = self._frame(state, snap, question, point, reference_time)
         t1 = time.perf_counter()
         plan = route_query(question)
@@ -267,7 +261,7 @@ class Retriever:
         qvec = self.embed(question)
         guard = self._guard(question, k, point, plan, whose, windows, now)
         if cfg.cache.query_cache:
-            hit = self._answers.get(user_id, state.version, qvec, guard)
+            hit = self._answers.get(owner_id, state.version, qvec, guard)
             if hit is not None:
                 t3 = time.perf_counter()
                 timing = Timing(_ms(t0, t1), _ms(t1, t2), _ms(t2, t3), 0.0, 0.0, _ms(t0, t3))
@@ -276,9 +270,9 @@ class Retriever:
         if snap is None:
             started = time.perf_counter()
             version = state.version
-            state, snap = self._sync(user_id, need_snapshot=True)
+            state, snap = self._sync(owner_id, need_snapshot=True)
             if state.version != version:  # the rows changed meanwhile: answer from the new ones
-                self._known(user_id, state, visible_to)
+                self._known(owner_id, state)
                 whose, now = self._frame(state, snap, question, point, reference_time)
                 windows = time_windows(question, now)
                 guard = self._guard(question, k, point, plan, whose, windows, now)
@@ -297,7 +291,7 @@ class Retriever:
         items = self._rank(view, scorer, candidates, reaches, plan, whose, windows, now, k, question)
         t5 = time.perf_counter()
         answer = Answer(
-            user_id,
+            owner_id,
             question,
             tuple(items),
             plan,
@@ -309,7 +303,7 @@ class Retriever:
             cfg.name,
         )
         if cfg.cache.query_cache:
-            self._answers.put(user_id, state.version, qvec, guard, answer)
+            self._answers.put(owner_id, state.version, qvec, guard, answer)
         return answer
 
     def _frame(

@@ -71,8 +71,8 @@ class AsOf:
 class OwnerSnapshot:
     """Every row of one owner, indexed for retrieval; immutable once built."""
 
-    def __init__(self, user_id: str, rows: Iterable[Row], params: MemoryParameters = MEMORY_DEFAULT) -> None:
-        self.user_id = user_id
+    def __init__(self, owner_id: str, rows: Iterable[Row], params: MemoryParameters = MEMORY_DEFAULT) -> None:
+        self.owner_id = owner_id
         self.params = params
         self.owner: OwnerRow | None = None
         self.messages: dict[str, MessageRow] = {}
@@ -128,7 +128,7 @@ class OwnerSnapshot:
         if not touched:
             return self
         new = object.__new__(OwnerSnapshot)
-        new.user_id, new.params, new.owner = self.user_id, self.params, self.owner
+        new.owner_id, new.params, new.owner = self.owner_id, self.params, self.owner
         for table in ("messages", "episodic", "persona", "graph_nodes", "graph_edges"):
             rows = self._rows_of(table)
             setattr(
@@ -180,11 +180,11 @@ class OwnerSnapshot:
             for mid in touched.get("messages", ()):
                 node_of.pop(mid, None)
                 if mid in self.messages:
-                    node_of[mid] = node_id(self.user_id, "message", mid)
+                    node_of[mid] = node_id(self.owner_id, "message", mid)
             for rid in touched.get("episodic", ()):
                 node_of.pop(rid, None)
                 if rid in self.records:
-                    node_of[rid] = node_id(self.user_id, self.records[rid].type, rid)
+                    node_of[rid] = node_id(self.owner_id, self.records[rid].type, rid)
             self.node_of = node_of
         if "edges_at" in made:
             self.edges_at = (
@@ -258,8 +258,8 @@ class OwnerSnapshot:
     @cached_property
     def node_of(self) -> dict[str, str]:
         """Graph node id of every message and record id."""
-        out = {mid: node_id(self.user_id, "message", mid) for mid in self.messages}
-        out.update({rid: node_id(self.user_id, r.type, rid) for rid, r in self.records.items()})
+        out = {mid: node_id(self.owner_id, "message", mid) for mid in self.messages}
+        out.update({rid: node_id(self.owner_id, r.type, rid) for rid, r in self.records.items()})
         return out
 
     def sources_of_node(self, node: str) -> frozenset[str]:

@@ -105,8 +105,8 @@ def layer_changes(live: MemoryStore, new: MemoryStore, owners: Sequence[str] | N
     report: dict[str, LayerChanges] = {}
     for layer, tables in LAYER_TABLES.items():
         wanted = set(tables)
-        a = {(r.user_id, r.TABLE, r.id): r for r in store_rows(live, wanted, who)}
-        b = {(r.user_id, r.TABLE, r.id): r for r in store_rows(new, wanted, who)}
+        a = {(r.owner_id, r.TABLE, r.id): r for r in store_rows(live, wanted, who)}
+        b = {(r.owner_id, r.TABLE, r.id): r for r in store_rows(new, wanted, who)}
         changes = report[layer] = LayerChanges()
         for key in sorted(set(a) | set(b)):
             if key not in a:

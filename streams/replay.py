@@ -124,8 +124,8 @@ def diff_stores(
     """Row-by-row differences between two stores over the chosen layers."""
     tables = _tables(layers)
     who = owners if owners is not None else sorted(set(live.owners()) | set(rebuilt.owners()))
-    a = {(r.user_id, r.TABLE, r.id): r for r in store_rows(live, tables, who)}
-    b = {(r.user_id, r.TABLE, r.id): r for r in store_rows(rebuilt, tables, who)}
+    a = {(r.owner_id, r.TABLE, r.id): r for r in store_rows(live, tables, who)}
+    b = {(r.owner_id, r.TABLE, r.id): r for r in store_rows(rebuilt, tables, who)}
     diffs = []
     for key in sorted(set(a) | set(b)):
         if key not in b:
@@ -282,21 +282,25 @@ async def rebuild_owner(
     layers: Sequence[str] | None = None,
     verify_only: bool = False,
 ) -> RebuildReport:
-    """Fold one owner's recorded events again; report differences; replace their rows unless ``verify_only``."""
-    from adamem.partitioning import partition_for
+    """Fold one owner's recorded events again; report differences; replace their rows unless ``verify_only``.
+
+    ``user`` is the owner key (``tenant:user_id``); the owner's records are keyed by its bare user id.
+    """
+    from adamem.owners import partition_key
+    from adamem.partitioning import owner_partition
 
     topic = settings.topic("analyses")
     partitions = log.partitions(topic)
-    p = partition_for(user, partitions)
+    p = owner_partition(user, partitions)
     upto = store.checkpoint(p).get(topic, 0)
     state = OwnerMemory(user)
     count = 0
-    async for rec in log.read(topic, from_offsets={p: 0}, until={p: upto}, key=user):
+    async for rec in log.read(topic, from_offsets={p: 0}, until={p: upto}, key=partition_key(user)):
         try:
             event = decode_event(rec.value)
         except AdaMemError:
             continue
-        if isinstance(event, ChatMessage) or event.user_id != user:
+        if isinstance(event, ChatMessage) or event.owner_id != user:
             continue
         apply(state, Positioned(event, rec.topic, rec.partition, rec.offset))
         count += 1

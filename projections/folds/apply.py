@@ -58,11 +58,11 @@ def apply(
     """Fold one event into the owner's state (in place) and return the state and exactly what changed."""
     positioned = envelope if isinstance(envelope, Positioned) else Positioned(envelope)
     event = positioned.event
-    owner = event.user_id
-    if owner != state.user_id:
+    owner = event.owner_id
+    if owner != state.owner_id:
         raise ForeignOwnerError(
-            f"event {event.event_id} belongs to user {owner!r} but was applied to the state of "
-            f"{state.user_id!r}; route events by user_id (the partition key) to the owner's state"
+            f"event {event.event_id} belongs to owner {owner!r} but was applied to the state of "
+            f"{state.owner_id!r}; route events by owner_id (the partition key) to the owner's state"
         )
     tx = Transaction(state)
     _handle(event, tx, positioned, params)
@@ -71,7 +71,7 @@ def apply(
 
 def advance_clock(tx: Transaction, occurred_at: int, *, next_seq: int | None = None) -> OwnerRow:
     """Move the owner's event-time clock forward (never back) and return the written owner row."""
-    owner = tx.state.owner or OwnerRow(tx.state.user_id, tx.state.user_id, -1, 0, [])
+    owner = tx.state.owner or OwnerRow(tx.state.owner_id, tx.state.owner_id, -1, 0, [])
     row = evolve(
         owner,
         last_event_time=max(owner.last_event_time, occurred_at),
@@ -143,7 +143,7 @@ def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int) -> Me
     }
     return MessageRow(
         id=msg.event_id,
-        user_id=msg.user_id,
+        owner_id=msg.owner_id,
         tenant=msg.tenant,
         conversation_id=msg.conversation_id,
         message_id=msg.message_id,

@@ -120,7 +120,7 @@ def _forget_messages(tx: Transaction, ids: set[str], params: MemoryParameters) -
     owner = state.owner
     if owner is not None:
         tx.put(evolve(owner, forgotten_message_ids=sorted({*owner.forgotten_message_ids, *ids})))
-    nodes = {node_id(state.user_id, "message", i) for i in ids}
+    nodes = {node_id(state.owner_id, "message", i) for i in ids}
     activities: set[str] = set()
     for record in sorted(
         (
@@ -166,7 +166,7 @@ def correct(tx: Transaction, event: MemoryCorrected, params: MemoryParameters) -
     state, at = tx.state, event.occurred_at
     record = state.record(event.item_id)
     if record is not None and record.status == "active":
-        new_id = record_id(state.user_id, event.event_id, record.type, record.id)
+        new_id = record_id(state.owner_id, event.event_id, record.type, record.id)
         new = evolve(
             record,
             id=new_id,
@@ -186,7 +186,7 @@ def correct(tx: Transaction, event: MemoryCorrected, params: MemoryParameters) -
         old = evolve(record, status="superseded", valid_to=at, superseded_by=new_id)
         tx.put(old)
         tx.put(new)
-        user = state.user_id
+        user = state.owner_id
         tx.put(
             GraphNodeRow(graph.record_node_id(new), user, new.type, new.id, new.content[:200], new.confidence, at, True)
         )
@@ -217,7 +217,7 @@ def correct(tx: Transaction, event: MemoryCorrected, params: MemoryParameters) -
     cluster = persona.choose_cluster(tx, value) if trait.kind == "preference" else trait.cluster
     new_trait = evolve(
         trait,
-        id=trait_id(state.user_id, "correction", event.event_id, trait.id),
+        id=trait_id(state.owner_id, "correction", event.event_id, trait.id),
         value=value,
         cluster=cluster,
         members=[value],

@@ -119,8 +119,8 @@ def route(tx: Transaction, m: MessageRow, item: Item, params: MemoryParameters) 
     if old is not None and item.confidence < old.confidence:
         return Routed("IGNORE", "less_reliable")
     new = EpisodicRow(
-        id=record_id(m.user_id, m.id, item.type, item.content_key),
-        user_id=m.user_id,
+        id=record_id(m.owner_id, m.id, item.type, item.content_key),
+        owner_id=m.owner_id,
         type=item.type,
         key=item.slot,
         content=item.content,

@@ -42,7 +42,7 @@ _LABEL_CHARS = 200
 
 
 def _edge(tx: Transaction, kind: str, src: str, dst: str, weight: float, direction: str, at: int, msg: str) -> None:
-    user = tx.state.user_id
+    user = tx.state.owner_id
     eid = edge_id(user, kind, src, dst)
     if tx.state.edge(eid) is None:
         tx.put(GraphEdgeRow(eid, user, src, dst, kind, weight, direction, at, msg))
@@ -50,12 +50,12 @@ def _edge(tx: Transaction, kind: str, src: str, dst: str, weight: float, directi
 
 def record_node_id(record: EpisodicRow) -> str:
     """Id of the graph node standing for an episodic record."""
-    return node_id(record.user_id, record.type, record.id)
+    return node_id(record.owner_id, record.type, record.id)
 
 
 def link_arrival(tx: Transaction, m: MessageRow, params: MemoryParameters) -> None:
     """Write m's message node, its topics and its arrival edges; call BEFORE m enters the index."""
-    state, user = tx.state, tx.state.user_id
+    state, user = tx.state, tx.state.owner_id
     index = state.index
     mnode = node_id(user, "message", m.id)
     tx.put(GraphNodeRow(mnode, user, "message", m.id, m.text[:_LABEL_CHARS], 1.0, m.occurred_at, True))
@@ -103,7 +103,7 @@ def link_record(
     tx: Transaction, m: MessageRow, record: EpisodicRow, replaced: EpisodicRow | None, params: MemoryParameters
 ) -> str:
     """Ensure the record's node and the m → record ``supports`` edge (+ ``supersedes``); returns the node id."""
-    user = tx.state.user_id
+    user = tx.state.owner_id
     rnode = record_node_id(record)
     existing = tx.state.node(rnode)
     node = GraphNodeRow(
@@ -135,7 +135,7 @@ def set_record_node_active(tx: Transaction, record: EpisodicRow) -> None:
         tx.put(
             GraphNodeRow(
                 node.id,
-                node.user_id,
+                node.owner_id,
                 node.node_type,
                 node.ref_id,
                 node.label,
@@ -173,7 +173,7 @@ def link_fact_events(
             for entity in f.entities:
                 ids = index.entity_events.get(normalize(entity), set())
                 pairs.update((f.id, e.id) for e in _newest(tx, ids, limit))
-    user = tx.state.user_id
+    user = tx.state.owner_id
     for fid, eid in sorted(pairs):
         src, dst = node_id(user, "fact", fid), node_id(user, "event", eid)
         if tx.state.node(src) is not None and tx.state.node(dst) is not None:

@@ -24,22 +24,22 @@ def _id(*parts: str) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def record_id(user_id: str, origin: str, record_type: str, content_key: str) -> str:
+def record_id(owner_id: str, origin: str, record_type: str, content_key: str) -> str:
     """Episodic record made from ``origin`` (a message or control event id) for one extracted item."""
-    return _id("episodic", user_id, origin, record_type, content_key)
+    return _id("episodic", owner_id, origin, record_type, content_key)
 
 
-def trait_id(user_id: str, kind: str, key: str, value: str) -> str:
+def trait_id(owner_id: str, kind: str, key: str, value: str) -> str:
     """Persona trait of a kind, key and normalised value (corrections derive theirs from the event)."""
-    return _id("persona", user_id, kind, key, value)
+    return _id("persona", owner_id, kind, key, value)
 
 
 @lru_cache(maxsize=1 << 16)
-def node_id(user_id: str, node_type: str, ref_id: str) -> str:
+def node_id(owner_id: str, node_type: str, ref_id: str) -> str:
     """Graph node standing for a message, a record or a normalised topic."""
-    return _id("node", user_id, node_type, ref_id)
+    return _id("node", owner_id, node_type, ref_id)
 
 
-def edge_id(user_id: str, edge_type: str, src: str, dst: str) -> str:
+def edge_id(owner_id: str, edge_type: str, src: str, dst: str) -> str:
     """Graph edge of a type between two nodes (directed: ``src`` → ``dst``)."""
-    return _id("edge", user_id, edge_type, src, dst)
+    return _id("edge", owner_id, edge_type, src, dst)

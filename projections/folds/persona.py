@@ -205,13 +205,13 @@ def observe_attribute(
         return
     state, now = tx.state, tx.state.last_event_time
     ids = state.index.trait_value.get(f"{kind}|{canonical}|{norm_value}")
-    tid = min(ids) if ids else trait_id(state.user_id, kind, canonical, norm_value)
+    tid = min(ids) if ids else trait_id(state.owner_id, kind, canonical, norm_value)
     before = state.trait(tid)
     if before is not None and message_id in before.evidence_message_ids:
         return
     if before is None:
         cluster = choose_cluster(tx, norm_value) if kind == "preference" else ""
-        old = _blank(state.user_id, tid, kind, canonical, norm_value, cluster, at)
+        old = _blank(state.owner_id, tid, kind, canonical, norm_value, cluster, at)
     else:
         old = before
     cap = params.persona_evidence_cap
@@ -241,7 +241,7 @@ def observe_attribute(
 def refresh_cluster(tx: Transaction, polarity: str, label: str, params: MemoryParameters) -> None:
     """Write (or remove) the aggregate trait of one preference cluster from its members."""
     state, now = tx.state, tx.state.last_event_time
-    aid = trait_id(state.user_id, "preference_cluster", polarity, label)
+    aid = trait_id(state.owner_id, "preference_cluster", polarity, label)
     before = state.trait(aid)
     members = sorted(
         (
@@ -264,7 +264,7 @@ def refresh_cluster(tx: Transaction, polarity: str, label: str, params: MemoryPa
     count = sum(t.mention_count for t in members)
     confs, times = [e[2] for e in evidence], [e[0] for e in evidence]
     first_seen = min(t.first_seen for t in members)
-    old = before or _blank(state.user_id, aid, "preference_cluster", polarity, label, label, first_seen)
+    old = before or _blank(state.owner_id, aid, "preference_cluster", polarity, label, label, first_seen)
     # members asserted only by corrections carry no evidence list: fall back to their confidences
     base = sum(confs) / len(confs) if confs else sum(t.base_confidence for t in members) / len(members)
     row = evolve(
@@ -314,7 +314,7 @@ def refresh_habit(tx: Transaction, activity: str, params: MemoryParameters) -> N
     if not activity:
         return
     state, now = tx.state, tx.state.last_event_time
-    hid = trait_id(state.user_id, "habit", "habit", activity)
+    hid = trait_id(state.owner_id, "habit", "habit", activity)
     before = state.trait(hid)
     ids = [i for role in params.persona_roles for i in state.index.activity_events.get(f"{role}|{activity}", ())]
     records = [r for r in (state.record(i) for i in ids) if r is not None]
@@ -327,7 +327,7 @@ def refresh_habit(tx: Transaction, activity: str, params: MemoryParameters) -> N
     times = [r.event_time if r.event_time >= 0 else r.occurred_at for r in kept]
     confs = [r.confidence for r in kept]
     msgs = [r.source_message_ids[0] if r.source_message_ids else r.id for r in kept]
-    old = before or _blank(state.user_id, hid, "habit", "habit", activity, "", times[0])
+    old = before or _blank(state.owner_id, hid, "habit", "habit", activity, "", times[0])
     value = habit_label(activity, times, params.habit_utc_offset_minutes) if old.status == "active" else old.value
     row = evolve(
         old,

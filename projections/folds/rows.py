@@ -3,7 +3,7 @@
 Field types are limited to ``str``, ``int``, ``float``, ``bool``, ``list[str]``, ``list[float]``,
 ``list[int]`` and ``vector: tuple[float, ...]`` (the embedding column). Times are integer
 milliseconds since the epoch (event time); ``-1`` means "none" for every time field. Every row has
-a deterministic ``id`` (unique within its table) and the memory owner's ``user_id``. Rows are
+a deterministic ``id`` (unique within its table) and the memory owner's ``owner_id``. Rows are
 values: a changed row is a new row (``dataclasses.replace``), never an edited one — do not mutate
 their lists.
 
@@ -49,8 +49,8 @@ class OwnerRow:
 
     TABLE: ClassVar[str] = "owners"
 
-    id: str  # = user_id
-    user_id: str
+    id: str  # = owner_id
+    owner_id: str
     last_event_time: int  # max occurred_at of every event applied; the folds' "now"
     next_seq: int  # arrival number the next message of this owner gets
     forgotten_message_ids: list[str]  # tombstones: a redelivered analysis of these is not archived again
@@ -63,7 +63,7 @@ class MessageRow:
     TABLE: ClassVar[str] = "messages"
 
     id: str  # = message event id
-    user_id: str
+    owner_id: str
     tenant: str
     conversation_id: str
     message_id: str
@@ -99,7 +99,7 @@ class EpisodicRow:
     TABLE: ClassVar[str] = "episodic"
 
     id: str
-    user_id: str
+    owner_id: str
     type: str  # event | fact | attribute
     key: str  # conflict slot, "" when the record conflicts with nothing
     content: str
@@ -131,7 +131,7 @@ class PersonaRow:
     TABLE: ClassVar[str] = "persona"
 
     id: str
-    user_id: str
+    owner_id: str
     kind: str  # preference | preference_cluster | trait | habit
     key: str  # likes | dislikes for preferences; the attribute key for traits; "habit"
     value: str
@@ -162,7 +162,7 @@ class GraphNodeRow:
     TABLE: ClassVar[str] = "graph_nodes"
 
     id: str
-    user_id: str
+    owner_id: str
     node_type: str  # message | topic | fact | attribute | event
     ref_id: str  # message event id, episodic record id, or normalised topic
     label: str
@@ -178,7 +178,7 @@ class GraphEdgeRow:
     TABLE: ClassVar[str] = "graph_edges"
 
     id: str
-    user_id: str
+    owner_id: str
     src: str  # graph node id
     dst: str  # graph node id
     edge_type: str  # mentions | supports | temporal_next | same_topic | speaker_related | supersedes

@@ -1,6 +1,6 @@
 """The fold state of one memory owner: nothing but its rows, plus indexes derived from them.
 
-``OwnerMemory.from_rows(user_id, rows)`` rebuilds exactly the state that emitted those rows, so a
+``OwnerMemory.from_rows(owner_id, rows)`` rebuilds exactly the state that emitted those rows, so a
 worker that restarts reloads its owners from the store and folds on as if it had never stopped.
 The indexes (``MemoryIndex``) are a cache: built lazily from the rows, kept up to date by
 ``Transaction.put`` and dropped (to be rebuilt) when a message or preference row is deleted. Every index lookup
@@ -131,21 +131,21 @@ class MemoryIndex:
 class OwnerMemory:
     """Fold state of ONE memory owner: ``tables[table][id] = row`` (+ a lazily built ``MemoryIndex``)."""
 
-    __slots__ = ("_index", "tables", "user_id")
+    __slots__ = ("_index", "owner_id", "tables")
 
-    def __init__(self, user_id: str) -> None:
-        self.user_id = user_id
+    def __init__(self, owner_id: str) -> None:
+        self.owner_id = owner_id
         self.tables: dict[str, dict[str, Row]] = {t: {} for t in TABLES}
         self._index: MemoryIndex | None = None
 
     @classmethod
-    def from_rows(cls, user_id: str, rows: Iterable[Row]) -> OwnerMemory:
-        """Rebuild the state of ``user_id`` from the rows it emitted (e.g. read back from the store)."""
-        state = cls(user_id)
+    def from_rows(cls, owner_id: str, rows: Iterable[Row]) -> OwnerMemory:
+        """Rebuild the state of ``owner_id`` from the rows it emitted (e.g. read back from the store)."""
+        state = cls(owner_id)
         for row in rows:
-            if row.user_id != user_id:
+            if row.owner_id != owner_id:
                 raise ForeignOwnerError(
-                    f"row {row.TABLE}/{row.id} belongs to {row.user_id!r}, not to {user_id!r}; "
+                    f"row {row.TABLE}/{row.id} belongs to {row.owner_id!r}, not to {owner_id!r}; "
                     "load each owner's rows into that owner's state"
                 )
             state.tables[row.TABLE][row.id] = row
@@ -169,7 +169,7 @@ class OwnerMemory:
     @property
     def owner(self) -> OwnerRow | None:
         """The owner's bookkeeping row, if any event was applied."""
-        row = self.tables["owners"].get(self.user_id)
+        row = self.tables["owners"].get(self.owner_id)
         return row if isinstance(row, OwnerRow) else None
 
     @property

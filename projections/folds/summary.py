@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from adamem.owners import split_owner
 from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow
 from adamem.projections.folds.state import OwnerMemory
 
@@ -23,7 +24,8 @@ def owner_summary(state: OwnerMemory, top: int = 5) -> dict[str, Any]:
     mentions = Counter(topic_labels[e.dst] for e in edges if e.edge_type == "mentions" and e.dst in topic_labels)
     working = state.working_ids()
     return {
-        "user_id": state.user_id,
+        "user_id": split_owner(state.owner_id)[1],
+        "tenant": split_owner(state.owner_id)[0],
         "last_event_time": state.last_event_time,
         "working": {"size": len(working), "message_ids": working},
         "archive": {"messages": len(state.tables["messages"])},

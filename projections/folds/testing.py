@@ -26,6 +26,7 @@ from adamem.events import (
     analysis_event_id,
     message_event_id,
 )
+from adamem.owners import owner_key
 from adamem.projections.folds import Change, OwnerMemory, Positioned, Row, apply
 from adamem.projections.folds.ids import node_id, record_id
 from adamem.projections.folds.lexicon import normalize
@@ -82,6 +83,7 @@ class Chat:
 
     user: str = "alice"
     topic: str = "adamem.analyses"
+    tenant: str = "default"
     offset: int = 0
     counters: dict[str, int] = field(default_factory=dict)
 
@@ -103,10 +105,11 @@ class Chat:
         """One analysed message."""
         n = self.counters[conv] = self.counters.get(conv, 0) + 1
         mid = message_id or f"{conv}-{n}"
-        eid = message_event_id("default", self.user, conv, mid)
+        eid = message_event_id(self.tenant, self.user, conv, mid)
         msg = ChatMessage(
             event_id=eid,
             user_id=self.user,
+            tenant=self.tenant,
             conversation_id=conv,
             message_id=mid,
             speaker=Speaker(role=role, name=speaker),
@@ -129,7 +132,12 @@ class Chat:
     def forget(self, scope: Scope, target: str | None, *, at: int, n: int = 0) -> Positioned:
         """A ``MemoryForgotten`` control event."""
         ev = MemoryForgotten(
-            event_id=f"forget-{scope}-{target}-{n}", user_id=self.user, scope=scope, occurred_at=at, target_id=target
+            event_id=f"forget-{scope}-{target}-{n}",
+            user_id=self.user,
+            tenant=self.tenant,
+            scope=scope,
+            occurred_at=at,
+            target_id=target,
         )
         return Positioned(ev, "adamem.control", 0, self._next())
 
@@ -138,6 +146,7 @@ class Chat:
         ev = MemoryCorrected(
             event_id=f"correct-{item_id}-{at}",
             user_id=self.user,
+            tenant=self.tenant,
             item_id=item_id,
             content=content,
             occurred_at=at,
@@ -145,9 +154,14 @@ class Chat:
         )
         return Positioned(ev, "adamem.control", 0, self._next())
 
+    @property
+    def owner_id(self) -> str:
+        """The owner key of this chat's user (``tenant:user``)."""
+        return owner_key(self.tenant, self.user)
+
     def node(self, node_type: str, ref_id: str) -> str:
         """Graph node id of this owner."""
-        return node_id(self.user, node_type, ref_id)
+        return node_id(self.owner_id, node_type, ref_id)
 
     def _next(self) -> int:
         self.offset += 1
@@ -211,19 +225,19 @@ def scenario(user: str = "alice", weeks: int = 8, start_at: int = T0) -> list[Po
                 firsts[week] = _mid(out[-1])
         if week == 4:
             # week 3's "住在Beijing" updated "lives in Shanghai" and was consolidated when week 4 began
-            city = record_id(user, firsts[3], "fact", normalize("住在Beijing"))
+            city = record_id(chat.owner_id, firsts[3], "fact", normalize("住在Beijing"))
             out.append(chat.correct(city, "lives in Hangzhou", at=start + 2 * HOUR, confidence=0.95))
             out.append(chat.forget("message", _mid(out[-10]), at=start + 3 * HOUR))
-            tea = record_id(user, _mid(out[4]), "attribute", "likes|green tea")
+            tea = record_id(chat.owner_id, _mid(out[4]), "attribute", "likes|green tea")
             out.append(chat.forget("item", tea, at=start + 4 * HOUR))
     return out
 
 
 def fold(
-    events: Iterable[Positioned], state: OwnerMemory | None = None, user: str = "alice"
+    events: Iterable[Positioned], state: OwnerMemory | None = None, user: str = "alice", tenant: str = "default"
 ) -> tuple[OwnerMemory, list[Change]]:
-    """Fold events into a (fresh) state; returns it and every change, in order."""
-    state = state if state is not None else OwnerMemory(user)
+    """Fold events into a (fresh) state of ``tenant``'s ``user``; returns it and every change, in order."""
+    state = state if state is not None else OwnerMemory(owner_key(tenant, user))
     out: list[Change] = []
     for e in events:
         state, changes = apply(state, e)

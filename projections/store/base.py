@@ -60,7 +60,7 @@ CHANGE_HISTORY = 500
 """Commits per shard whose changes a store remembers for ``owner_changes`` (an older token reloads)."""
 
 ChangeEntry = dict[str, dict[str, Any]]
-"""What one commit changed, per table: ``{"written": {user_id: [ids]}, "deleted": [ids]}``."""
+"""What one commit changed, per table: ``{"written": {owner_id: [ids]}, "deleted": [ids]}``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,19 +84,19 @@ def change_entry(net: dict[str, dict[str, Row | None]]) -> ChangeEntry:
         written: dict[str, list[str]] = {}
         for id_, row in sorted(rows.items()):
             if row is not None:
-                written.setdefault(row.user_id, []).append(id_)
+                written.setdefault(row.owner_id, []).append(id_)
         deleted = sorted(i for i, r in rows.items() if r is None)
         entry[table] = {"written": written, "deleted": deleted}
     return entry
 
 
-def owner_ids(entries: Iterable[ChangeEntry], user_id: str) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """Over several commits, per table: the ids written for ``user_id``, and every id deleted."""
+def owner_ids(entries: Iterable[ChangeEntry], owner_id: str) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Over several commits, per table: the ids written for ``owner_id``, and every id deleted."""
     written: dict[str, set[str]] = {}
     deleted: dict[str, set[str]] = {}
     for entry in entries:
         for table, change in entry.items():
-            mine = change.get("written", {}).get(user_id)
+            mine = change.get("written", {}).get(owner_id)
             if mine:
                 written.setdefault(table, set()).update(mine)
             if change.get("deleted"):
@@ -121,7 +121,7 @@ class MemoryStore(Protocol):
     def change_token(self, partition: int) -> str:
         """A token of a shard's contents, cheap to read: it moves on every commit and on a view switch."""
 
-    def owner_changes(self, user_id: str, since: str) -> OwnerChanges | None:
+    def owner_changes(self, owner_id: str, since: str) -> OwnerChanges | None:
         """How an owner's rows changed since ``since`` (a ``change_token`` of its shard).
 
         None when the store cannot tell (another view, a token older than ``CHANGE_HISTORY``
@@ -131,19 +131,19 @@ class MemoryStore(Protocol):
     def commit(self, partition: int, changes: Sequence[Change], offsets: dict[str, int]) -> None:
         """Apply changes and record ``offsets`` (topic -> next offset) atomically."""
 
-    def load_owner(self, user_id: str) -> list[Row]:
+    def load_owner(self, owner_id: str) -> list[Row]:
         """Every row of an owner, in any order (the fold state is rebuilt from them)."""
 
-    def rows(self, table: str, user_id: str) -> list[Row]:
+    def rows(self, table: str, owner_id: str) -> list[Row]:
         """Every row of one table for an owner."""
 
     def owners(self) -> list[str]:
         """Owners with any memory, sorted."""
 
-    def vector_search(self, table: str, user_id: str, vector: Sequence[float], k: int) -> list[Hit]:
+    def vector_search(self, table: str, owner_id: str, vector: Sequence[float], k: int) -> list[Hit]:
         """The ``k`` rows of an owner most similar to ``vector`` (cosine), best first."""
 
-    def text_search(self, table: str, user_id: str, query: str, k: int) -> list[Hit]:
+    def text_search(self, table: str, owner_id: str, query: str, k: int) -> list[Hit]:
         """The ``k`` rows of an owner that best match ``query`` (BM25 over bilingual tokens), best first."""
 
     def generation(self) -> dict[str, str]:

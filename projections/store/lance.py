@@ -17,7 +17,7 @@ A rebuild writes a view nobody reads until it is switched to, and opens it in *b
 skip the full-text index (``optimize`` makes it once, at the end), and rows whose id this writer
 has never written to a table it found empty are appended (``add``) instead of merged, and commits
 log no changes (nobody holds rows of the view yet). Each commit is still its rows plus its
-checkpoint, recovered the same way. Its final ``optimize`` makes the full-text and ``user_id``
+checkpoint, recovered the same way. Its final ``optimize`` makes the full-text and ``owner_id``
 indexes but no vector index: the service searches vectors in its own snapshots, and the store's
 ``vector_search`` is exact without one; the first regular writer's ``optimize`` after the switch
 builds it (about half of a LoCoMo-sized rebuild's time was this index).
@@ -45,7 +45,7 @@ import pyarrow as pa
 from lancedb.index import FTS, BTree, IvfHnswSq
 
 from adamem.errors import StoreError
-from adamem.partitioning import partition_for
+from adamem.partitioning import owner_partition
 from adamem.projections.folds.changes import Change, Upsert
 from adamem.projections.folds.rows import TABLES, Row
 from adamem.projections.store.base import (
@@ -98,6 +98,17 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+class LegacyStore(StoreError):
+    """A store view written before owners were ``(tenant, user_id)``: rebuild it from the log."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            f"the store view at {path.parent} was built by AdaMem Stream 0.1, whose memory owners were bare user ids; "
+            "owners are now (tenant, user_id). Rebuild it from the log, which keeps every tenant: "
+            "`adamem replay --log LOG --store STORE` (without --verify: the old view cannot be compared)"
+        )
+
+
 class _Shard:
     """One partition's LanceDB database and its open tables."""
 
@@ -120,6 +131,10 @@ class _Shard:
         for name in (*TABLES, CHECKPOINTS, CHANGES):
             if name in names:
                 self.tables[name] = self.db.open_table(name)
+        # Rows of 0.1 named their owner by the bare user id: such a view is read by nothing but a rebuild.
+        self.legacy = any("owner_id" not in self.tables[n].schema.names for n in TABLES if n in self.tables)
+        if self.legacy and writer:
+            raise LegacyStore(path)
         self.bulk = bulk
         # bulk: per table this writer found empty, every id it has written there (a superset of its ids)
         self.written: dict[str, set[str]] | None = None
@@ -202,7 +217,7 @@ class _Shard:
             held = self.datasets[name] = (version, table.to_lance())
         return held[1]
 
-    def owner_changes(self, user_id: str, since: int) -> tuple[int, list[Row], dict[str, set[str]]] | None:
+    def owner_changes(self, owner_id: str, since: int) -> tuple[int, list[Row], dict[str, set[str]]] | None:
         """(commit count, the owner's rows written since commit ``since``, ids gone per table); None: unknown."""
         now = self.pin()
         if since > now:
@@ -216,7 +231,7 @@ class _Shard:
         found.sort(key=lambda r: int(r["commit"]))
         if [int(r["commit"]) for r in found] != list(range(since + 1, now + 1)):
             return None  # trimmed, or written before the shard kept changes
-        written, deleted = owner_ids((json.loads(r["entry"]) for r in found), user_id)
+        written, deleted = owner_ids((json.loads(r["entry"]) for r in found), owner_id)
         gone = {table: set(ids) for table, ids in deleted.items()}
         rows: list[Row] = []
         for table, ids in sorted(written.items()):
@@ -224,7 +239,7 @@ class _Shard:
             found_here: list[Row] = []
             for start in range(0, len(wanted), 500):
                 quoted = ", ".join(_quote(i) for i in wanted[start : start + 500])
-                found_here += self.select(table, f"user_id = {_quote(user_id)} AND id IN ({quoted})", repin=False)
+                found_here += self.select(table, f"owner_id = {_quote(owner_id)} AND id IN ({quoted})", repin=False)
             rows += found_here
             missing = ids - {r.id for r in found_here}
             if missing:
@@ -285,7 +300,7 @@ class _Shard:
                 gone = [i for i, r in rows.items() if r is None]
                 kept = [r for r in rows.values() if r is not None]
                 if self.owners_written is not None:
-                    self.owners_written.update(r.user_id for r in kept)
+                    self.owners_written.update(r.owner_id for r in kept)
                 appended, merged = self._split(name, kept)
                 schema = self._schema(name)
                 writes.submit(
@@ -371,7 +386,7 @@ class _Shard:
 
         Below ``vector_index_min_rows`` rows an exact (flat) cosine search is fast and exact; above
         it an IVF_HNSW_SQ index (8-bit scalar quantised) keeps search fast and the index small.
-        Tables are optimised side by side. Every table gets a B-tree index of ``user_id``: reading
+        Tables are optimised side by side. Every table gets a B-tree index of ``owner_id``: reading
         one owner of a shard of 1,000 then takes 14 ms instead of 40 (the six tables scanned). The
         change log keeps its last ``CHANGE_HISTORY`` commits.
         """
@@ -399,8 +414,8 @@ class _Shard:
             and not any(ix.columns == ["vector"] for ix in table.list_indices())
         ):
             table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
-        if not any(ix.columns == ["user_id"] for ix in table.list_indices()):
-            table.create_index("user_id", config=BTree())
+        if not any(ix.columns == ["owner_id"] for ix in table.list_indices()):
+            table.create_index("owner_id", config=BTree())
         table.optimize()
 
 
@@ -559,11 +574,14 @@ class LanceStore:
             self._shards[partition] = shard
         return shard
 
-    def _owner_shard(self, user_id: str) -> _Shard | None:
+    def _owner_shard(self, owner_id: str) -> _Shard | None:
         partitions = self._current_meta().get("partitions")
         if not partitions:
             return None
-        return self._shard(partition_for(user_id, partitions), create=False)
+        shard = self._shard(owner_partition(owner_id, partitions), create=False)
+        if shard is not None and shard.legacy:
+            raise LegacyStore(shard.path)
+        return shard
 
     def partition_count(self) -> int:
         """The shard count of the active view (meta.json; 0 before anything was bound)."""
@@ -582,15 +600,15 @@ class LanceStore:
         shard = self._shard(partition, create=not self._read_only)
         return f"{self.view}/{shard.committed() if shard else 0}"
 
-    def owner_changes(self, user_id: str, since: str) -> OwnerChanges | None:
+    def owner_changes(self, owner_id: str, since: str) -> OwnerChanges | None:
         """The owner's rows written since ``since`` and the ids deleted since, from the shard's change log."""
         view, _, commits = since.rpartition("/")
-        shard = self._owner_shard(user_id)
+        shard = self._owner_shard(owner_id)
         if view != self.view or not commits.isdigit():
             return None
         if shard is None:
             return OwnerChanges(f"{self.view}/0") if commits == "0" else None
-        found = shard.owner_changes(user_id, int(commits))
+        found = shard.owner_changes(owner_id, int(commits))
         if found is None:
             return None
         now, rows, gone = found
@@ -622,23 +640,23 @@ class LanceStore:
         for shard in self._shards.values():
             shard.optimize(0 if self._bulk else self._vector_index_min_rows)
 
-    def load_owner(self, user_id: str) -> list[Row]:
+    def load_owner(self, owner_id: str) -> list[Row]:
         """Every row of an owner, every table as of one checkpoint (none, without a query, for an owner
         a bulk writer has not written yet)."""
-        shard = self._owner_shard(user_id)
+        shard = self._owner_shard(owner_id)
         if shard is None:
             return []
-        if shard.owners_written is not None and user_id not in shard.owners_written:
+        if shard.owners_written is not None and owner_id not in shard.owners_written:
             return []
         shard.pin()
-        where = f"user_id = {_quote(user_id)}"
+        where = f"owner_id = {_quote(owner_id)}"
         found = _reads().map(lambda table: shard.select(table, where, repin=False), TABLES)
         return [row for rows in found for row in rows]
 
-    def rows(self, table: str, user_id: str) -> list[Row]:
+    def rows(self, table: str, owner_id: str) -> list[Row]:
         """Rows of one table for an owner, in id order."""
-        shard = self._owner_shard(user_id)
-        return shard.select(table, f"user_id = {_quote(user_id)}") if shard else []
+        shard = self._owner_shard(owner_id)
+        return shard.select(table, f"owner_id = {_quote(owner_id)}") if shard else []
 
     def owners(self) -> list[str]:
         """Owners with any memory."""
@@ -646,21 +664,23 @@ class LanceStore:
         self._follow()
         for path in sorted(self.dir.glob("p*")):
             shard = self._shard(int(path.name[1:]), create=False)
+            if shard is not None and shard.legacy:
+                raise LegacyStore(shard.path)
             table = shard.visible("owners") if shard else None
             if table is not None:
-                found.update(table.to_arrow().column("user_id").to_pylist())
+                found.update(table.to_arrow().column("owner_id").to_pylist())
         return sorted(found)
 
-    def vector_search(self, table: str, user_id: str, vector: Sequence[float], k: int) -> list[Hit]:
+    def vector_search(self, table: str, owner_id: str, vector: Sequence[float], k: int) -> list[Hit]:
         """Cosine search over an owner's rows (prefiltered by owner)."""
-        shard = self._owner_shard(user_id)
+        shard = self._owner_shard(owner_id)
         t = shard.visible(table) if shard else None
         if t is None or not has_vector(table):
             return []
         res = (
             t.search(list(vector), vector_column_name="vector")
             .metric("cosine")
-            .where(f"user_id = {_quote(user_id)}", prefilter=True)
+            .where(f"owner_id = {_quote(owner_id)}", prefilter=True)
             .limit(k)
             .to_arrow()
             .to_pylist()
@@ -669,18 +689,18 @@ class LanceStore:
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits
 
-    def text_search(self, table: str, user_id: str, query: str, k: int) -> list[Hit]:
+    def text_search(self, table: str, owner_id: str, query: str, k: int) -> list[Hit]:
         """BM25 full-text search over the owner's rows (whitespace index over bilingual tokens)."""
         if table not in TEXT_FIELDS:
             raise StoreError(f"table {table!r} has no full-text column; use one of {sorted(TEXT_FIELDS)}")
-        shard = self._owner_shard(user_id)
+        shard = self._owner_shard(owner_id)
         t = shard.visible(table) if shard else None
         terms = search_text(query)
         if t is None or not terms:
             return []
         res = (
             t.search(terms, query_type="fts", fts_columns="tokens")
-            .where(f"user_id = {_quote(user_id)}", prefilter=True)
+            .where(f"owner_id = {_quote(owner_id)}", prefilter=True)
             .limit(k)
             .to_arrow()
             .to_pylist()

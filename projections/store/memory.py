@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from adamem.errors import StoreError
-from adamem.partitioning import partition_for
+from adamem.partitioning import owner_partition
 from adamem.projections.folds.changes import Change
 from adamem.projections.folds.rows import TABLES, Row
 from adamem.projections.store.base import (
@@ -47,10 +47,10 @@ class InMemoryStore:
         """The bound shard count (0 before ``bind``)."""
         return self._partitions
 
-    def _shard_of(self, user_id: str) -> dict[str, dict[str, Row]]:
+    def _shard_of(self, owner_id: str) -> dict[str, dict[str, Row]]:
         if not self._partitions:
             return {}
-        return self._shards.get(partition_for(user_id, self._partitions), {})
+        return self._shards.get(owner_partition(owner_id, self._partitions), {})
 
     def generation(self) -> dict[str, str]:
         """The recorded analysis generation ({} if none)."""
@@ -86,52 +86,52 @@ class InMemoryStore:
         history = self._changes.setdefault(partition, deque(maxlen=CHANGE_HISTORY))
         history.append((self._commits[partition], change_entry(net)))
 
-    def owner_changes(self, user_id: str, since: str) -> OwnerChanges | None:
+    def owner_changes(self, owner_id: str, since: str) -> OwnerChanges | None:
         """The owner's rows written since the token ``since`` and the ids deleted since (None: cannot tell)."""
         if not self._partitions or not since.isdigit():
             return None
-        partition = partition_for(user_id, self._partitions)
+        partition = owner_partition(owner_id, self._partitions)
         start, now = int(since), self._commits.get(partition, 0)
         entries = [entry for n, entry in self._changes.get(partition, ()) if n > start]
         if start > now or len(entries) != now - start:
             return None
-        written, deleted = owner_ids(entries, user_id)
+        written, deleted = owner_ids(entries, owner_id)
         shard = self._shards.get(partition, {})
         gone = {table: set(ids) for table, ids in deleted.items()}
         rows: list[Row] = []
         for table, ids in sorted(written.items()):
             for id_ in sorted(ids):
                 row = shard.get(table, {}).get(id_)
-                if row is not None and row.user_id == user_id:
+                if row is not None and row.owner_id == owner_id:
                     rows.append(row)
                 else:
                     gone.setdefault(table, set()).add(id_)
         return OwnerChanges(str(now), tuple(rows), {t: frozenset(ids) for t, ids in gone.items() if ids})
 
-    def load_owner(self, user_id: str) -> list[Row]:
+    def load_owner(self, owner_id: str) -> list[Row]:
         """Every row of an owner."""
-        return [row for table in TABLES for row in self.rows(table, user_id)]
+        return [row for table in TABLES for row in self.rows(table, owner_id)]
 
-    def rows(self, table: str, user_id: str) -> list[Row]:
+    def rows(self, table: str, owner_id: str) -> list[Row]:
         """Rows of one table for an owner, in id order."""
-        rows = self._shard_of(user_id).get(table, {})
-        return [rows[i] for i in sorted(rows) if rows[i].user_id == user_id]
+        rows = self._shard_of(owner_id).get(table, {})
+        return [rows[i] for i in sorted(rows) if rows[i].owner_id == owner_id]
 
     def owners(self) -> list[str]:
         """Owners with any memory."""
-        return sorted({r.user_id for shard in self._shards.values() for r in shard.get("owners", {}).values()})
+        return sorted({r.owner_id for shard in self._shards.values() for r in shard.get("owners", {}).values()})
 
-    def vector_search(self, table: str, user_id: str, vector: Sequence[float], k: int) -> list[Hit]:
+    def vector_search(self, table: str, owner_id: str, vector: Sequence[float], k: int) -> list[Hit]:
         """Exact cosine search over an owner's rows."""
-        hits = [Hit(r, cosine(vector, r.vector)) for r in self.rows(table, user_id) if getattr(r, "vector", ())]  # type: ignore[union-attr]
+        hits = [Hit(r, cosine(vector, r.vector)) for r in self.rows(table, owner_id) if getattr(r, "vector", ())]  # type: ignore[union-attr]
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits[:k]
 
-    def text_search(self, table: str, user_id: str, query: str, k: int) -> list[Hit]:
+    def text_search(self, table: str, owner_id: str, query: str, k: int) -> list[Hit]:
         """BM25 over an owner's rows of the table (an owner's rows are the corpus)."""
         if table not in TEXT_FIELDS:
             raise StoreError(f"table {table!r} has no full-text column; use one of {sorted(TEXT_FIELDS)}")
-        rows = self.rows(table, user_id)
+        rows = self.rows(table, owner_id)
         docs = [search_text(" ".join(str(getattr(r, f)) for f in TEXT_FIELDS[table])).split() for r in rows]
         terms = search_text(query).split()
         hits = [Hit(r, s) for r, s in zip(rows, bm25_scores(docs, terms), strict=True) if s > 0]

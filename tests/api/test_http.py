@@ -290,6 +290,6 @@ def test_a_query_reads_the_owner_once_tenant_check_included(
         for question in ("What food does Alice like?", "Where does Alice work?"):
             r = c.post("/v1/users/alice/query", json={"question": question}, headers=DEFAULT)
             assert r.status_code == 200, r.text
-        assert loaded == ["alice", "alice"]  # one load per request
+        assert loaded == ["default:alice", "default:alice"]  # one load per request
         r = c.post("/v1/users/dave/query", json={"question": "What is my secret project?"}, headers=ACME)
-        assert r.status_code == 404 and "Zephyr" not in r.text and loaded.count("dave") == 1
+        assert r.status_code == 404 and "Zephyr" not in r.text and loaded.count("acme:dave") == 1

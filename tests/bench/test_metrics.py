@@ -74,7 +74,7 @@ def test_recall_on_a_hand_made_case() -> None:
 def _message(mid: str) -> MessageRow:
     return MessageRow(
         id=f"ev-{mid}",
-        user_id="u",
+        owner_id="default:u",
         tenant="default",
         conversation_id="c",
         message_id=mid,
@@ -303,7 +303,7 @@ def test_messages_only_hides_persona_and_episodic() -> None:
         assert view.rows(table, "u") == [] and view.vector_search(table, "u", [], 5) == []
         assert view.text_search(table, "u", "q", 5) == []
     assert view.rows("messages", "u") == ["messages"]  # type: ignore[comparison-overlap]
-    assert [r.TABLE for r in view.load_owner("u")] == ["messages"]
+    assert [r.TABLE for r in view.load_owner("default:u")] == ["messages"]
     assert view.view == "main" and view.extra() == "delegated"
     changes = view.owner_changes("u", "t1")  # what changed, without the hidden layers either
     assert changes is not None and changes.token == "t2" and [r.TABLE for r in changes.rows] == ["messages"]

@@ -95,7 +95,8 @@ def test_console_script_reads_stdin_and_runs_the_demo(tmp_path: Path) -> None:
     )
     out = demo.stdout.decode()
     assert "published 29 sample message(s) for 2 owner(s)" in out
-    assert "alice: 19 message(s) archived" in out and "xiaoming: 10 message(s) archived" in out
+    assert "alice (tenant default): 19 message(s) archived" in out
+    assert "xiaoming (tenant default): 10 message(s) archived" in out
     assert "likes=spicy food" in out and "stable" in out
     persona = subprocess.run(
         [str(exe), "memory", "alice", "--layer", "persona", "--json", "--store", store], capture_output=True, check=True
@@ -103,7 +104,7 @@ def test_console_script_reads_stdin_and_runs_the_demo(tmp_path: Path) -> None:
     traits = json.loads(persona.stdout)
     assert {(t["key"], t["value"], t["stable"]) for t in traits} >= {("likes", "spicy food", True)}
     missing = subprocess.run([str(exe), "memory", "nobody", "--store", store], capture_output=True)
-    assert missing.returncode == 3 and b"no memory for 'nobody'" in missing.stderr
+    assert missing.returncode == 3 and b"no memory for user 'nobody' of tenant 'default'" in missing.stderr
     working = subprocess.run(
         [str(exe), "memory", "xiaoming", "--layer", "working", "--store", store], capture_output=True, check=True
     )

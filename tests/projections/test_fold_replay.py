@@ -49,7 +49,7 @@ def test_the_scenario_exercises_every_layer() -> None:
 
 def test_applying_each_event_twice_changes_nothing_the_second_time() -> None:
     once, _ = fold(scenario())
-    state = OwnerMemory("alice")
+    state = OwnerMemory("default:alice")
     for e in scenario():
         state, _ = apply(state, e)
         state, again = apply(state, e)
@@ -144,7 +144,7 @@ def test_a_restarted_fold_equals_an_uninterrupted_one(cut: int) -> None:
     events = scenario()
     live, live_changes = fold(events)
     head, head_changes = fold(events[:cut])
-    restarted = OwnerMemory.from_rows("alice", [r for r in head.rows()])
+    restarted = OwnerMemory.from_rows("default:alice", [r for r in head.rows()])
     restarted, tail_changes = fold(events[cut:], restarted)
     assert rows_of(restarted) == rows_of(live)
     assert head_changes + tail_changes == live_changes
@@ -156,7 +156,7 @@ def test_every_cut_point_restarts_identically() -> None:
     expected = rows_of(live)
     for cut in range(len(events)):
         head, _ = fold(events[:cut])
-        restarted, _ = fold(events[cut:], OwnerMemory.from_rows("alice", head.rows()))
+        restarted, _ = fold(events[cut:], OwnerMemory.from_rows("default:alice", head.rows()))
         assert rows_of(restarted) == expected, cut
 
 
@@ -164,7 +164,7 @@ def test_an_event_of_another_owner_is_refused() -> None:
     from adamem.projections.folds import ForeignOwnerError
 
     with pytest.raises(ForeignOwnerError, match="bob"):
-        apply(OwnerMemory("alice"), Chat(user="bob").say("hi", at=T0))
+        apply(OwnerMemory("default:alice"), Chat(user="bob").say("hi", at=T0))
 
 
 _DIGEST = """

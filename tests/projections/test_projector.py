@@ -19,7 +19,7 @@ def interleaved(users: list[str]) -> list[Positioned]:
 
 
 def stored(store: InMemoryStore, users: list[str]) -> list[Row]:
-    return [r for u in users for r in store.load_owner(u)]
+    return [r for u in users for r in store.load_owner(f"default:{u}")]
 
 
 def test_a_batch_of_more_owners_than_the_cache_holds_folds_like_each_owner_alone() -> None:

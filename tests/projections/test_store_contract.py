@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from adamem.errors import StoreError
-from adamem.partitioning import partition_for
+from adamem.partitioning import owner_partition, partition_for
 from adamem.projections.folds.changes import Delete, Upsert
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
 from adamem.projections.store import MemoryStore
@@ -37,7 +37,7 @@ def make(cls: type[Row], **values: Any) -> Row:
 
 
 def message(user: str, id_: str, text: str, vector: tuple[float, ...]) -> Row:
-    return make(MessageRow, id=id_, user_id=user, text=text, speaker="Ann", vector=vector, topics=["t"], seq=1)
+    return make(MessageRow, id=id_, owner_id=user, text=text, speaker="Ann", vector=vector, topics=["t"], seq=1)
 
 
 @pytest.fixture(params=ADAPTERS)
@@ -49,26 +49,31 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStor
 
 
 def _commit(store: MemoryStore, user: str, changes: list[Any], offset: int) -> None:
-    p = partition_for(user, PARTITIONS)
+    p = owner_partition(user, PARTITIONS)
     store.commit(p, changes, {"analyses": offset})
 
 
 def test_upsert_is_by_id_and_delete_removes(store: MemoryStore) -> None:
-    a = message("alice", "m1", "I love hiking", (1.0, 0.0, 0.0))
-    _commit(store, "alice", [Upsert("messages", a), Upsert("owners", make(OwnerRow, id="alice", user_id="alice"))], 1)
-    _commit(store, "alice", [Upsert("messages", dataclasses.replace(a, text="I love climbing"))], 2)  # type: ignore[type-var]
-    rows = store.rows("messages", "alice")
+    a = message("default:alice", "m1", "I love hiking", (1.0, 0.0, 0.0))
+    _commit(
+        store,
+        "default:alice",
+        [Upsert("messages", a), Upsert("owners", make(OwnerRow, id="default:alice", owner_id="default:alice"))],
+        1,
+    )
+    _commit(store, "default:alice", [Upsert("messages", dataclasses.replace(a, text="I love climbing"))], 2)  # type: ignore[type-var]
+    rows = store.rows("messages", "default:alice")
     assert [(r.id, r.text) for r in rows] == [("m1", "I love climbing")]  # type: ignore[union-attr]
-    _commit(store, "alice", [Delete("messages", "m1")], 3)
-    assert store.rows("messages", "alice") == []
-    assert store.owners() == ["alice"]
+    _commit(store, "default:alice", [Delete("messages", "m1")], 3)
+    assert store.rows("messages", "default:alice") == []
+    assert store.owners() == ["default:alice"]
 
 
 def test_rows_round_trip_exactly(store: MemoryStore) -> None:
     row = make(
         EpisodicRow,
         id="r1",
-        user_id="小明",
+        owner_id="default:小明",
         type="fact",
         key="lives_in",
         content="小明住在北京",
@@ -80,27 +85,39 @@ def test_rows_round_trip_exactly(store: MemoryStore) -> None:
         event_time=-1,
         entities=["北京"],
     )
-    _commit(store, "小明", [Upsert("episodic", row), Upsert("messages", message("小明", "m", "x", (1.0, 0.0, 0.0)))], 1)
-    assert store.rows("episodic", "小明") == [row]
-    assert store.load_owner("小明").count(row) == 1
+    _commit(
+        store,
+        "default:小明",
+        [Upsert("episodic", row), Upsert("messages", message("default:小明", "m", "x", (1.0, 0.0, 0.0)))],
+        1,
+    )
+    assert store.rows("episodic", "default:小明") == [row]
+    assert store.load_owner("default:小明").count(row) == 1
 
 
 def test_owners_are_isolated(store: MemoryStore) -> None:
-    _commit(store, "alice", [Upsert("messages", message("alice", "a1", "secret of alice", (1.0, 0.0, 0.0)))], 1)
-    _commit(store, "bob", [Upsert("messages", message("bob", "b1", "secret of bob", (1.0, 0.0, 0.0)))], 1)
-    assert [r.id for r in store.rows("messages", "bob")] == ["b1"]
-    assert [h.row.id for h in store.vector_search("messages", "bob", (1.0, 0.0, 0.0), 10)] == ["b1"]
-    assert [h.row.id for h in store.text_search("messages", "bob", "secret", 10)] == ["b1"]
+    _commit(
+        store,
+        "default:alice",
+        [Upsert("messages", message("default:alice", "a1", "secret of alice", (1.0, 0.0, 0.0)))],
+        1,
+    )
+    _commit(
+        store, "default:bob", [Upsert("messages", message("default:bob", "b1", "secret of bob", (1.0, 0.0, 0.0)))], 1
+    )
+    assert [r.id for r in store.rows("messages", "default:bob")] == ["b1"]
+    assert [h.row.id for h in store.vector_search("messages", "default:bob", (1.0, 0.0, 0.0), 10)] == ["b1"]
+    assert [h.row.id for h in store.text_search("messages", "default:bob", "secret", 10)] == ["b1"]
 
 
 def test_vector_search_ranks_by_cosine(store: MemoryStore) -> None:
     rows = [
-        message("alice", "near", "a", (1.0, 0.1, 0.0)),
-        message("alice", "mid", "b", (0.6, 0.8, 0.0)),
-        message("alice", "far", "c", (0.0, 0.0, 1.0)),
+        message("default:alice", "near", "a", (1.0, 0.1, 0.0)),
+        message("default:alice", "mid", "b", (0.6, 0.8, 0.0)),
+        message("default:alice", "far", "c", (0.0, 0.0, 1.0)),
     ]
-    _commit(store, "alice", [Upsert("messages", r) for r in rows], 1)
-    hits = store.vector_search("messages", "alice", (1.0, 0.0, 0.0), 2)
+    _commit(store, "default:alice", [Upsert("messages", r) for r in rows], 1)
+    hits = store.vector_search("messages", "default:alice", (1.0, 0.0, 0.0), 2)
     assert [h.row.id for h in hits] == ["near", "mid"]
     assert hits[0].score == pytest.approx(1 / (1.01**0.5), abs=1e-5)
     assert hits[1].score == pytest.approx(0.6, abs=1e-5)
@@ -108,23 +125,23 @@ def test_vector_search_ranks_by_cosine(store: MemoryStore) -> None:
 
 def test_text_search_is_bm25_over_english_and_chinese(store: MemoryStore) -> None:
     rows = [
-        message("alice", "gym", "I went to the gym yesterday", (1.0, 0.0, 0.0)),
-        message("alice", "lipids", "My check-up showed high blood lipids", (1.0, 0.0, 0.0)),
-        message("alice", "zh", "体检报告显示我血脂偏高", (1.0, 0.0, 0.0)),
-        message("alice", "other", "The weather is nice", (1.0, 0.0, 0.0)),
+        message("default:alice", "gym", "I went to the gym yesterday", (1.0, 0.0, 0.0)),
+        message("default:alice", "lipids", "My check-up showed high blood lipids", (1.0, 0.0, 0.0)),
+        message("default:alice", "zh", "体检报告显示我血脂偏高", (1.0, 0.0, 0.0)),
+        message("default:alice", "other", "The weather is nice", (1.0, 0.0, 0.0)),
     ]
-    _commit(store, "alice", [Upsert("messages", r) for r in rows], 1)
-    assert [h.row.id for h in store.text_search("messages", "alice", "blood lipid levels", 5)] == ["lipids"]
-    assert [h.row.id for h in store.text_search("messages", "alice", "我的血脂", 5)] == ["zh"]
-    assert store.text_search("messages", "alice", "nothing matches here", 5) == []
+    _commit(store, "default:alice", [Upsert("messages", r) for r in rows], 1)
+    assert [h.row.id for h in store.text_search("messages", "default:alice", "blood lipid levels", 5)] == ["lipids"]
+    assert [h.row.id for h in store.text_search("messages", "default:alice", "我的血脂", 5)] == ["zh"]
+    assert store.text_search("messages", "default:alice", "nothing matches here", 5) == []
     with pytest.raises(StoreError):
-        store.text_search("owners", "alice", "x", 5)
+        store.text_search("owners", "default:alice", "x", 5)
 
 
 def test_checkpoint_is_recorded_with_the_data(store: MemoryStore) -> None:
     p = partition_for("alice", PARTITIONS)
     assert store.checkpoint(p) == {}
-    _commit(store, "alice", [Upsert("messages", message("alice", "m1", "x", (1.0, 0.0, 0.0)))], 7)
+    _commit(store, "default:alice", [Upsert("messages", message("default:alice", "m1", "x", (1.0, 0.0, 0.0)))], 7)
     store.commit(p, [], {"control": 3})
     assert store.checkpoint(p) == {"analyses": 7, "control": 3}
 
@@ -154,7 +171,7 @@ def test_lancedb_views_keep_their_own_generation(tmp_path: Path) -> None:
 
 
 def test_a_different_partition_count_is_refused(store: MemoryStore) -> None:
-    _commit(store, "alice", [Upsert("messages", message("alice", "m1", "x", (1.0, 0.0, 0.0)))], 1)
+    _commit(store, "default:alice", [Upsert("messages", message("default:alice", "m1", "x", (1.0, 0.0, 0.0)))], 1)
     with pytest.raises(StoreError, match="rebuild"):
         store.bind(PARTITIONS + 1)
 
@@ -180,28 +197,28 @@ def test_lancedb_rolls_back_a_commit_torn_before_its_checkpoint(
     root = str(tmp_path / "store")
     store = LanceStore(root)
     store.bind(1)
-    store.commit(0, [Upsert("messages", message("alice", "m1", "kept", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    store.commit(0, [Upsert("messages", message("default:alice", "m1", "kept", (1.0, 0.0, 0.0)))], {"analyses": 1})
     _crash_before_the_checkpoint(store, monkeypatch)
     with pytest.raises(StoreError, match="simulated crash"):
         store.commit(
             0,
-            [Upsert("messages", message("alice", "m2", "lost", (0.0, 1.0, 0.0))), Delete("messages", "m1")],
+            [Upsert("messages", message("default:alice", "m2", "lost", (0.0, 1.0, 0.0))), Delete("messages", "m1")],
             {"analyses": 2},
         )
     store.close()
 
     early_reader = LanceStore(root, read_only=True)  # before any writer recovered the shard
-    assert [(r.id, r.text) for r in early_reader.rows("messages", "alice")] == [("m1", "kept")]  # type: ignore[union-attr]
+    assert [(r.id, r.text) for r in early_reader.rows("messages", "default:alice")] == [("m1", "kept")]  # type: ignore[union-attr]
 
     reopened = LanceStore(root)
     assert reopened.checkpoint(0) == {"analyses": 1}  # opening as the writer recovers the shard
-    assert [r.text for r in reopened.rows("messages", "alice")] == ["kept"]  # type: ignore[union-attr]
+    assert [r.text for r in reopened.rows("messages", "default:alice")] == ["kept"]  # type: ignore[union-attr]
     reader = LanceStore(root, read_only=True)
-    assert [r.id for r in reader.rows("messages", "alice")] == ["m1"]
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1"]
 
     # the torn commit's change-log entry went with it: the next commit's changes are exactly its own
-    reopened.commit(0, [Upsert("messages", message("alice", "m3", "new", (0.0, 0.0, 1.0)))], {"analyses": 2})
-    changes = reader.owner_changes("alice", "main/1")
+    reopened.commit(0, [Upsert("messages", message("default:alice", "m3", "new", (0.0, 0.0, 1.0)))], {"analyses": 2})
+    changes = reader.owner_changes("default:alice", "main/1")
     assert changes is not None and [r.id for r in changes.rows] == ["m3"] and not changes.gone
 
 
@@ -209,37 +226,39 @@ def test_lancedb_indexes_vectors_of_large_tables_and_still_finds_the_nearest(tmp
     store = LanceStore(str(tmp_path / "store"), vector_index_min_rows=300)
     store.bind(1)
     rows = [
-        message("alice", f"m{i:04d}", f"text {i}", (1.0, (i % 97) / 97.0, (i % 13) / 13.0, (i % 7) / 7.0))
+        message("default:alice", f"m{i:04d}", f"text {i}", (1.0, (i % 97) / 97.0, (i % 13) / 13.0, (i % 7) / 7.0))
         for i in range(400)
     ]
-    bob = [message("bob", f"b{i:02d}", "bob's", (0.0, 1.0, 0.0, 0.0)) for i in range(20)]
+    bob = [message("default:bob", f"b{i:02d}", "bob's", (0.0, 1.0, 0.0, 0.0)) for i in range(20)]
     store.commit(0, [Upsert("messages", r) for r in rows + bob], {"analyses": 1})
     store.optimize()
     shard = store._shard(0, create=False)
     assert shard is not None
     kinds = {tuple(ix.columns): ix.index_type for ix in shard.tables["messages"].list_indices()}
-    assert kinds == {("vector",): "IvfHnswSq", ("tokens",): "FTS", ("user_id",): "BTree"}
-    late = message("bob", "b99", "after the index", (0.0, 1.0, 0.0, 0.0))
+    assert kinds == {("vector",): "IvfHnswSq", ("tokens",): "FTS", ("owner_id",): "BTree"}
+    late = message("default:bob", "b99", "after the index", (0.0, 1.0, 0.0, 0.0))
     store.commit(0, [Upsert("messages", late)], {"analyses": 2})  # the next checkpoint covers the indexed version
     reader = LanceStore(str(tmp_path / "store"), read_only=True)
-    hits = reader.vector_search("messages", "alice", rows[123].vector, 3)  # type: ignore[union-attr]
+    hits = reader.vector_search("messages", "default:alice", rows[123].vector, 3)  # type: ignore[union-attr]
     assert hits[0].row.id == "m0123"
-    assert [r.id for r in reader.rows("messages", "bob")] == [r.id for r in bob] + ["b99"]  # indexed, and not yet
-    assert len(reader.rows("messages", "alice")) == 400
+    assert [r.id for r in reader.rows("messages", "default:bob")] == [r.id for r in bob] + [
+        "b99"
+    ]  # indexed, and not yet
+    assert len(reader.rows("messages", "default:alice")) == 400
 
 
 def _bulk_history() -> list[list[Any]]:
     """Commits of inserts, updates of earlier rows, deletes and a re-insert of a deleted id."""
-    a = message("alice", "m1", "I love hiking", (1.0, 0.0, 0.0))
-    b = message("alice", "m2", "My dog is called Rex", (0.0, 1.0, 0.0))
-    c = message("bob", "m3", "我喜欢吃辣的", (0.0, 0.0, 1.0))
-    owner = make(OwnerRow, id="alice", user_id="alice")
+    a = message("default:alice", "m1", "I love hiking", (1.0, 0.0, 0.0))
+    b = message("default:alice", "m2", "My dog is called Rex", (0.0, 1.0, 0.0))
+    c = message("default:bob", "m3", "我喜欢吃辣的", (0.0, 0.0, 1.0))
+    owner = make(OwnerRow, id="default:alice", owner_id="default:alice")
     return [
         [Upsert("messages", a), Upsert("messages", b), Upsert("owners", owner), Upsert("messages", c)],
         [
             Upsert("messages", dataclasses.replace(a, text="I love climbing")),  # type: ignore[type-var]
             Delete("messages", "m2"),
-            Upsert("messages", message("alice", "m4", "new in the second commit", (0.6, 0.8, 0.0))),
+            Upsert("messages", message("default:alice", "m4", "new in the second commit", (0.6, 0.8, 0.0))),
         ],
         [Upsert("messages", dataclasses.replace(b, text="Rex is back")), Delete("messages", "m3")],  # type: ignore[type-var]
     ]
@@ -255,14 +274,14 @@ def test_lancedb_bulk_mode_stores_the_rows_merging_stores(tmp_path: Path) -> Non
         store.optimize()
     merged, bulk = stores[False], stores[True]
     assert bulk.checkpoint(0) == merged.checkpoint(0) == {"analyses": 3}
-    for user in ("alice", "bob"):
+    for user in ("default:alice", "default:bob"):
         assert bulk.load_owner(user) == merged.load_owner(user)
-    assert [r.text for r in bulk.rows("messages", "alice")] == [
+    assert [r.text for r in bulk.rows("messages", "default:alice")] == [
         "I love climbing",
         "Rex is back",
         "new in the second commit",
     ]  # type: ignore[union-attr]
-    assert [h.row.id for h in bulk.text_search("messages", "alice", "Rex", 5)] == ["m2"]
+    assert [h.row.id for h in bulk.text_search("messages", "default:alice", "Rex", 5)] == ["m2"]
 
 
 def test_lancedb_bulk_view_leaves_its_vector_index_and_change_log_to_the_writer_after_the_switch(
@@ -272,8 +291,10 @@ def test_lancedb_bulk_view_leaves_its_vector_index_and_change_log_to_the_writer_
     root = str(tmp_path / "store")
     live = LanceStore(root)
     live.bind(1)
-    live.commit(0, [Upsert("messages", message("alice", "m0", "old", (1.0, 0.0, 0.0, 0.0)))], {"analyses": 1})
-    rows = [message("alice", f"m{i:03d}", f"text {i}", (1.0, i / 300.0, (i % 7) / 7.0, 0.5)) for i in range(300)]
+    live.commit(0, [Upsert("messages", message("default:alice", "m0", "old", (1.0, 0.0, 0.0, 0.0)))], {"analyses": 1})
+    rows = [
+        message("default:alice", f"m{i:03d}", f"text {i}", (1.0, i / 300.0, (i % 7) / 7.0, 0.5)) for i in range(300)
+    ]
     bulk = LanceStore(root, view="r1", bulk=True, optimize_every=0, vector_index_min_rows=100)
     bulk.bind(1)
     bulk.commit(0, [Upsert("messages", r) for r in rows[:150]], {"analyses": 150})
@@ -287,17 +308,17 @@ def test_lancedb_bulk_view_leaves_its_vector_index_and_change_log_to_the_writer_
     reader = LanceStore(root, read_only=True)
     token = reader.change_token(0)
     assert token == "r1/2"
-    assert reader.vector_search("messages", "alice", rows[42].vector, 1)[0].row.id == "m042"  # exact, unindexed
-    assert reader.owner_changes("alice", "r1/1") is None  # not logged: the reader loads the owner again
+    assert reader.vector_search("messages", "default:alice", rows[42].vector, 1)[0].row.id == "m042"  # exact, unindexed
+    assert reader.owner_changes("default:alice", "r1/1") is None  # not logged: the reader loads the owner again
 
     writer = LanceStore(root, optimize_every=1, vector_index_min_rows=100)  # the worker, after the switch
-    late = message("alice", "m999", "after the switch", (0.0, 1.0, 0.0, 0.0))
+    late = message("default:alice", "m999", "after the switch", (0.0, 1.0, 0.0, 0.0))
     writer.commit(0, [Upsert("messages", late)], {"analyses": 301})
-    changes = reader.owner_changes("alice", token)
+    changes = reader.owner_changes("default:alice", token)
     assert changes is not None and [r.id for r in changes.rows] == ["m999"]
-    table = reader._owner_shard("alice").visible("messages")  # type: ignore[union-attr]
+    table = reader._owner_shard("default:alice").visible("messages")  # type: ignore[union-attr]
     assert {ix.index_type for ix in table.list_indices()} == {"IvfHnswSq", "FTS", "BTree"}
-    assert reader.vector_search("messages", "alice", rows[42].vector, 1)[0].row.id == "m042"
+    assert reader.vector_search("messages", "default:alice", rows[42].vector, 1)[0].row.id == "m042"
 
 
 def test_lancedb_bulk_mode_merges_into_tables_it_found_filled(tmp_path: Path) -> None:
@@ -307,8 +328,10 @@ def test_lancedb_bulk_mode_merges_into_tables_it_found_filled(tmp_path: Path) ->
     first.commit(0, _bulk_history()[0], {"analyses": 1})
     first.close()
     again = LanceStore(root, bulk=True)
-    again.commit(0, [Upsert("messages", message("alice", "m1", "written twice", (1.0, 0.0, 0.0)))], {"analyses": 2})
-    assert [(r.id, r.text) for r in again.rows("messages", "alice")] == [
+    again.commit(
+        0, [Upsert("messages", message("default:alice", "m1", "written twice", (1.0, 0.0, 0.0)))], {"analyses": 2}
+    )
+    assert [(r.id, r.text) for r in again.rows("messages", "default:alice")] == [
         ("m1", "written twice"),
         ("m2", "My dog is called Rex"),
     ]  # type: ignore[union-attr]
@@ -327,7 +350,7 @@ def test_lancedb_bulk_mode_rolls_back_a_commit_torn_before_its_checkpoint(
     store.close()
     reopened = LanceStore(root, bulk=True)
     assert reopened.checkpoint(0) == {"analyses": 1}
-    assert [(r.id, r.text) for r in reopened.rows("messages", "alice")] == [
+    assert [(r.id, r.text) for r in reopened.rows("messages", "default:alice")] == [
         ("m1", "I love hiking"),
         ("m2", "My dog is called Rex"),
     ]  # type: ignore[union-attr]
@@ -351,7 +374,7 @@ def test_lancedb_a_failed_table_write_fails_the_commit_before_its_checkpoint(
         real(shard, name, *args)
 
     monkeypatch.setattr(_Shard, "_write", failing)
-    owner = make(OwnerRow, id="alice", user_id="alice", next_seq=9)
+    owner = make(OwnerRow, id="default:alice", owner_id="default:alice", next_seq=9)
     changes = [Upsert("owners", owner), *_bulk_history()[1]]
     with pytest.raises(StoreError, match="simulated disk error"):
         store.commit(0, changes, {"analyses": 2})
@@ -359,8 +382,8 @@ def test_lancedb_a_failed_table_write_fails_the_commit_before_its_checkpoint(
     store.close()
     monkeypatch.setattr(_Shard, "_write", real)
     reopened = LanceStore(root)
-    assert [r.next_seq for r in reopened.rows("owners", "alice")] == [0]  # type: ignore[union-attr]
-    assert [r.text for r in reopened.rows("messages", "alice")] == ["I love hiking", "My dog is called Rex"]  # type: ignore[union-attr]
+    assert [r.next_seq for r in reopened.rows("owners", "default:alice")] == [0]  # type: ignore[union-attr]
+    assert [r.text for r in reopened.rows("messages", "default:alice")] == ["I love hiking", "My dog is called Rex"]  # type: ignore[union-attr]
 
 
 def test_lancedb_bulk_mode_loads_an_owner_it_never_wrote_without_a_query(
@@ -370,22 +393,28 @@ def test_lancedb_bulk_mode_loads_an_owner_it_never_wrote_without_a_query(
     bulk = LanceStore(str(tmp_path / "store"), bulk=True)
     bulk.bind(1)
     bulk.commit(0, _bulk_history()[0], {"analyses": 1})
-    written = bulk.load_owner("alice")
-    assert sorted((r.TABLE, r.id) for r in written) == [("messages", "m1"), ("messages", "m2"), ("owners", "alice")]
+    written = bulk.load_owner("default:alice")
+    assert sorted((r.TABLE, r.id) for r in written) == [
+        ("messages", "m1"),
+        ("messages", "m2"),
+        ("owners", "default:alice"),
+    ]
 
     def no_query(table: str, user_id: str) -> list[Row]:
         raise AssertionError(f"queried {table} for {user_id}")
 
     monkeypatch.setattr(bulk, "rows", no_query)
-    assert bulk.load_owner("carol") == []
+    assert bulk.load_owner("default:carol") == []
     filled = LanceStore(str(tmp_path / "store"), bulk=True)  # tables found filled: owners are looked up
-    assert [r.id for r in filled.load_owner("bob")] == ["m3"]
+    assert [r.id for r in filled.load_owner("default:bob")] == ["m3"]
 
 
 def _same_shard_as(user: str) -> str:
     """Another owner living in the same shard as ``user``."""
     return next(
-        u for u in (f"other{i}" for i in range(100)) if partition_for(u, PARTITIONS) == partition_for(user, PARTITIONS)
+        u
+        for u in (f"default:other{i}" for i in range(100))
+        if owner_partition(u, PARTITIONS) == owner_partition(user, PARTITIONS)
     )
 
 
@@ -405,7 +434,7 @@ def test_the_change_token_moves_on_every_commit_and_only_then(store: MemoryStore
     assert store.partition_count() == PARTITIONS
     first = store.change_token(p)
     assert store.change_token(p) == first
-    _commit(store, "alice", [Upsert("messages", message("alice", "m1", "x", (1.0, 0.0, 0.0)))], 1)
+    _commit(store, "default:alice", [Upsert("messages", message("default:alice", "m1", "x", (1.0, 0.0, 0.0)))], 1)
     second = store.change_token(p)
     assert second != first and store.change_token(p) == second
     store.commit(p, [], {"control": 1})  # offsets only: the shard's checkpoint still moved
@@ -413,32 +442,40 @@ def test_the_change_token_moves_on_every_commit_and_only_then(store: MemoryStore
 
 
 def test_owner_changes_bring_an_owner_held_at_an_old_token_up_to_date(store: MemoryStore) -> None:
-    p, neighbour = partition_for("alice", PARTITIONS), _same_shard_as("alice")
-    a1, a2 = message("alice", "a1", "one", (1.0, 0.0, 0.0)), message("alice", "a2", "two", (0.0, 1.0, 0.0))
-    owner = make(OwnerRow, id="alice", user_id="alice", last_event_time=1)
-    _commit(store, "alice", [Upsert("messages", a1), Upsert("messages", a2), Upsert("owners", owner)], 1)
+    p, neighbour = partition_for("alice", PARTITIONS), _same_shard_as("default:alice")
+    a1, a2 = (
+        message("default:alice", "a1", "one", (1.0, 0.0, 0.0)),
+        message("default:alice", "a2", "two", (0.0, 1.0, 0.0)),
+    )
+    owner = make(OwnerRow, id="default:alice", owner_id="default:alice", last_event_time=1)
+    _commit(store, "default:alice", [Upsert("messages", a1), Upsert("messages", a2), Upsert("owners", owner)], 1)
     _commit(store, neighbour, [Upsert("messages", message(neighbour, "n1", "theirs", (1.0, 0.0, 0.0)))], 2)
-    token, held = store.change_token(p), store.load_owner("alice")
+    token, held = store.change_token(p), store.load_owner("default:alice")
     held_neighbour = store.load_owner(neighbour)
 
-    _commit(store, "alice", [Upsert("messages", dataclasses.replace(a1, text="one, edited"))], 3)  # type: ignore[type-var]
-    _commit(store, "alice", [Upsert("messages", message("alice", "a3", "three", (0.0, 0.0, 1.0)))], 4)
+    _commit(store, "default:alice", [Upsert("messages", dataclasses.replace(a1, text="one, edited"))], 3)  # type: ignore[type-var]
+    _commit(store, "default:alice", [Upsert("messages", message("default:alice", "a3", "three", (0.0, 0.0, 1.0)))], 4)
     _commit(
-        store, "alice", [Delete("messages", "a2"), Upsert("owners", dataclasses.replace(owner, last_event_time=9))], 5
+        store,
+        "default:alice",
+        [Delete("messages", "a2"), Upsert("owners", dataclasses.replace(owner, last_event_time=9))],
+        5,
     )  # type: ignore[type-var]
-    _commit(store, "alice", [Upsert("messages", message("alice", "a4", "short-lived", (1.0, 1.0, 0.0)))], 6)
-    _commit(store, "alice", [Delete("messages", "a4")], 7)
+    _commit(
+        store, "default:alice", [Upsert("messages", message("default:alice", "a4", "short-lived", (1.0, 1.0, 0.0)))], 6
+    )
+    _commit(store, "default:alice", [Delete("messages", "a4")], 7)
 
-    changes = store.owner_changes("alice", token)
+    changes = store.owner_changes("default:alice", token)
     assert changes is not None and changes.token == store.change_token(p)
-    assert _applied(held, changes) == _sorted(store.load_owner("alice"))
-    assert {r.id for r in changes.rows} == {"a1", "a3", "alice"}  # only what was written, as it is now
+    assert _applied(held, changes) == _sorted(store.load_owner("default:alice"))
+    assert {r.id for r in changes.rows} == {"a1", "a3", "default:alice"}  # only what was written, as it is now
     assert {"a2", "a4"} <= changes.gone["messages"]
 
     theirs = store.owner_changes(neighbour, token)  # the neighbour's rows did not change
     assert theirs is not None and not theirs.rows
     assert _applied(held_neighbour, theirs) == _sorted(held_neighbour)
-    assert store.owner_changes("alice", changes.token) == OwnerChanges(changes.token)  # nothing since
+    assert store.owner_changes("default:alice", changes.token) == OwnerChanges(changes.token)  # nothing since
 
 
 def test_owner_changes_cannot_resolve_a_foreign_or_forgotten_token(
@@ -446,18 +483,23 @@ def test_owner_changes_cannot_resolve_a_foreign_or_forgotten_token(
 ) -> None:
     monkeypatch.setattr(memory_store, "CHANGE_HISTORY", 2)
     monkeypatch.setattr(lance_store, "CHANGE_HISTORY", 2)
-    _commit(store, "alice", [Upsert("messages", message("alice", "a1", "x", (1.0, 0.0, 0.0)))], 1)
+    _commit(store, "default:alice", [Upsert("messages", message("default:alice", "a1", "x", (1.0, 0.0, 0.0)))], 1)
     p = partition_for("alice", PARTITIONS)
     old = store.change_token(p)
-    assert store.owner_changes("alice", "no such token") is None
+    assert store.owner_changes("default:alice", "no such token") is None
     for offset in range(2, 6):
-        _commit(store, "alice", [Upsert("messages", message("alice", f"a{offset}", "x", (1.0, 0.0, 0.0)))], offset)
+        _commit(
+            store,
+            "default:alice",
+            [Upsert("messages", message("default:alice", f"a{offset}", "x", (1.0, 0.0, 0.0)))],
+            offset,
+        )
     if isinstance(store, LanceStore):
         store.optimize()  # the change log is trimmed when the shard is optimised
-    assert store.owner_changes("alice", old) is None  # older than the kept history: load the owner again
+    assert store.owner_changes("default:alice", old) is None  # older than the kept history: load the owner again
     recent = store.change_token(p)
-    _commit(store, "alice", [Upsert("messages", message("alice", "a9", "x", (1.0, 0.0, 0.0)))], 9)
-    found = store.owner_changes("alice", recent)
+    _commit(store, "default:alice", [Upsert("messages", message("default:alice", "a9", "x", (1.0, 0.0, 0.0)))], 9)
+    found = store.owner_changes("default:alice", recent)
     assert found is not None and [r.id for r in found.rows] == ["a9"]
 
 
@@ -467,14 +509,16 @@ def test_lancedb_readers_see_a_commit_in_the_change_token_at_once(
     root = str(tmp_path / "store")
     writer = LanceStore(root)
     writer.bind(1)
-    writer.commit(0, [Upsert("messages", message("alice", "m1", "x", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    writer.commit(0, [Upsert("messages", message("default:alice", "m1", "x", (1.0, 0.0, 0.0)))], {"analyses": 1})
     reader = LanceStore(root, read_only=True)
     seen = [reader.change_token(0)]
     for trust_after in (lance_store._TRUST_STAMP_NS, 0):  # racy-timestamp guard on, then trusting every stamp
         monkeypatch.setattr(lance_store, "_TRUST_STAMP_NS", trust_after)
         for offset in (2, 3):
             writer.commit(
-                0, [Upsert("messages", message("alice", f"m{offset}", "x", (1.0, 0.0, 0.0)))], {"analyses": offset}
+                0,
+                [Upsert("messages", message("default:alice", f"m{offset}", "x", (1.0, 0.0, 0.0)))],
+                {"analyses": offset},
             )
             seen.append(reader.change_token(0))
             assert seen[-1] == writer.change_token(0) and seen.count(seen[-1]) == 1
@@ -487,21 +531,23 @@ def test_lancedb_owner_changes_do_not_cross_a_view_switch(tmp_path: Path) -> Non
     for view in ("main", "rebuilt"):
         s = LanceStore(root, view=view)
         s.bind(1)
-        s.commit(0, [Upsert("messages", message("alice", "m1", view, (1.0, 0.0, 0.0)))], {"analyses": 1})
+        s.commit(0, [Upsert("messages", message("default:alice", "m1", view, (1.0, 0.0, 0.0)))], {"analyses": 1})
     reader = LanceStore(root, read_only=True)
     token = reader.change_token(0)
-    assert reader.owner_changes("alice", token) == OwnerChanges(token)
+    assert reader.owner_changes("default:alice", token) == OwnerChanges(token)
     switch_view(root, "rebuilt")
     assert reader.change_token(0) == "rebuilt/1" != token  # the same commit count in another view
-    assert reader.owner_changes("alice", token) is None
+    assert reader.owner_changes("default:alice", token) is None
 
 
 def test_lancedb_readers_see_a_periodic_optimize_at_once(tmp_path: Path) -> None:
     store = LanceStore(str(tmp_path / "store"), optimize_every=2)
     store.bind(1)
     for i in range(2):
-        store.commit(0, [Upsert("messages", message("alice", f"m{i}", "x", (1.0, 0.0, 0.0)))], {"analyses": i + 1})
+        store.commit(
+            0, [Upsert("messages", message("default:alice", f"m{i}", "x", (1.0, 0.0, 0.0)))], {"analyses": i + 1}
+        )
     reader = LanceStore(str(tmp_path / "store"), read_only=True)
-    table = reader._owner_shard("alice").visible("messages")  # type: ignore[union-attr]
+    table = reader._owner_shard("default:alice").visible("messages")  # type: ignore[union-attr]
     assert {ix.index_type for ix in table.list_indices()} == {"FTS", "BTree"}  # the checkpoint covers the optimize
-    assert [r.id for r in reader.rows("messages", "alice")] == ["m0", "m1"]
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m0", "m1"]

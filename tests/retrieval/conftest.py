@@ -235,8 +235,8 @@ MOVE_AFTER = _session(
 """Alice lives in Beijing (March), moves to Shenzhen (6 May); a later session consolidates the move."""
 
 MOTIVATING = {
-    "en": ("sam", "why did I start working out?", CHECKUP_EN, GYM_EN),
-    "zh": ("xiaolin", "我为什么开始健身？", CHECKUP_ZH, GYM_ZH),
+    "en": ("default:sam", "why did I start working out?", CHECKUP_EN, GYM_EN),
+    "zh": ("default:xiaolin", "我为什么开始健身？", CHECKUP_ZH, GYM_ZH),
 }
 """Per language: owner, question, the check-up message (the cause), the gym visit (similar, not a cause)."""
 

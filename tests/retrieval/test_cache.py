@@ -22,16 +22,16 @@ def test_a_contradicting_fact_wins_as_soon_as_it_is_projected(
     memory = build("move")
     memory.add(before)
     retriever = Retriever(memory.store, embedder, partitions=memory.partitions)
-    first = retriever.query("alice", "where do I live?")
+    first = retriever.query("default:alice", "where do I live?")
     assert "Beijing" in first.items[0].content and not first.cached
-    assert retriever.query("alice", "Where do I live?").cached  # same words, cosine ≥ 0.92: reused
+    assert retriever.query("default:alice", "Where do I live?").cached  # same words, cosine ≥ 0.92: reused
     memory.add(move)  # in working memory, not consolidated yet
-    moved = retriever.query("alice", "where do I live?")
+    moved = retriever.query("default:alice", "where do I live?")
     assert not moved.cached
     assert moved.items[0].content == "I just moved to Shenzhen for a new job."
     assert all("Beijing" not in i.content for i in moved.items[:3])  # the old record waits to be superseded
     memory.add(after)  # a new session consolidates the move: the Beijing record is superseded
-    later = retriever.query("alice", "where do I live?")
+    later = retriever.query("default:alice", "where do I live?")
     assert not later.cached and "Shenzhen" in later.items[0].content
     assert [i.content for i in later.items if "lives in" in i.content] in ([], ["Alice lives in Shenzhen"])
     retriever.close()
@@ -43,12 +43,12 @@ def test_the_query_cache_guard_refuses_similar_questions_with_other_words(
     memory = build("guard")
     memory.add(moving[0])
     retriever = Retriever(memory.store, embedder, partitions=memory.partitions)
-    retriever.query("alice", "where do I live?")
+    retriever.query("default:alice", "where do I live?")
     a, b = np.asarray(embedder.embed_query(["where do I live?", "where does my sister live?"]))
     assert float(a @ b) >= 0.9  # e5 finds them nearly the same ...
-    assert not retriever.query("alice", "where does my sister live?").cached  # ... the guard does not
-    assert not retriever.query("alice", "why do I live in Beijing?").cached  # another route
-    assert retriever.query("alice", "where do I live").cached
+    assert not retriever.query("default:alice", "where does my sister live?").cached  # ... the guard does not
+    assert not retriever.query("default:alice", "why do I live in Beijing?").cached  # another route
+    assert retriever.query("default:alice", "where do I live").cached
     retriever.close()
 
 
@@ -108,10 +108,10 @@ def test_answers_outlive_an_evicted_snapshot_until_the_rows_change(
     memory.add(moving[0])
     nothing_kept = dataclasses.replace(SEED_DEFAULT, cache=CacheSettings(hot_owners=0))
     retriever = Retriever(memory.store, embedder, nothing_kept, partitions=memory.partitions)
-    retriever.query("alice", "where do I live?")
-    assert not retriever.query("alice", "What food do I like?").cached  # a miss: every row read again
-    assert retriever.query("alice", "where do I live?").cached  # the same token, the same rows: still valid
+    retriever.query("default:alice", "where do I live?")
+    assert not retriever.query("default:alice", "What food do I like?").cached  # a miss: every row read again
+    assert retriever.query("default:alice", "where do I live?").cached  # the same token, the same rows: still valid
     memory.add(moving[1])
-    moved = retriever.query("alice", "where do I live?")
+    moved = retriever.query("default:alice", "where do I live?")
     assert not moved.cached and moved.items[0].content == "I just moved to Shenzhen for a new job."
     retriever.close()

@@ -21,13 +21,13 @@ from adamem.partitioning import partition_for
 from adamem.retrieval import SEED_DEFAULT, AsOf, Retriever, SearchSource
 
 QUESTIONS = [
-    ("sam", "why did I start working out?", None),
-    ("sam", "What food do I like?", None),
-    ("sam", "what did I do last week?", None),
-    ("xiaolin", "我为什么开始健身？", None),
-    ("xiaolin", "我喜欢吃什么？", None),
-    ("sam", "where is my office?", 1711400000000),
-    ("xiaolin", "我姐姐什么时候来北京？", AsOf(offset=12)),
+    ("default:sam", "why did I start working out?", None),
+    ("default:sam", "What food do I like?", None),
+    ("default:sam", "what did I do last week?", None),
+    ("default:xiaolin", "我为什么开始健身？", None),
+    ("default:xiaolin", "我喜欢吃什么？", None),
+    ("default:sam", "where is my office?", 1711400000000),
+    ("default:xiaolin", "我姐姐什么时候来北京？", AsOf(offset=12)),
 ]
 
 

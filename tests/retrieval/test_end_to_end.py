@@ -58,10 +58,11 @@ def test_the_graph_route_returns_the_checkup_in_the_top_3(motivating: Any, embed
 
 def test_the_answer_is_json_ready_with_route_whose_and_timing(motivating: Any, embedder: E5Embedder) -> None:
     retriever = Retriever(motivating.store, embedder, partitions=motivating.partitions)
-    data = retriever.query("sam", "why did I start working out?", top_k=5).to_dict()
+    data = retriever.query("default:sam", "why did I start working out?", top_k=5).to_dict()
     retriever.close()
     assert set(data) == {
         "user_id",
+        "tenant",
         "question",
         "config",
         "cached",

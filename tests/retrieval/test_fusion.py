@@ -103,13 +103,13 @@ def test_without_time_words_recency_halves_every_30_days_unless_walking_back_to_
 
 def test_fact_support_counts_records_and_persona_evidence_up_to_three() -> None:
     rows = [
-        make(OwnerRow, id="u", user_id="u", last_event_time=10),
-        make(MessageRow, id="m1", user_id="u", occurred_at=1, source_offset=0),
-        make(MessageRow, id="m2", user_id="u", occurred_at=2, source_offset=1),
+        make(OwnerRow, id="default:u", owner_id="default:u", last_event_time=10),
+        make(MessageRow, id="m1", owner_id="default:u", occurred_at=1, source_offset=0),
+        make(MessageRow, id="m2", owner_id="default:u", occurred_at=2, source_offset=1),
         make(
             EpisodicRow,
             id="r1",
-            user_id="u",
+            owner_id="default:u",
             type="fact",
             status="active",
             source_message_ids=["m1"],
@@ -119,18 +119,18 @@ def test_fact_support_counts_records_and_persona_evidence_up_to_three() -> None:
         make(
             EpisodicRow,
             id="r2",
-            user_id="u",
+            owner_id="default:u",
             type="event",
             status="active",
             source_message_ids=["m1", "m2"],
             valid_from=2,
             valid_to=-1,
         ),
-        make(EpisodicRow, id="r3", user_id="u", type="fact", status="superseded", source_message_ids=["m2"]),
+        make(EpisodicRow, id="r3", owner_id="default:u", type="fact", status="superseded", source_message_ids=["m2"]),
         make(
             PersonaRow,
             id="p1",
-            user_id="u",
+            owner_id="default:u",
             kind="trait",
             status="active",
             mention_count=2,
@@ -140,7 +140,7 @@ def test_fact_support_counts_records_and_persona_evidence_up_to_three() -> None:
             first_seen=1,
         ),
     ]
-    snap = OwnerSnapshot("u", rows)
+    snap = OwnerSnapshot("default:u", rows)
     now = View(snap)
     m1, m2, p1 = snap.messages["m1"], snap.messages["m2"], snap.traits["p1"]
     r1, r2 = snap.records["r1"], snap.records["r2"]

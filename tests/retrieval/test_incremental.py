@@ -64,9 +64,12 @@ def _same_as_fresh(live: Retriever, url: str, embedder: E5Embedder, partitions: 
     try:
         for question in QUESTIONS:
             for as_of in (None, ms("2024-04-15"), AsOf(offset=3)):
-                got, want = live.query("alice", question, as_of=as_of), fresh.query("alice", question, as_of=as_of)
+                got, want = (
+                    live.query("default:alice", question, as_of=as_of),
+                    fresh.query("default:alice", question, as_of=as_of),
+                )
                 assert _comparable(got) == _comparable(want), (question, as_of)
-        kept, loaded = live.snapshot("alice"), fresh.snapshot("alice")
+        kept, loaded = live.snapshot("default:alice"), fresh.snapshot("default:alice")
         _same_snapshot(kept, loaded)
     finally:
         fresh.close()
@@ -123,7 +126,7 @@ def served(build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines,
     memory.add(moving[0])
     live = Retriever(open_store(memory.settings.store_url, read_only=True), embedder, partitions=memory.partitions)
     for question in QUESTIONS:
-        live.query("alice", question)
+        live.query("default:alice", question)
     yield memory, live
     live.close()
 
@@ -135,7 +138,7 @@ def test_new_consolidated_and_forgotten_rows_update_the_hot_owner_exactly(
     _, move, after = moving
     url, partitions = memory.settings.store_url, memory.partitions
     reloaded = loads(live.store)
-    before = live.snapshot("alice")
+    before = live.snapshot("default:alice")
 
     memory.add(move)  # new messages, in working memory
     moved = _same_as_fresh(live, url, embedder, partitions)
@@ -158,7 +161,7 @@ def test_a_commit_for_another_owner_of_the_shard_keeps_the_hot_owner_and_its_ans
 ) -> None:
     memory, live = served
     reloaded = loads(live.store)
-    before, token = live.snapshot("alice"), live.token("alice")
+    before, token = live.snapshot("default:alice"), live.token("default:alice")
     shard = partition_for("alice", memory.partitions)
     neighbour = next(u for u in (f"user{i}" for i in range(100)) if partition_for(u, memory.partitions) == shard)
     memory.add(
@@ -168,9 +171,9 @@ def test_a_commit_for_another_owner_of_the_shard_keeps_the_hot_owner_and_its_ans
             for i, text in enumerate(("I live in Paris.", "I like cheese."))
         ]
     )  # fmt: skip
-    assert live.token("alice") != token  # the shard moved on ...
-    assert live.query("alice", QUESTIONS[0]).cached  # ... but nothing of Alice changed: her answers still hold
-    assert live.snapshot("alice") is before and reloaded == []
+    assert live.token("default:alice") != token  # the shard moved on ...
+    assert live.query("default:alice", QUESTIONS[0]).cached  # ... but nothing of Alice changed: her answers still hold
+    assert live.snapshot("default:alice") is before and reloaded == []
 
 
 def test_a_view_switch_serves_the_rebuilt_view(
@@ -178,7 +181,7 @@ def test_a_view_switch_serves_the_rebuilt_view(
 ) -> None:
     memory, live = served
     memory.add(moving[1] + moving[2])
-    now = live.query("alice", "where do I live?")
+    now = live.query("default:alice", "where do I live?")
     assert "Shenzhen" in now.items[0].content
     reloaded = loads(live.store)
 
@@ -193,9 +196,9 @@ def test_a_view_switch_serves_the_rebuilt_view(
             await log.stop()
 
     asyncio.run(rebuild())
-    assert live.query("alice", "where do I live?").cached  # built beside the active view: nothing changed
+    assert live.query("default:alice", "where do I live?").cached  # built beside the active view: nothing changed
     switch_view(memory.settings.store_url, "april")
-    switched = live.query("alice", "where do I live?")
+    switched = live.query("default:alice", "where do I live?")
     assert not switched.cached and "Beijing" in switched.items[0].content
     _same_as_fresh(live, memory.settings.store_url, embedder, memory.partitions)
-    assert reloaded == ["alice"]  # another view: loaded once, afresh
+    assert reloaded == ["default:alice"]  # another view: loaded once, afresh

@@ -19,7 +19,9 @@ def _message(id_: str, text: str, vector: tuple[float, ...]) -> MessageRow:
     for f in dataclasses.fields(MessageRow):
         hint = typing.get_type_hints(MessageRow)[f.name]
         defaults[f.name] = {str: "", int: 0, float: 0.0, bool: False}.get(hint, () if f.name == "vector" else [])
-    return MessageRow(**{**defaults, "id": id_, "user_id": "u", "speaker": "Ann", "text": text, "vector": vector})
+    return MessageRow(
+        **{**defaults, "id": id_, "owner_id": "default:u", "speaker": "Ann", "text": text, "vector": vector}
+    )
 
 
 def test_indexes_updated_change_by_change_score_like_indexes_built_afresh() -> None:

@@ -21,22 +21,26 @@ def retriever(motivating: Any, embedder: E5Embedder) -> Any:
 
 
 def test_an_unknown_owner_is_a_clear_error(retriever: Retriever) -> None:
-    with pytest.raises(UnknownOwner, match=r"no memory for user 'nobody' in .*; known owners: sam, xiaolin") as err:
-        retriever.query("nobody", "why did I start working out?")
+    with pytest.raises(
+        UnknownOwner,
+        match=r"no memory for user 'nobody' of tenant 'default' in .*; "
+        r"known owners \(tenant:user_id\): default:sam, default:xiaolin",
+    ) as err:
+        retriever.query("default:nobody", "why did I start working out?")
     assert isinstance(err.value, AdaMemError) and err.value.user_id == "nobody"
 
 
 def test_an_explicit_reference_restricts_to_that_side(retriever: Retriever) -> None:
-    answer = retriever.query("sam", "What did you say about my plan?")
+    answer = retriever.query("default:sam", "What did you say about my plan?")
     assert (answer.whose.subject, answer.whose.restrict) == (Subject.ASSISTANT, True)
     assert answer.items and {i.role for i in answer.items} == {"assistant"}
-    mine = retriever.query("xiaolin", "我说过我的猫怎么了？")
+    mine = retriever.query("default:xiaolin", "我说过我的猫怎么了？")
     assert (mine.whose.subject, mine.whose.restrict) == (Subject.USER, True)
     assert {i.role for i in mine.items} == {"user"}
 
 
 def test_an_ambiguous_question_draws_from_both_sides(retriever: Retriever) -> None:
-    answer = retriever.query("sam", "What about the hotpot place?", top_k=6)
+    answer = retriever.query("default:sam", "What about the hotpot place?", top_k=6)
     assert answer.whose.subject is Subject.AMBIGUOUS
     roles = [i.role for i in answer.items]
     assert roles.count("user") == 3 and roles.count("assistant") == 3
@@ -47,7 +51,7 @@ def test_attribute_questions_put_persona_traits_first(build: Any, embedder: E5Em
     memory.add(moving[0])
     r = Retriever(memory.store, embedder, partitions=memory.partitions)
     for question in ("What food do I like?", "我喜欢吃什么？"):
-        answer = r.query("alice", question)
+        answer = r.query("default:alice", question)
         assert answer.route.route is Route.PERSONA
         first = answer.items[0]
         assert (first.layer, first.kind) == (Layer.PERSONA, "preference")
@@ -57,16 +61,16 @@ def test_attribute_questions_put_persona_traits_first(build: Any, embedder: E5Em
 
 
 def test_working_memory_is_served_oldest_first(retriever: Retriever, motivating: Any) -> None:
-    working = retriever.working_memory("sam")
+    working = retriever.working_memory("default:sam")
     assert 0 < len(working) <= 20
     assert [m.working_seq for m in working] == sorted(m.working_seq for m in working)
     assert working[-1].text == "I'm thinking about adopting a second cat."
-    assert retriever.working_memory("sam") is working  # pinned in the hot cache until the token moves
+    assert retriever.working_memory("default:sam") is working  # pinned in the hot cache until the token moves
 
 
 def test_the_async_wrapper_gives_the_same_answer(retriever: Retriever) -> None:
-    sync = retriever.query("xiaolin", "我为什么开始健身？")
-    answer = asyncio.run(retriever.aquery("xiaolin", "我为什么开始健身？"))
+    sync = retriever.query("default:xiaolin", "我为什么开始健身？")
+    answer = asyncio.run(retriever.aquery("default:xiaolin", "我为什么开始健身？"))
     assert [i.id for i in answer.items] == [i.id for i in sync.items] and answer.cached
 
 
@@ -98,11 +102,11 @@ def test_questions_are_embedded_by_the_active_generations_embedder(
 
     r = Retriever(memory.store, Named("e5"), partitions=memory.partitions, embedder_for=embedder_for)
     try:
-        r.query("alice", "What food do I like?")
+        r.query("default:alice", "What food do I like?")
         memory.store.record_generation({"name": "g2", "embedder": "other"})
-        r.query("alice", "Where do I live?")
+        r.query("default:alice", "Where do I live?")
         memory.store.record_generation({"name": "g1", "embedder": "e5"})
-        r.query("alice", "Where did I move?")
+        r.query("default:alice", "Where did I move?")
     finally:
         r.close()
     assert used == ["e5", "other", "e5"]
@@ -115,7 +119,7 @@ def test_expanding_seeds_in_the_querys_thread_gives_the_same_answers(motivating:
     a = Retriever(motivating.store, embedder, inline, partitions=motivating.partitions)
     b = Retriever(motivating.store, embedder, threads, partitions=motivating.partitions)
     assert a._executor is None and b._executor is not None
-    for user, question in (("sam", "why did I start working out?"), ("xiaolin", "我为什么开始健身？")):
+    for user, question in (("default:sam", "why did I start working out?"), ("default:xiaolin", "我为什么开始健身？")):
         left, right = a.query(user, question).to_dict(), b.query(user, question).to_dict()
         assert left["items"] and left["items"] == right["items"]
     a.close()
@@ -125,8 +129,8 @@ def test_expanding_seeds_in_the_querys_thread_gives_the_same_answers(motivating:
 def test_an_as_of_without_time_or_offset_answers_as_now(motivating: Any, embedder: E5Embedder) -> None:
     no_hot_owners = dataclasses.replace(SEED_DEFAULT, cache=CacheSettings(hot_owners=0))  # facts only, between queries
     r = Retriever(motivating.store, embedder, no_hot_owners, partitions=motivating.partitions)
-    now = r.query("sam", "where is my office?")
-    empty = r.query("sam", "where is my office?", as_of=AsOf())
+    now = r.query("default:sam", "where is my office?")
+    empty = r.query("default:sam", "where is my office?", as_of=AsOf())
     assert empty.items and [i.id for i in empty.items] == [i.id for i in now.items]
     assert empty.reference_time == now.reference_time
     r.close()

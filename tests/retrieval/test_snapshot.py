@@ -27,7 +27,7 @@ def messages(n: int) -> list[Row]:
         make(
             MessageRow,
             id=f"m{i:02d}",
-            user_id="u",
+            owner_id="default:u",
             seq=i,
             occurred_at=1000 * i,
             source_offset=i,
@@ -39,7 +39,9 @@ def messages(n: int) -> list[Row]:
 
 
 def test_working_memory_as_of_replays_the_fifo_20_evict_5() -> None:
-    snap = OwnerSnapshot("u", [make(OwnerRow, id="u", user_id="u", last_event_time=29_000), *messages(30)])
+    snap = OwnerSnapshot(
+        "default:u", [make(OwnerRow, id="default:u", owner_id="default:u", last_event_time=29_000), *messages(30)]
+    )
     for seen, kept in ((20, 20), (21, 16), (25, 20), (26, 16), (30, 20)):
         view = View(snap, AsOf(time=1000 * (seen - 1)))
         assert len(view.working_ids) == kept, seen
@@ -47,7 +49,7 @@ def test_working_memory_as_of_replays_the_fifo_20_evict_5() -> None:
 
 
 def test_an_offset_view_sees_messages_below_it_and_takes_its_time_from_them() -> None:
-    snap = OwnerSnapshot("u", messages(10))
+    snap = OwnerSnapshot("default:u", messages(10))
     view = View(snap, AsOf(offset=4))
     assert (view.time, view.now) == (3000, 3000)
     assert [m.id for m in snap.by_seq if view.message(m)] == ["m00", "m01", "m02", "m03"]
@@ -58,7 +60,7 @@ def record(id_: str, content: str, confidence: float) -> Row:
     return make(
         EpisodicRow,
         id=id_,
-        user_id="u",
+        owner_id="default:u",
         type="fact",
         key="lives_in",
         content=content,
@@ -75,7 +77,7 @@ def waiting(content: str, confidence: float) -> Row:
     return make(
         MessageRow,
         id="new",
-        user_id="u",
+        owner_id="default:u",
         seq=1,
         occurred_at=10,
         in_working=True,
@@ -85,7 +87,7 @@ def waiting(content: str, confidence: float) -> Row:
 
 
 def test_a_waiting_message_supersedes_a_record_the_way_the_router_will() -> None:
-    old = make(MessageRow, id="old", user_id="u", seq=0, consolidated=True)
+    old = make(MessageRow, id="old", owner_id="default:u", seq=0, consolidated=True)
     beijing = record("r1", "Alice lives in Beijing", 0.9)
     for claim, confidence, pending in (
         ("Alice lives in Shenzhen", 0.9, True),  # UPDATE: as reliable, newer
@@ -93,7 +95,7 @@ def test_a_waiting_message_supersedes_a_record_the_way_the_router_will() -> None
         ("Alice lives in Beijing", 0.95, False),  # redundant
         ("Alice lives in Shenzhen", 0.7, False),
     ):  # not above the ADD threshold
-        snap = OwnerSnapshot("u", [old, beijing, waiting(claim, confidence)])
+        snap = OwnerSnapshot("default:u", [old, beijing, waiting(claim, confidence)])
         assert (snap.pending == {"r1": "new"}) is pending, claim
         now = View(snap)
         assert now.record(snap.records["r1"]) is not pending

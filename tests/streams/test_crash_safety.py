@@ -274,9 +274,11 @@ def _control_events(live: LanceStore, messages: list[ChatMessage]) -> list[Memor
     """
     alice = [m for m in messages if m.user_id == "alice"]
     try:
-        archived = {r.id for r in live.rows("messages", "alice")}
-        conv26 = [r for r in live.rows("messages", "conv-26") if isinstance(r, MessageRow)]
-        records = [r for r in live.rows("episodic", "alice") if isinstance(r, EpisodicRow) and r.status == "active"]
+        archived = {r.id for r in live.rows("messages", "default:alice")}
+        conv26 = [r for r in live.rows("messages", "default:conv-26") if isinstance(r, MessageRow)]
+        records = [
+            r for r in live.rows("episodic", "default:alice") if isinstance(r, EpisodicRow) and r.status == "active"
+        ]
     except ValueError:  # a table the worker is creating right now: ask again later
         return None
     conv26.sort(key=lambda r: r.seq)

@@ -53,9 +53,9 @@ async def test_sample_builds_all_four_layers(settings: Settings, tmp_path: Path)
     store = open_store(str(tmp_path / "store"))
     stats = await run_pipeline(log, Projector(store), agent(), settings)
     assert (stats.analyzed, stats.applied, stats.dead_lettered) == (29, 29, 0)
-    tables = {r.TABLE for r in store.load_owner("alice")}
+    tables = {r.TABLE for r in store.load_owner("default:alice")}
     assert tables == {"owners", "messages", "episodic", "persona", "graph_nodes", "graph_edges"}
-    facts = [r.content for r in store.rows("episodic", "xiaoming") if r.type == "fact"]  # type: ignore[union-attr]
+    facts = [r.content for r in store.rows("episodic", "default:xiaoming") if r.type == "fact"]  # type: ignore[union-attr]
     assert any("北京" in f for f in facts)
     await log.stop()
 
@@ -88,7 +88,7 @@ async def test_garbage_goes_to_the_dead_letter_topic_and_the_stream_goes_on(sett
     store = open_store(str(tmp_path / "store"))
     stats = await run_pipeline(log, Projector(store), agent(), settings)
     assert (stats.analyzed, stats.dead_lettered) == (6, 2)
-    assert len(store.rows("messages", "alice")) == 6
+    assert len(store.rows("messages", "default:alice")) == 6
     dead = [r async for r in log.read(settings.topic("deadletter"))]
     assert [r.value for r in dead] == [b"\xc3\x01garbage", b"not avro at all, just text"]
     headers = [dict(r.headers) for r in dead]
@@ -114,7 +114,7 @@ async def test_replay_equals_live(settings: Settings, tmp_path: Path) -> None:
     replayed = open_store(str(tmp_path / "replay"))
     await run_pipeline(log, Projector(replayed), agent(), settings)  # analyses are recorded: nothing new
     assert snapshot(replayed) == snapshot(live)
-    assert all(messages[3].event_id not in r.id for r in live.rows("messages", "alice"))
+    assert all(messages[3].event_id not in r.id for r in live.rows("messages", "default:alice"))
     await log.stop()
 
 

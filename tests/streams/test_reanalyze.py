@@ -128,7 +128,7 @@ async def test_switch_catches_up_and_the_pipeline_follows_the_new_generation(
     stats = await switch_to(settings, root, "g2")  # the new message is analysed into g2 before the switch
     assert stats.analyzed == 1 and current_view(root) == "g2"
     active = LanceStore(root, read_only=True)
-    assert any("violin" in r.text for r in active.rows("messages", "alice"))  # type: ignore[union-attr]
+    assert any("violin" in r.text for r in active.rows("messages", "default:alice"))  # type: ignore[union-attr]
 
     # The write path takes the generation of the active view, not the environment's extractor.
     resolved = resolve(settings, LanceStore(root))
@@ -139,7 +139,7 @@ async def test_switch_catches_up_and_the_pipeline_follows_the_new_generation(
     await switch_to(settings, root, "main")
     main = LanceStore(root, read_only=True)
     assert main.view == "main"
-    violin = [r for r in main.rows("messages", "alice") if "violin" in r.text]  # type: ignore[union-attr]
+    violin = [r for r in main.rows("messages", "default:alice") if "violin" in r.text]  # type: ignore[union-attr]
     assert [r.analyzer.split("/")[0] for r in violin] == ["rules"]  # type: ignore[union-attr]
     assert len(await _analyses(settings)) == 30
 
@@ -178,7 +178,9 @@ async def test_a_following_pipeline_moves_to_the_switched_generation(settings: S
     await publish_messages(log, load_messages(json.dumps(NEW[0]).encode(), settings), settings)
     g2 = dataclasses.replace(settings, generation="g2")
     for _ in range(200):
-        if any("violin" in r.text for r in LanceStore(root, read_only=True, view="g2").rows("messages", "alice")):  # type: ignore[union-attr]
+        if any(
+            "violin" in r.text for r in LanceStore(root, read_only=True, view="g2").rows("messages", "default:alice")
+        ):  # type: ignore[union-attr]
             break
         await asyncio.sleep(0.05)
     stop.set()

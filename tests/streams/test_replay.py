@@ -67,7 +67,7 @@ async def test_full_replay_verifies_equal_and_switches(settings: Settings, tmp_p
 async def test_verify_reports_a_tampered_row(settings: Settings, tmp_path: Path) -> None:
     log, root = await _built(settings, tmp_path)
     store = LanceStore(root)
-    trait = store.rows("persona", "alice")[0]
+    trait = store.rows("persona", "default:alice")[0]
     from dataclasses import replace
 
     from adamem.projections.folds.changes import Upsert
@@ -116,7 +116,9 @@ async def test_as_of_answers_the_old_value_before_an_update(settings: Settings, 
     log, root = await _built(settings, tmp_path, data)
 
     def lives_in(store: LanceStore) -> list[str]:
-        return [r.content for r in store.rows("episodic", "ann") if r.key == "lives_in" and r.status == "active"]  # type: ignore[union-attr]
+        return [
+            r.content for r in store.rows("episodic", "default:ann") if r.key == "lives_in" and r.status == "active"
+        ]  # type: ignore[union-attr]
 
     assert ["Beijing" in c for c in lives_in(LanceStore(root, read_only=True))] == [True]
     before = await rebuild_view(log, root, settings, until_time=parse_time("2024-02-01T00:00:00Z"), view="feb")
@@ -131,13 +133,13 @@ async def test_as_of_answers_the_old_value_before_an_update(settings: Settings, 
 async def test_forgetting_survives_replay(settings: Settings, tmp_path: Path) -> None:
     log, root = await _built(settings, tmp_path)
     store = LanceStore(root)
-    msg = next(m for m in store.rows("messages", "alice") if "allergic to peanuts" in m.text)  # type: ignore[union-attr]
+    msg = next(m for m in store.rows("messages", "default:alice") if "allergic to peanuts" in m.text)  # type: ignore[union-attr]
     forget = MemoryForgotten("0d5e0d11-1111-4111-8111-000000000001", "alice", "message", 1_713_400_000_000, msg.id)
     await log.append(settings.topic("control"), [OutgoingRecord("alice", encode_event(forget))])
     await run_pipeline(log, Projector(store), agent(), settings)
 
     def mentions_peanuts(s: LanceStore) -> bool:
-        return any("peanut" in json.dumps(r.__repr__()) for r in s.load_owner("alice"))
+        return any("peanut" in json.dumps(r.__repr__()) for r in s.load_owner("default:alice"))
 
     assert not mentions_peanuts(LanceStore(root, read_only=True))
     report = await rebuild_view(log, root, settings, verify=True)
@@ -149,22 +151,22 @@ async def test_forgetting_survives_replay(settings: Settings, tmp_path: Path) ->
 async def test_rebuild_one_owner_in_place(settings: Settings, tmp_path: Path) -> None:
     log, root = await _built(settings, tmp_path)
     store = LanceStore(root)
-    report = await rebuild_owner(log, store, settings, "xiaoming", verify_only=True)
+    report = await rebuild_owner(log, store, settings, "default:xiaoming", verify_only=True)
     assert report.verified and report.events == 10
     from adamem.projections.folds.changes import Delete
 
-    victim = store.rows("episodic", "xiaoming")[0]
+    victim = store.rows("episodic", "default:xiaoming")[0]
     store.commit(partition_for("xiaoming", 2), [Delete("episodic", victim.id)], {})
-    broken = await rebuild_owner(log, store, settings, "xiaoming")
+    broken = await rebuild_owner(log, store, settings, "default:xiaoming")
     assert [(d.table, d.kind) for d in broken.diffs] == [("episodic", "only_rebuilt")] and broken.switched
-    assert victim in store.rows("episodic", "xiaoming")
+    assert victim in store.rows("episodic", "default:xiaoming")
     await log.stop()
 
 
 async def test_queries_during_a_rebuild_see_a_whole_view(settings: Settings, tmp_path: Path) -> None:
     log, root = await _built(settings, tmp_path)
     reader = LanceStore(root, read_only=True)
-    expected = rows_checksum(store_rows(reader, {"messages", "episodic", "persona"}, ["alice"]))
+    expected = rows_checksum(store_rows(reader, {"messages", "episodic", "persona"}, ["default:alice"]))
     seen: list[str] = []
     errors: list[BaseException] = []
     stop = threading.Event()
@@ -172,7 +174,7 @@ async def test_queries_during_a_rebuild_see_a_whole_view(settings: Settings, tmp
     def query_loop() -> None:
         while not stop.is_set():
             try:
-                seen.append(rows_checksum(store_rows(reader, {"messages", "episodic", "persona"}, ["alice"])))
+                seen.append(rows_checksum(store_rows(reader, {"messages", "episodic", "persona"}, ["default:alice"])))
             except BaseException as exc:  # the test fails below with whatever went wrong
                 errors.append(exc)
 

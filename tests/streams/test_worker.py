@@ -252,9 +252,9 @@ async def test_project_agent_folds_into_the_store(settings: Settings, tmp_path: 
             if store.checkpoint(0).get(settings.topic("analyses")) == len(analyses):
                 break
             await asyncio.sleep(0.1)
-    assert len(store.rows("messages", "alice")) == 19
-    assert len(store.rows("messages", "xiaoming")) == 10
-    assert store.rows("persona", "alice")
+    assert len(store.rows("messages", "default:alice")) == 19
+    assert len(store.rows("messages", "default:xiaoming")) == 10
+    assert store.rows("persona", "default:alice")
 
 
 # ---- the real worker process against the real broker ------------------------------------------
@@ -362,7 +362,11 @@ async def test_worker_end_to_end_with_dead_letters(
 
     live = LanceStore(str(store_path), read_only=True)
     assert {o: len(live.rows("messages", o)) for o in live.owners()} == {"alice": 19, "conv-26": 300, "xiaoming": 10}
-    assert live.rows("persona", "alice") and live.rows("episodic", "conv-26") and live.rows("graph_edges", "xiaoming")
+    assert (
+        live.rows("persona", "default:alice")
+        and live.rows("episodic", "default:conv-26")
+        and live.rows("graph_edges", "default:xiaoming")
+    )
 
     log = open_log(f"kafka://{kafka_bootstrap}", settings)
     await log.start()
@@ -437,7 +441,7 @@ async def test_worker_follows_a_switch_to_a_rebuilt_view(
     await run_pipeline(log, Projector(fresh), agent(), settings)
     await log.stop()
     assert _snapshot(live) == _snapshot(fresh)
-    assert len(live.rows("messages", "conv-26")) == 180
+    assert len(live.rows("messages", "default:conv-26")) == 180
 
 
 @pytest.mark.kafka
@@ -476,8 +480,8 @@ async def test_worker_follows_a_switch_to_a_reanalysed_generation(
     assert len({a.message.event_id for a in analyses}) == 60  # type: ignore[union-attr]
     assert len(first) == 50  # nothing after the switch went to g1
     live = LanceStore(str(store_path), read_only=True)
-    assert live.view == "g2" and len(live.rows("messages", "conv-26")) == 60
-    assert live.rows("episodic", "conv-26") == []
+    assert live.view == "g2" and len(live.rows("messages", "default:conv-26")) == 60
+    assert live.rows("episodic", "default:conv-26") == []
     assert "restarting to follow analysis generation g2" in (tmp_path / "worker.log").read_text()
 
 
