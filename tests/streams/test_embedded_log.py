@@ -7,13 +7,24 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import avro.schema
 import fastavro
 import pytest
+from avro.datafile import DataFileReader, DataFileWriter
+from avro.errors import AvroException
+from avro.io import DatumReader, DatumWriter
 
 from adamem.cli import main
 from adamem.errors import LogError
 from adamem.settings import Settings
-from adamem.streams.embedded_log import ENTRY_SCHEMA, GAP_HEADER, RESUME_HEADER, EmbeddedLog, scan_file
+from adamem.streams.embedded_log import (
+    ENTRY_SCHEMA,
+    ENTRY_SCHEMA_JSON,
+    GAP_HEADER,
+    RESUME_HEADER,
+    EmbeddedLog,
+    scan_file,
+)
 from adamem.streams.log import OutgoingRecord
 
 
@@ -257,4 +268,42 @@ async def test_any_avro_reader_reads_a_repaired_file_and_readers_skip_its_gap(
     await log.start()
     assert [(r.offset, r.value) async for r in log.read(topic)] == [(0, b"a"), (2, b"c")]
     assert await log.append(topic, [OutgoingRecord("alice", b"d")]) == [(0, 3)]
+    await log.stop()
+
+
+async def test_apache_avro_reads_the_files_and_checks_their_checksums(settings: Settings) -> None:
+    """The reference implementation (Apache Avro, with python-snappy) reads our blocks and refuses a changed one."""
+    log = _log(settings, partitions=1)
+    await log.start()
+    topic = settings.topic("messages")
+    await log.append(topic, [OutgoingRecord("alice", b"one", (("h", b"v"),)), OutgoingRecord("bob", b"two")])
+    await log.append(topic, [OutgoingRecord("alice", b"three")])
+    await log.stop()
+    path = Path(settings.log_url) / topic / "00000.avro"
+    with path.open("rb") as fo, DataFileReader(fo, DatumReader()) as reader:
+        assert reader.codec == "snappy"
+        rows = [(r["offset"], r["key"], r["value"], r["headers"]) for r in reader]
+    assert rows == [(0, "alice", b"one", {"h": b"v"}), (1, "bob", b"two", {}), (2, "alice", b"three", {})]
+    first = scan_file(path).blocks[0]
+    data = bytearray(path.read_bytes())
+    data[first.end - 18] ^= 0x01  # a byte of the first block's CRC-32
+    path.write_bytes(bytes(data))
+    with path.open("rb") as fo, pytest.raises(AvroException, match=r"(?i)checksum"):
+        list(DataFileReader(fo, DatumReader()))
+
+
+async def test_a_file_apache_avro_wrote_is_verified_and_read(settings: Settings) -> None:
+    """Blocks another implementation wrote with the same schema verify by the same checksum."""
+    topic = settings.topic("messages")
+    path = Path(settings.log_url) / topic / "00000.avro"
+    path.parent.mkdir(parents=True)
+    schema = avro.schema.parse(json.dumps(ENTRY_SCHEMA_JSON))
+    with DataFileWriter(path.open("wb"), DatumWriter(), schema, codec="snappy") as writer:
+        for i, value in enumerate((b"a", b"b", b"c")):
+            writer.append({"offset": i, "key": "alice", "timestamp": 1, "value": value, "headers": {}})
+    scan = scan_file(path, full=True)
+    assert scan.clean and scan.header is not None and scan.header.codec == "snappy" and scan.end_offset == 3
+    log = _log(settings, partitions=1)
+    await log.start()
+    assert await _values(log, topic) == [b"a", b"b", b"c"]
     await log.stop()
