@@ -17,6 +17,7 @@ test copies it into its own folder, cuts a file short or flips a byte at one pla
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import shutil
@@ -405,3 +406,27 @@ async def test_repair_of_a_healthy_log_changes_nothing(
 def test_resume_headers_are_what_the_pipeline_writes(built: Built) -> None:
     [(_, value)] = [h for h in built.entries["analyses"][0][3] if h[0] == RESUME_HEADER]
     assert isinstance(json.loads(value), dict)
+
+
+async def test_the_pipeline_refuses_a_log_that_lost_messages_its_analyses_saw(settings: Settings) -> None:
+    """On any log (here the in-memory one): analyses that account for more messages than there are stop the run."""
+    from adamem.projections.store.memory import InMemoryStore
+    from adamem.streams.memory_log import InMemoryLog
+
+    settings = dataclasses.replace(settings, embedded_partitions=1, partitions=1)
+    first = InMemoryLog(settings)
+    await first.start()
+    messages = load_messages(SAMPLE, settings)
+    await publish_messages(first, messages, settings)
+    await run_pipeline(first, Projector(InMemoryStore()), _agent(), settings)
+    cut = InMemoryLog(settings)  # the same log with the last ten messages lost
+    await cut.start()
+    kept = [r async for r in first.read(settings.topic("messages"))][:-10]
+    await cut.append(settings.topic("messages"), [OutgoingRecord(r.key, r.value, r.headers) for r in kept])
+    analyses = [r async for r in first.read(settings.topic("analyses"))]
+    await cut.append(settings.topic("analyses"), [OutgoingRecord(r.key, r.value, r.headers) for r in analyses])
+    end = len(kept)
+    with pytest.raises(LogError, match=rf"offsets {end}-{len(messages) - 1} are missing"):
+        await run_pipeline(cut, Projector(InMemoryStore()), _agent(), settings)
+    assert (await cut.end_offsets(settings.topic("messages")))[0] == end  # nothing was published or analysed
+    assert (await cut.end_offsets(settings.topic("analyses")))[0] == len(analyses)
