@@ -57,6 +57,7 @@ from adamem.streams.log import TOPICS, LogRecord, OutgoingRecord, partition_for
 __all__ = [
     "CODEC",
     "ENTRY_SCHEMA",
+    "ENTRY_SCHEMA_JSON",
     "GAP_HEADER",
     "Block",
     "Damage",
@@ -64,13 +65,19 @@ __all__ = [
     "EndMark",
     "Header",
     "Scan",
+    "create_file",
+    "damage_error",
     "describe",
     "encode_block",
     "encode_header",
     "gap_entry",
+    "gap_next",
+    "parse_block",
+    "read_entries",
     "read_mark",
     "scan_file",
     "set_aside",
+    "write_mark",
     "writer_lock",
 ]
 
@@ -115,12 +122,11 @@ _MAX_HEADER = 1 << 16
 
 
 class _Bad(Exception):
-    """Bytes that are not what this module wrote; ``short``: they end before the block does."""
+    """Bytes that are not what this module wrote; ``declared_end``: where their block says it ends."""
 
-    def __init__(self, reason: str, *, short: bool = False, declared_end: int | None = None) -> None:
+    def __init__(self, reason: str, *, declared_end: int | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.short = short
         self.declared_end = declared_end
 
 
@@ -143,7 +149,7 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     shift = result = 0
     for _ in range(10):
         if pos >= len(buf):
-            raise _Bad("the file ends inside a block header", short=True)
+            raise _Bad("the file ends inside a block header")
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
@@ -351,7 +357,7 @@ class Block:
 
 
 def parse_block(
-    fd: int, size: int, pos: int, header: Header, expected: int | None, *, full: bool, lenient_sync: bool = False
+    fd: int, size: int, pos: int, header: Header, expected: int | None, *, full: bool
 ) -> tuple[Block, list[dict[str, Any]]]:
     """The block at ``pos``, verified (and its entries: all if ``full`` or it is the last, else the first)."""
     head = os.pread(fd, 20, pos)
@@ -362,11 +368,11 @@ def parse_block(
     data_start = pos + i
     end = data_start + length + SYNC_SIZE
     if end > size:
-        raise _Bad(f"a block of {length} bytes runs past the end of the file", short=True)
+        raise _Bad(f"a block of {length} bytes runs past the end of the file")
     data = os.pread(fd, length + SYNC_SIZE, data_start)
     if len(data) < length + SYNC_SIZE:
-        raise _Bad("the file ends inside a block", short=True)
-    if data[length:] != header.sync and not lenient_sync:
+        raise _Bad("the file ends inside a block")
+    if data[length:] != header.sync:
         raise _Bad("its sync marker does not match the header's", declared_end=end)
     try:
         payload = _payload(data[:length], header.codec)
