@@ -307,3 +307,51 @@ async def test_a_file_apache_avro_wrote_is_verified_and_read(settings: Settings)
     await log.start()
     assert await _values(log, topic) == [b"a", b"b", b"c"]
     await log.stop()
+
+
+async def test_repair_keeps_every_record_of_an_old_file_whose_sync_marker_changed(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = settings.topic("messages")
+    path = _old_log(settings, topic, [[b"a", b"b"], [b"c", b"d"], [b"e"]])
+    middle = scan_file(path).blocks[1]
+    data = bytearray(path.read_bytes())
+    data[middle.end - 3] ^= 0x10
+    path.write_bytes(bytes(data))
+    with pytest.raises(LogError, match=r"are damaged \(its sync marker"):
+        await _log(settings, partitions=1).start()
+    args = ["--log", settings.log_url, "--store", str(tmp_path / "no-store")]
+    assert await asyncio.to_thread(main, ["log", "repair", *args]) == 0
+    assert "kept 2 record(s) of bytes" in capsys.readouterr().out
+    log = _log(settings, partitions=1)
+    await log.start()
+    assert [(r.offset, r.value) async for r in log.read(topic)] == [
+        (0, b"a"),
+        (1, b"b"),
+        (2, b"c"),
+        (3, b"d"),
+        (4, b"e"),
+    ]
+    await log.stop()
+
+
+async def test_repair_sets_a_torn_tail_aside_and_waits_for_no_writer(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = _log(settings, partitions=1)
+    await log.start()
+    topic = settings.topic("control")
+    await log.append(topic, [OutgoingRecord("alice", b"a")])
+    path = Path(settings.log_url) / topic / "00000.avro"
+    with path.open("ab") as fo:
+        fo.write(b"\x02\x40torn")  # the start of a block whose append never finished
+    args = ["--log", settings.log_url, "--store", str(tmp_path / "no-store")]
+    assert await asyncio.to_thread(main, ["log", "repair", *args]) == 2  # the writer still holds the lock
+    assert "another process is writing" in capsys.readouterr().err
+    await log.stop()
+    assert await asyncio.to_thread(main, ["log", "check", *args]) == 0
+    assert "torn append past the committed end" in capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["log", "repair", *args]) == 0
+    [torn] = (path.parent / "damaged").iterdir()
+    assert torn.read_bytes() == b"\x02\x40torn"
+    assert scan_file(path).tail is None
