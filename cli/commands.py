@@ -16,6 +16,7 @@ from adamem.settings import Settings
 __all__ = [
     "print_memory",
     "run_forget",
+    "run_log_check",
     "run_project",
     "run_provenance",
     "run_query",
@@ -369,6 +370,61 @@ async def run_forget(
         f"published MemoryForgotten({scope}) {event.event_id} for {user} of tenant {tenant}"
         f" at {settings.topic('control')} p{p}:{off}"
     )
+    return 0
+
+
+def run_log_check(settings: Settings, *, repair: bool, upgrade: bool = False) -> int:
+    """``adamem log check|repair``: report damage of the embedded log (and repair it); 1 when damage remains."""
+    from pathlib import Path
+
+    from adamem.streams.log_repair import check_log, repair_log
+
+    url = settings.log_url
+    if "://" in url and not url.startswith("file://"):
+        raise ConfigError(
+            f"`adamem log check|repair` are for the embedded log (a folder), not {url!r}; "
+            "Kafka checks its own record batches (CRC-32C)"
+        )
+    root = Path(url.removeprefix("file://"))
+    if not root.is_dir():
+        raise ConfigError(f"no embedded log at {root}")
+    if repair:
+        report = repair_log(root, store=settings.store_url, upgrade=upgrade, fsync=True)
+    else:
+        report = check_log(root, store=settings.store_url)
+    print(f"{'repaired' if repair else 'checked'} the embedded log at {root}")
+    print(f"  compared with {'; '.join(report.compared)}")
+    if len(report.compared) == 1:
+        print(f"  (no store at {settings.store_url}; give --store to compare with its checkpoints)")
+    for part in report.partitions:
+        status = ("repaired" if part.actions else "ok") if repair else ("DAMAGED" if part.problems else "ok")
+        gaps = f", {len(part.gaps)} gap(s)" if part.gaps else ""
+        kind = "checksummed" if part.checked else (f"codec {part.codec}, no checksums" if part.codec else "no file")
+        print(f"{status:8} {part.name}: {part.records} record(s), next offset {part.end_offset}{gaps} ({kind})")
+        for text in part.problems:
+            print(f"         {'was' if repair else 'damage'}: {text}")
+        for text in part.notes:
+            print(f"         note: {text}")
+        for text in part.actions:
+            print(f"         repair: {text}")
+    if repair:
+        after = check_log(root, store=settings.store_url)
+        if after.damaged:
+            names = ", ".join(p.name for p in after.damaged)
+            print(f"still damaged: {names}; restore those files from a copy", file=sys.stderr)
+            return 1
+        done = sum(1 for p in report.partitions if p.actions)
+        print(f"{done} partition(s) repaired; every partition verifies now")
+        return 0
+    if report.damaged:
+        print(
+            f"{len(report.damaged)} partition(s) damaged; the log refuses them until repaired. "
+            f"`adamem log repair --log {root}` sets the damaged bytes aside in <topic>/{'damaged'}/, keeps "
+            "every record that still verifies and never gives an offset out twice (or restore the files from a copy).",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"{len(report.partitions)} partition(s), all verified")
     return 0
 
 

@@ -11,13 +11,26 @@ import sys
 from collections.abc import Sequence
 from importlib import resources
 
-from adamem.errors import AdaMemError, InputError
+from adamem.errors import AdaMemError, ConfigError, InputError
 from adamem.ingest import load_messages, read_input
 from adamem.settings import Settings
 
 __all__ = ["main"]
 
 PROGRESS_MIN = 200  # inputs at least this long get a progress bar
+LOG_HELP = """\
+tail, dump: the records of a topic as JSON Lines (any log).
+
+check, repair (the embedded log): every block of the embedded log carries a checksum (Avro's
+snappy codec; files written before have none and stay readable), and each partition's
+<partition>.avro.end records how far it was committed. Damage anywhere - a changed byte, a file
+cut short or replaced by an older copy, a damaged header - is refused by every command, which
+names the file, the bytes and the offsets. `check` verifies every entry and compares each
+partition with what downstream has seen (the analyses' source headers, the dead letters, the
+store's checkpoints) and exits 1 when something is damaged. `repair` sets damaged bytes aside in
+<topic>/damaged/, keeps every record that still verifies, and records the offsets it cannot keep
+as a gap so that no offset is ever given out twice; analyses and store rows of lost records stay.
+"""
 SERVICE_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 """Thread pools of the numeric libraries (e5's OpenMP, NumPy's BLAS), one thread each in the query service."""
 
@@ -175,6 +188,12 @@ async def _publish(args: argparse.Namespace) -> int:
 
 
 async def _log(args: argparse.Namespace) -> int:
+    if args.action in ("check", "repair"):
+        from adamem.cli.commands import run_log_check
+
+        return run_log_check(_settings(args), repair=args.action == "repair", upgrade=args.upgrade)
+    if args.upgrade:
+        raise ConfigError("--upgrade goes with `adamem log repair`")
     from adamem.streams.factory import open_log
     from adamem.streams.generations import generation_number
     from adamem.streams.publish import read_as_json
@@ -245,9 +264,19 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_publish)
 
-    p = sub.add_parser("log", help="read the log back as JSON Lines")
-    p.add_argument("action", choices=["tail", "dump"])
+    p = sub.add_parser(
+        "log",
+        help="read the log back as JSON Lines; check the embedded log for damage, repair it",
+        description=LOG_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", choices=["tail", "dump", "check", "repair"])
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument(
+        "--store",
+        help="check/repair: the store whose checkpoints to compare with (default $ADAMEM_STORE or ./data/store)",
+    )
+    p.add_argument("--upgrade", action="store_true", help="repair: also rewrite files without checksums with them")
     p.add_argument("--topic", default="messages", choices=["messages", "analyses", "control", "deadletter"])
     p.add_argument("--generation", default="g1", help="analysis generation of --topic analyses (g1, g2, ...)")
     p.add_argument("--from-offset", type=int, default=0, help="first offset to read, in every partition")

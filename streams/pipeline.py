@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adamem.analysis.agent import MemoryAgent
-from adamem.errors import AdaMemError
+from adamem.errors import AdaMemError, LogError
 from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, MessageAnalyzed
 from adamem.partitioning import misplaced
 from adamem.projections.folds.apply import Positioned
@@ -188,6 +188,17 @@ def _accounted_by(rec: LogRecord, wanted: set[str], *, sources: bool = True) -> 
     return found
 
 
+def _refuse_lost(log: EventLog, topic: str, partition: int, seen: int, end: int, who: str) -> None:
+    """Refuse to go on when downstream has seen offsets the log no longer has (they would be given out again)."""
+    if seen > end:
+        raise LogError(
+            f"{who} has seen offsets of {topic} partition {partition} up to {seen - 1}, but the log {log.url} ends "
+            f"at offset {end}: offsets {end}-{seen - 1} are missing (a file cut short or replaced by an older copy, "
+            "or the wrong log). Nothing was changed. See it with `adamem log check`; `adamem log repair` records "
+            "the missing offsets as a gap so they are never given out again."
+        )
+
+
 async def _claims(
     log: EventLog, topic: str, partition: int, wanted: set[str], accept: Callable[[LogRecord], bool], sources: bool
 ) -> dict[str, int]:
@@ -273,6 +284,8 @@ async def analyze_pending(
         resume.update(found)
     m_end = (await log.end_offsets(messages_topic)).get(partition, 0)
     c_end = (await log.end_offsets(control_topic)).get(partition, 0)
+    for topic, end in ((messages_topic, m_end), (control_topic, c_end)):
+        _refuse_lost(log, topic, partition, resume.get(topic, 0), end, f"the analyses on {settings.topic('analyses')}")
     pending = await _read_partition(log, messages_topic, partition, resume.get(messages_topic, 0), m_end)
     pending += await _read_partition(log, control_topic, partition, resume.get(control_topic, 0), c_end)
     pending.sort(key=lambda r: (r.timestamp, r.topic != control_topic, r.offset))  # arrival order
@@ -364,6 +377,7 @@ async def project_pending(
     topic = settings.topic("analyses")
     start = projector.store.checkpoint(partition).get(topic, 0)
     end = (await log.end_offsets(topic)).get(partition, 0)
+    _refuse_lost(log, topic, partition, start, end, f"the store {projector.store.url}")
     dead_below: int | None = None  # read from the dead-letter topic when a record first needs it
     while start < end:
         stop = min(end, start + batch)
@@ -425,7 +439,12 @@ async def run_pipeline(
             settings = settings_for(settings, record)
             agent, resume = agent_factory(settings), {}
             projector.store.bind(log.partitions(settings.topic("analyses")))
+        analyses = settings.topic("analyses")
+        ends = await log.end_offsets(analyses)
         for p in range(log.partitions(settings.topic("messages"))):
+            # Before anything is analysed: analyses appended to a log that lost some would reuse their offsets.
+            seen = projector.store.checkpoint(p).get(analyses, 0)
+            _refuse_lost(log, analyses, p, seen, ends.get(p, 0), f"the store {projector.store.url}")
             total.add(await analyze_pending(log, agent, settings, p, resume=resume.setdefault(p, {})))
             total.add(await project_pending(log, projector, settings, p))
         if not follow or (stop is not None and stop.is_set()):
