@@ -280,7 +280,7 @@ def test_adamem_project_turns_java_s_messages_into_memory(
     assert main(["project", "--log", f"kafka://{kafka_bootstrap}", "--store", str(store)]) == 0
     n = len(java.messages)
     assert f"analyzed {n} message(s), forwarded 0 control event(s), applied {n} event(s)" in capsys.readouterr().out
-    assert _rows(store) == dict.fromkeys(OWNERS, len(TEXTS))
+    assert _rows(store) == dict.fromkeys((f"default:{o}" for o in OWNERS), len(TEXTS))
     assert asyncio.run(_dead_letters(java.by_project, kafka_bootstrap)) == 0
 
 
@@ -304,5 +304,5 @@ async def test_the_faust_worker_turns_java_s_messages_into_memory(
     java: Java, kafka_bootstrap: str, worker: Path
 ) -> None:
     await _caught_up(java.by_worker, kafka_bootstrap, worker, len(java.messages), timeout=180)
-    assert _rows(worker) == dict.fromkeys(OWNERS, len(TEXTS))
+    assert _rows(worker) == dict.fromkeys((f"default:{o}" for o in OWNERS), len(TEXTS))
     assert await _dead_letters(java.by_worker, kafka_bootstrap) == 0

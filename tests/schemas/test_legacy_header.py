@@ -70,8 +70,9 @@ def test_an_old_embedded_log_is_projected_and_goes_on_in_the_spec_s_order(
         "analyzed 0 message(s), forwarded 2 control event(s), applied 10 event(s)"
     )
     live = LanceStore(str(store), read_only=True)
-    assert {o: len(live.rows("messages", o)) for o in live.owners()} == {"alice": 4, "xiaoming": 3}  # one forgotten
-    assert live.rows("persona", "alice") or live.rows("episodic", "alice")
+    # an old log projects into the (tenant, user_id) owners; one message was forgotten
+    assert {o: len(live.rows("messages", o)) for o in live.owners()} == {"default:alice": 4, "default:xiaoming": 3}
+    assert live.rows("persona", "default:alice") or live.rows("episodic", "default:alice")
     live.close()
 
     # A message written now goes on the same log in the spec's order, and both are read.
@@ -88,4 +89,4 @@ def test_an_old_embedded_log_is_projected_and_goes_on_in_the_spec_s_order(
     assert [registry.header_order(v) for v in analyses] == ["reversed"] * 8 + ["spec"] * 3
     assert analyses[8:10] == [registry.reframe(v) for v in old["control"]]
     live = LanceStore(str(store), read_only=True)
-    assert len(live.rows("messages", "xiaoming")) == 4
+    assert len(live.rows("messages", "default:xiaoming")) == 4

@@ -235,7 +235,10 @@ async def _check_misplaced_are_dead_lettered_once(
         await publish_messages(log, [_chat(victim, i) for i in range(3, 6)], settings)
         assert await _project_run(log, settings, store) == (3, 0)  # nothing again, nothing skipped
         assert await _project_run(log, settings, store) == (0, 0)
-        assert {o: len(store.rows("messages", o)) for o in store.owners()} == {busy: 8, victim: 6}
+        assert {o: len(store.rows("messages", o)) for o in store.owners()} == {
+            f"default:{busy}": 8,
+            f"default:{victim}": 6,
+        }
         dead = [r async for r in log.read(settings.topic("deadletter"))]
         assert sorted(r.value for r in dead) == sorted(encode_event(m) for m in strays)
         assert {r.partition for r in dead} == {_crc32_partition(stray, n)}  # where they arrived

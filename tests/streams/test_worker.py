@@ -361,7 +361,11 @@ async def test_worker_end_to_end_with_dead_letters(
     await _caught_up(settings, kafka_bootstrap, store_path, len(messages), timeout=240)
 
     live = LanceStore(str(store_path), read_only=True)
-    assert {o: len(live.rows("messages", o)) for o in live.owners()} == {"alice": 19, "conv-26": 300, "xiaoming": 10}
+    assert {o: len(live.rows("messages", o)) for o in live.owners()} == {
+        "default:alice": 19,
+        "default:conv-26": 300,
+        "default:xiaoming": 10,
+    }
     assert (
         live.rows("persona", "default:alice")
         and live.rows("episodic", "default:conv-26")
@@ -592,4 +596,4 @@ async def test_project_agent_dead_letters_garbage_once_across_a_crash(
     dead_again: list[dict[str, Any]] = []
     second = await project(tmp_path / "second", dead_again)  # a store that never saw the checkpoint
     assert dead_again == []
-    assert len(second.rows("messages", "alice")) == len(first.rows("messages", "alice")) == 3
+    assert len(second.rows("messages", "default:alice")) == len(first.rows("messages", "default:alice")) == 3
