@@ -380,7 +380,7 @@ async def test_sigkilled_worker_restarts_to_the_uninterrupted_fold(
     forgotten = {c.target_id for c in controls if isinstance(c, MemoryForgotten)}
     assert len(forgotten) == 2
     assert _archive(live) == sorted(m.event_id for m in messages if m.event_id not in forgotten)
-    corrected = [r for r in live["alice"] if isinstance(r, EpisodicRow) and r.content == CORRECTED]
+    corrected = [r for r in live["default:alice"] if isinstance(r, EpisodicRow) and r.content == CORRECTED]
     assert len(corrected) == 1 and corrected[0].status == "active"
     # The projections equal the uninterrupted fold of the same recorded analyses.
     assert live == replay
