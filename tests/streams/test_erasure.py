@@ -68,6 +68,24 @@ async def _forget_secret(log: EventLog, settings: Settings, store: Path) -> None
     await run_pipeline(log, Projector(live), _agent(), settings)
 
 
+async def test_forgetting_an_owner_leaves_none_of_its_text_in_the_store(settings: Settings, tmp_path: Path) -> None:
+    log, _, store = await _built(settings, tmp_path)
+    live = LanceStore(str(store))
+    others = rows_checksum(store_rows(live, ALL, ["default:xiaoming"]))
+    texts = [m.text for m in live.rows("messages", "default:alice")]  # type: ignore[attr-defined]
+    forget = MemoryForgotten("0d5e0d11-1111-4111-8111-0000000000e2", "alice", "user", 1_713_700_000_000)
+    await log.append(settings.topic("control"), [OutgoingRecord("alice", encode_event(forget))])
+    await run_pipeline(log, Projector(live), _agent(), settings)
+    report = await rebuild_view(log, str(store), settings, verify=True)
+    assert report.verified and report.switched
+    reader = LanceStore(str(store), read_only=True)
+    assert reader.load_owner("default:alice") == []
+    assert rows_checksum(store_rows(reader, ALL, ["default:xiaoming"])) == others
+    for text in [MARKER, *texts]:
+        assert find_text(text, log_root=None, store_root=store) == [], text
+    await log.stop()
+
+
 def test_text_forms_cover_the_ways_a_text_is_stored() -> None:
     assert text_forms("Café X") == [b"Caf\xc3\xa9 X", b"caf\xc3\xa9 x", b"Caf\\u00e9 X"]
 
