@@ -111,6 +111,9 @@ class MessagesOnly:
     def text_search(self, table: str, user_id: str, query: str, k: int) -> list[Hit]:
         return [] if table in HIDDEN else self.inner.text_search(table, user_id, query, k)
 
+    def erase_history(self, partition: int) -> list[str]:  # pragma: no cover - read-only use
+        raise RuntimeError("the messages-only view is read-only")
+
     def release(self, partitions: Sequence[int]) -> None:
         self.inner.release(partitions)
 

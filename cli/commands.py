@@ -16,6 +16,7 @@ from adamem.settings import Settings
 __all__ = [
     "print_memory",
     "run_forget",
+    "run_forget_verify",
     "run_log_check",
     "run_project",
     "run_provenance",
@@ -371,6 +372,43 @@ async def run_forget(
         f" at {settings.topic('control')} p{p}:{off}"
     )
     return 0
+
+
+def run_forget_verify(settings: Settings, texts: list[str]) -> int:
+    """``adamem forget --verify``: every place in the store and the embedded log a text remains; 1 if any."""
+    from pathlib import Path
+
+    from adamem.projections.store.base import store_folder
+    from adamem.streams.erasure import find_text
+
+    if not texts:
+        raise ConfigError("say what to look for: --verify --text TEXT (repeatable)")
+    url = settings.log_url
+    if "://" in url and not url.startswith("file://"):
+        raise ConfigError(
+            f"`adamem forget --verify` reads the files of an embedded log (a folder), not {url!r}; "
+            "a Kafka broker's segment files are on the broker"
+        )
+    log_root, store_root = Path(url.removeprefix("file://")), Path(store_folder(settings.store_url))
+    roots = [r for r in (log_root, store_root) if r.is_dir()]
+    if not roots:
+        raise ConfigError(f"neither the log {log_root} nor the store {store_root} exists")
+    found = 0
+    for text in texts:
+        traces = find_text(
+            text,
+            log_root=log_root if log_root in roots else None,
+            store_root=store_root if store_root in roots else None,
+        )
+        found += len(traces)
+        searched = " and ".join(str(r) for r in roots)
+        if not traces:
+            print(f"{text!r}: found nowhere in {searched} (every file, decoded and raw)")
+            continue
+        print(f"{text!r}: remains in {len(traces)} place(s):")
+        for trace in traces:
+            print(f"  {'MAY REMAIN' if trace.unverifiable else 'FOUND'} {trace}")
+    return 1 if found else 0
 
 
 def run_log_check(settings: Settings, *, repair: bool, upgrade: bool = False) -> int:

@@ -93,9 +93,13 @@ async def _views(args: argparse.Namespace) -> int:
 
 
 async def _forget(args: argparse.Namespace) -> int:
-    from adamem.cli.commands import run_forget
+    from adamem.cli.commands import run_forget, run_forget_verify
 
     settings = _settings(args)
+    if args.verify:
+        return run_forget_verify(settings, args.text)
+    if args.text:
+        raise ConfigError("--text is what `--verify` looks for; give --verify too")
     return await run_forget(
         settings,
         args.user,
@@ -368,7 +372,16 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--message", help="a message event id: the message and all derived only from it")
     p.add_argument("--all", action="store_true", help="everything of the owner")
     p.add_argument("--reason", default="", help="why (kept for audit)")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="publish nothing: search every file of the store and the embedded log for each --text; exit 1 if found",
+    )
+    p.add_argument(
+        "--text", action="append", default=[], help="a forgotten text to look for (with --verify; repeatable)"
+    )
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument("--store", help="store folder, searched by --verify (default $ADAMEM_STORE or ./data/store)")
     p.set_defaults(run=_forget)
 
     if bench:

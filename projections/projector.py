@@ -6,6 +6,8 @@ skipped (at-least-once delivery, exactly-once effect). Fold states are cached pe
 rebuilt from the store's rows on a miss, so a restarted worker continues exactly where it was.
 The cache is trimmed to its size only after a batch is committed: an owner evicted mid-batch would
 be reloaded from rows that do not hold the batch's earlier events yet.
+A batch that applied a ``MemoryForgotten`` is followed by ``store.erase_history``: the rows it
+deleted must not survive in older versions of the store or in other views.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from adamem.events import MemoryForgotten
 from adamem.projections.folds.apply import Positioned, apply
 from adamem.projections.folds.changes import Change
 from adamem.projections.folds.params import SEED_DEFAULT, MemoryParameters
@@ -25,11 +28,12 @@ __all__ = ["BatchResult", "Projector"]
 
 @dataclass(frozen=True, slots=True)
 class BatchResult:
-    """What one batch did: events applied, skipped as already applied, and rows changed."""
+    """What one batch did: events applied, skipped as already applied, rows changed, views removed by erasure."""
 
     applied: int
     skipped: int
     changes: int
+    removed_views: tuple[str, ...] = ()
 
 
 class Projector:
@@ -41,6 +45,7 @@ class Projector:
         self._cache: OrderedDict[str, OwnerMemory] = OrderedDict()
         self._cache_size = cache_size
         self._view: object = getattr(store, "view", None)
+        self.erased = 0  # batches whose forgets were followed by ``erase_history``
 
     def _state(self, owner_id: str) -> OwnerMemory:
         state = self._cache.get(owner_id)
@@ -94,4 +99,26 @@ class Projector:
             raise
         finally:
             self._trim()
-        return BatchResult(len(todo), len(events) - len(todo), len(changes))
+        return BatchResult(len(todo), len(events) - len(todo), len(changes), self._erase(partition, todo))
+
+    def apply_forgets(self, partition: int, events: Sequence[Positioned]) -> BatchResult:
+        """Fold the forgets among events past the checkpoint without moving it (a view as of an earlier offset)."""
+        todo = [e for e in events if isinstance(e.event, MemoryForgotten)]
+        changes: list[Change] = []
+        try:
+            for positioned in todo:
+                _, delta = apply(self._state(positioned.event.owner_id), positioned, self.params)
+                changes.extend(delta)
+            if changes:
+                self.store.commit(partition, changes, {})
+        except BaseException:
+            self.forget_cache()
+            raise
+        return BatchResult(len(todo), len(events) - len(todo), len(changes), self._erase(partition, todo))
+
+    def _erase(self, partition: int, applied: Sequence[Positioned]) -> tuple[str, ...]:
+        """After forgets were committed: ``store.erase_history``; the views it removed."""
+        if not any(isinstance(p.event, MemoryForgotten) for p in applied):
+            return ()
+        self.erased += 1
+        return tuple(self.store.erase_history(partition))

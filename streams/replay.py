@@ -30,14 +30,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from adamem.errors import AdaMemError, StoreError
-from adamem.events import ChatMessage, Event, MessageAnalyzed
+from adamem.events import ChatMessage, Event, MemoryForgotten, MessageAnalyzed
 from adamem.projections.folds.apply import Positioned, apply
 from adamem.projections.folds.changes import Delete, Upsert
 from adamem.projections.folds.rows import TABLES, Row
 from adamem.projections.folds.state import OwnerMemory
 from adamem.projections.projector import Projector
 from adamem.projections.store.base import MemoryStore
-from adamem.projections.store.lance import LanceStore, current_view, list_views, switch_view
+from adamem.projections.store.lance import LanceStore, current_view, list_views, remove_other_views, switch_view
 from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
 from adamem.streams.generations import generation_record
@@ -88,6 +88,7 @@ class RebuildReport:
     live_checksum: str = ""
     diffs: list[RowDiff] = field(default_factory=list)
     switched: bool = False
+    removed_views: list[str] = field(default_factory=list)
 
 
 def _canonical(row: Row) -> str:
@@ -139,7 +140,8 @@ def diff_stores(
 
 
 def _keep(event: Event, until_time: int | None) -> bool:
-    if until_time is None:
+    """Whether a view as of ``until_time`` folds the event: every forget is, whenever it was asked for."""
+    if until_time is None or isinstance(event, MemoryForgotten):
         return True
     when = event.message.occurred_at if isinstance(event, MessageAnalyzed) else getattr(event, "occurred_at", 0)
     return bool(when <= until_time)
@@ -157,8 +159,13 @@ async def _fold_range(
     user: str | None = None,
     batch: int = REBUILD_BATCH,
     progress: Callable[[int], None] | None = None,
+    forgets_only: bool = False,
 ) -> int:
-    """Fold analyses [start, end) of a partition into the projector's store; returns events folded."""
+    """Fold analyses [start, end) of a partition into the projector's store; returns events folded.
+
+    ``forgets_only``: fold only the forgets, leaving the checkpoint where it is (the tail of the log
+    after a view as of an offset: what was forgotten later stays forgotten in the past too).
+    """
     topic = settings.topic("analyses")
     folded = 0
     pos = start
@@ -173,7 +180,10 @@ async def _fold_range(
             if isinstance(event, ChatMessage) or not _keep(event, until_time):
                 continue
             events.append(Positioned(event, rec.topic, rec.partition, rec.offset))
-        projector.apply_batch(partition, topic, events, upto=stop)
+        if forgets_only:
+            projector.apply_forgets(partition, events)
+        else:
+            projector.apply_batch(partition, topic, events, upto=stop)
         folded += len(events)
         if progress is not None:
             progress(stop - pos)
@@ -227,6 +237,9 @@ async def rebuild_view(
             report.live_checksum = rows_checksum(store_rows(live, tables))
             report.checksum = rows_checksum(store_rows(rebuilt, tables))
             report.verified = not report.diffs
+        if until_offset is not None:
+            for p in sorted(ends):
+                await _fold_range(log, projector, settings, p, target[p], ends[p], forgets_only=True)
         if not travel:
             ends_now = await log.end_offsets(topic)  # catch up with what arrived after the live view's position
             for p in sorted(ends):
@@ -240,6 +253,8 @@ async def rebuild_view(
     if switch and not travel and report.verified is not False:
         switch_view(root, name)
         report.switched = True
+        if projector.erased:  # the rebuild folded a forget: the views it replaces may still hold it
+            report.removed_views = remove_other_views(root, name)
     return report
 
 

@@ -152,6 +152,12 @@ class MemoryStore(Protocol):
     def record_generation(self, info: dict[str, str]) -> None:
         """Record which analysis generation this store projects (kept with the store, or its view)."""
 
+    def erase_history(self, partition: int) -> list[str]:
+        """After a forget reached a shard: keep no copy of deleted rows anywhere (old versions, other views).
+
+        Returns the views removed with it (a store that keeps no history returns []).
+        """
+
     def release(self, partitions: Sequence[int]) -> None:
         """Forget cached handles of shards this process no longer (or newly) owns; the next use reopens them."""
 

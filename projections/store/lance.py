@@ -27,12 +27,20 @@ the ids it wrote per owner and deleted), so a reader holding an owner's rows as 
 commit can fetch only what changed (``owner_changes``); the last ``CHANGE_HISTORY`` commits are
 kept. A shard's change token is the view and the commit count of its checkpoint; readers re-read
 the checkpoint only when its table's version folder changed (``_Shard.committed``).
+
+Erasure: LanceDB deletes by marking rows, and every older version keeps its files, so a forgotten
+row stays on disk. After a commit that applied a forget, ``erase_history`` rewrites every fragment
+that has deleted rows (compaction with ``materialize_deletions_threshold=0``), brings the indexes
+up to date, records the new versions in the checkpoint, then removes every older version's files
+(``cleanup_old_versions(older_than=0)``), and, in the active view, every other view. A reader still
+reading an older version of that shard at that moment fails its call and reads the new one next.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -64,7 +72,7 @@ from adamem.projections.store.base import (
 )
 from adamem.text import search_text
 
-__all__ = ["DEFAULT_VIEW", "LanceStore", "current_view", "list_views", "switch_view"]
+__all__ = ["DEFAULT_VIEW", "LanceStore", "current_view", "list_views", "remove_other_views", "switch_view"]
 
 CHECKPOINTS = "checkpoints"
 CHANGES = "changes"
@@ -418,6 +426,33 @@ class _Shard:
             table.create_index("owner_id", config=BTree())
         table.optimize()
 
+    def erase_history(self) -> None:
+        """Rewrite fragments holding deleted rows, checkpoint the new versions, remove every older version."""
+        with _Writes() as writes:
+            for name in (*TABLES, CHANGES):
+                table = self.tables.get(name)
+                if table is not None:
+                    writes.submit(_materialize_deletions, table)
+        self.optimize(0 if self.bulk else self.vector_index_min_rows)
+        self.commit([], {}, 0)  # the checkpoint now names the rewritten versions, the only ones kept
+        with _Writes() as writes:
+            for name in (*TABLES, CHECKPOINTS, CHANGES):
+                table = self.tables.get(name)
+                if table is not None:
+                    writes.submit(_drop_old_versions, table)
+
+
+def _materialize_deletions(table: Any) -> None:
+    """Rewrite every fragment of a table that has deleted rows, so no data file holds them."""
+    table.to_lance().optimize.compact_files(materialize_deletions_threshold=0.0)
+    table.checkout_latest()
+
+
+def _drop_old_versions(table: Any) -> None:
+    """Remove the files of every version but the latest (the shard's one writer is the caller)."""
+    table.to_lance().cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
+    table.checkout_latest()
+
 
 class _Writes:
     """LanceDB calls of one step, each table's on a thread of its own, all finished when the block ends.
@@ -472,6 +507,16 @@ def switch_view(root: str | Path, name: str) -> None:
         fo.flush()
         os.fsync(fo.fileno())
     tmp.replace(Path(root) / "CURRENT")
+
+
+def remove_other_views(root: str | Path, keep: str) -> list[str]:
+    """Delete every view but ``keep`` (after a forget they may hold what was forgotten); their names."""
+    removed = []
+    for name in list_views(root):
+        if name != keep:
+            shutil.rmtree(Path(root) / "views" / name, ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 class LanceStore:
@@ -639,6 +684,23 @@ class LanceStore:
         """Compact and index every open shard (a bulk writer leaves the vector index to the next writer)."""
         for shard in self._shards.values():
             shard.optimize(0 if self._bulk else self._vector_index_min_rows)
+
+    def erase_history(self, partition: int) -> list[str]:
+        """After a forget reached shard ``partition``: no copy of deleted rows stays (module notes); views removed.
+
+        A rebuild (``bulk``) erases its own shard only; the view it replaces is handled when it switches.
+        """
+        if self._read_only:
+            raise StoreError(f"store {self.root} was opened read-only; cannot erase shard p{partition}")
+        shard = self._shard(partition, create=False)
+        try:
+            if shard is not None:
+                shard.erase_history()
+        except (OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
+            raise StoreError(f"erasing old versions of shard p{partition} of view {self.view} failed: {exc}") from exc
+        if self._bulk or self.view != current_view(self.root):
+            return []
+        return remove_other_views(self.root, self.view)
 
     def load_owner(self, owner_id: str) -> list[Row]:
         """Every row of an owner, every table as of one checkpoint (none, without a query, for an owner

@@ -138,6 +138,10 @@ class InMemoryStore:
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits[:k]
 
+    def erase_history(self, partition: int) -> list[str]:
+        """Deleted rows are gone from the dicts already; there is no history to erase."""
+        return []
+
     def release(self, partitions: Sequence[int]) -> None:
         """Nothing is cached outside the shards themselves."""
 
