@@ -50,6 +50,7 @@ from adamem.bench.common import (
 )
 from adamem.bench.latency import STORES, ensure_store, questions_by_route
 from adamem.bench.metrics import mean, summary_ms
+from adamem.owners import split_owner
 from adamem.projections.store.lance import current_view
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
@@ -186,7 +187,9 @@ def service_rss(store: str, owner_questions: Sequence[tuple[str, str]]) -> dict[
         idle = tree_memory(proc.pid)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300) as http:
             for owner, q in owner_questions:
-                http.post(f"/v1/users/{owner}/query", json={"question": q, "top_k": 10}).raise_for_status()
+                http.post(
+                    f"/v1/users/{split_owner(owner)[1]}/query", json={"question": q, "top_k": 10}
+                ).raise_for_status()
         return {"store": store, "queries": len(owner_questions), "idle": idle, "after": tree_memory(proc.pid)}
     finally:
         proc.send_signal(signal.SIGTERM)

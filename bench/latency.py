@@ -49,6 +49,7 @@ from adamem.bench.common import (
 )
 from adamem.bench.loadgen import Request, run_load
 from adamem.bench.metrics import summary_ms
+from adamem.owners import split_owner
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever, Route, route_query
 from adamem.settings import Settings
@@ -215,11 +216,16 @@ def over_http(
             import httpx
 
             t = time.perf_counter()
-            httpx.post(f"{base}/v1/users/{warmup_owner}/query", json={"question": "hello", "top_k": 10}, timeout=300)
+            httpx.post(
+                f"{base}/v1/users/{split_owner(warmup_owner)[1]}/query",
+                json={"question": "hello", "top_k": 10},
+                timeout=300,
+            )
             out["first_query_ms"] = round((time.perf_counter() - t) * 1000, 1)
         for route in routes:
             reqs: list[Request] = [
-                (f"/v1/users/{o}/query", json.dumps({"question": q, "top_k": 10})) for o, q in pairs[route]
+                (f"/v1/users/{split_owner(o)[1]}/query", json.dumps({"question": q, "top_k": 10}))
+                for o, q in pairs[route]
             ]
             out[route] = {}
             for phase in ("cold", "warm"):

@@ -49,6 +49,7 @@ from adamem.bench.common import (
 )
 from adamem.bench.metrics import CATEGORIES, coverage, flatten, mean, parse_evidence, recall_at, summary_ms, words
 from adamem.events import ChatMessage
+from adamem.owners import owner_key
 from adamem.projections.folds.rows import MessageRow, Row
 from adamem.projections.store.base import Hit, MemoryStore, OwnerChanges
 from adamem.projections.store.factory import open_store
@@ -269,11 +270,12 @@ def run(
         by_owner[m.user_id].append(m)
     t_start = time.perf_counter()
     for doc in docs:
-        owner = str(doc.get("sample_id"))
+        user = str(doc.get("sample_id"))
+        owner = owner_key(settings.default_tenant, user)
         rows = [r for r in store.rows("messages", owner) if isinstance(r, MessageRow)]
         rows.sort(key=lambda r: r.seq)
         turns = {r.message_id for r in rows}
-        text_of = {m.message_id: render(m) for m in by_owner[owner]}
+        text_of = {m.message_id: render(m) for m in by_owner[user]}
         ids = [r.message_id for r in rows]
         bm_docs = [tokenize(f"{r.speaker} {r.text}") for r in rows]
         ref_of = reference_texts(doc)

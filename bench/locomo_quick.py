@@ -55,7 +55,7 @@ def build(data: list[dict[str, Any]], work: Path, embedder: E5Embedder) -> None:
     store = open_store(str(work / "store"))
     have = set(store.owners())
     store.close()
-    wanted = {s["sample_id"] for s in data}
+    wanted = {f"default:{s['sample_id']}" for s in data}
     if wanted <= have:
         return
     settings = Settings(log_url=str(work / "log"), store_url=str(work / "store"), fsync=False)
@@ -181,7 +181,7 @@ def main() -> int:
     latency: dict[str, list[float]] = defaultdict(list)
     misses: dict[int, list[str]] = defaultdict(list)
     for sample in data:
-        owner = sample["sample_id"]
+        owner = f"default:{sample['sample_id']}"  # the owner key: LoCoMo is published for the default tenant
         msgs = [r for r in store.rows("messages", owner) if isinstance(r, MessageRow)]
         turns = {m.message_id for m in msgs}
         docs = [tokenize(f"{m.speaker} {m.text}") for m in msgs]

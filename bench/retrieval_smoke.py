@@ -96,7 +96,7 @@ def messages(data: list[dict[str, Any]], copies: int) -> list[dict[str, Any]]:
 def build(lines: list[dict[str, Any]], work: Path, embedder: VectorCache) -> None:
     """Publish and project (skipped when the store already holds the owner)."""
     store = open_store(str(work / "store"))
-    done = OWNER in store.owners()
+    done = f"default:{OWNER}" in store.owners()
     store.close()
     if done:
         return
@@ -165,13 +165,13 @@ def main() -> int:
     config = SEED_DEFAULT.__class__(cache=CacheSettings(query_cache=False))
     retriever = Retriever(store, Known(), config)
     t = time.perf_counter()
-    first = retriever.query(OWNER, questions[0])
+    first = retriever.query(f"default:{OWNER}", questions[0])
     cold = (time.perf_counter() - t) * 1000
-    snap = retriever.snapshot(OWNER)
+    snap = retriever.snapshot(f"default:{OWNER}")
     by_route: dict[str, list[float]] = defaultdict(list)
     stages: dict[str, list[float]] = defaultdict(list)
     for q in questions:
-        answer = retriever.query(OWNER, q)
+        answer = retriever.query(f"default:{OWNER}", q)
         by_route[answer.route.route.value].append(answer.timing.total)
         for stage, ms in answer.timing.to_dict().items():
             stages[stage].append(ms)
