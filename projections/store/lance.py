@@ -106,6 +106,14 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _names_owner_by_user_id(table: Any) -> bool:
+    """Whether a table is one of 0.1's (owner column ``user_id``); a table still being created is not."""
+    try:
+        return "owner_id" not in table.schema.names
+    except ValueError:  # its first version is still being written by the shard's writer
+        return False
+
+
 class LegacyStore(StoreError):
     """A store view written before owners were ``(tenant, user_id)``: rebuild it from the log."""
 
@@ -140,7 +148,7 @@ class _Shard:
             if name in names:
                 self.tables[name] = self.db.open_table(name)
         # Rows of 0.1 named their owner by the bare user id: such a view is read by nothing but a rebuild.
-        self.legacy = any("owner_id" not in self.tables[n].schema.names for n in TABLES if n in self.tables)
+        self.legacy = any(_names_owner_by_user_id(self.tables[n]) for n in TABLES if n in self.tables)
         if self.legacy and writer:
             raise LegacyStore(path)
         self.bulk = bulk

@@ -165,15 +165,17 @@ async def _analyzed_upto(log: KafkaLog, settings: Settings) -> dict[tuple[str, i
 async def _progress(log: KafkaLog, settings: Settings, store: Path) -> Progress:
     analyses_topic = settings.topic("analyses")
     ends = await log.end_offsets(analyses_topic)
-    for _ in range(50):
+    last: Exception | None = None
+    for _ in range(150):
         try:
             reader = LanceStore(str(store), read_only=True)
             projected = {p: reader.checkpoint(p).get(analyses_topic, 0) for p in ends}
             break
-        except ValueError:  # "Table ... was not found": the worker is creating it (no manifest yet)
+        except ValueError as exc:  # "Table ... was not found": the worker is creating it (no manifest yet)
+            last = exc
             await asyncio.sleep(0.1)
     else:
-        raise AssertionError(f"the store {store} stayed unreadable")
+        raise AssertionError(f"the store {store} stayed unreadable: {last}")
     inputs = {
         (settings.topic(t), p): end
         for t in ("messages", "control")
