@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +92,15 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> Callable[[MemoryStore], list[str]]
         return seen
 
     return watch
+
+
+class FlatEmbedder:
+    """Every text is the same vector: for tests of where records go and what is recorded, not of the analysis."""
+
+    name, dim = "flat", 2
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed(texts)

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import uuid
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import fastavro
@@ -41,6 +41,7 @@ from adamem.streams.factory import open_log
 from adamem.streams.log import EventLog, partition_for
 from adamem.streams.pipeline import ERROR_HEADER, run_pipeline
 from adamem.streams.publish import publish_messages
+from tests.conftest import FlatEmbedder
 
 pytestmark = pytest.mark.kafka
 
@@ -176,18 +177,6 @@ async def test_no_broker_is_a_clear_error(settings: Settings) -> None:
 # ---- producers on librdkafka's default partitioner (CRC32), and kcat ---------------------------
 
 
-class _FlatEmbedder:
-    """Every text is the same vector: where records go is under test, not the analysis."""
-
-    name, dim = "flat", 2
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return [[1.0, 0.0] for _ in texts]
-
-    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
-        return self.embed(texts)
-
-
 def _crc32_partition(key: str, partitions: int) -> int:
     """Where librdkafka's default partitioner (``consistent_random``) puts a key."""
     return zlib.crc32(key.encode()) % partitions
@@ -216,7 +205,7 @@ def _chat(owner: str, i: int) -> ChatMessage:
 
 async def _project_run(log: EventLog, settings: Settings, store: MemoryStore) -> tuple[int, int]:
     """One `adamem project` run: the in-process pipeline, resuming from the log alone."""
-    stats = await run_pipeline(log, Projector(store), MemoryAgent(NoExtractor(), _FlatEmbedder()), settings)
+    stats = await run_pipeline(log, Projector(store), MemoryAgent(NoExtractor(), FlatEmbedder()), settings)
     return stats.analyzed, stats.dead_lettered
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from adamem.streams.memory_log import InMemoryLog
 from adamem.streams.pipeline import ERROR_HEADER, RESUME_HEADER, run_pipeline
 from adamem.streams.publish import publish_messages
 from adamem.streams.worker import create_app
-from tests.conftest import LOCOMO
+from tests.conftest import LOCOMO, FlatEmbedder
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
 
@@ -113,6 +113,30 @@ async def test_analyze_agent_records_analyses_and_dead_letters_garbage(
     assert b"DecodeError" in errors[0] and b"is not the event's owner" in errors[1]
 
 
+def _analyzer_app(
+    settings: Settings,
+    tmp_path: Path,
+    log: InMemoryLog,
+    faust_apps: list[Any],
+    sent: list[dict[str, Any]],
+    dead: list[dict[str, Any]],
+) -> Any:
+    """A worker app whose analyze agent resumes from ``log``, its sends captured into ``sent`` and ``dead``."""
+    app = create_app(
+        settings,
+        "127.0.0.1:1",
+        lambda: MemoryAgent(NoExtractor(), FlatEmbedder()),
+        lambda: Projector(open_store(str(tmp_path / "s"))),
+        within_s=0.1,
+        log_reader=lambda: log,
+    )
+    app.finalize()
+    faust_apps.append(app)
+    _capture(app.adamem_topics["analyses"], sent)  # type: ignore[attr-defined]
+    _capture(app.adamem_topics["deadletter"], dead)  # type: ignore[attr-defined]
+    return app
+
+
 class _CountingLog(InMemoryLog):
     """The in-memory log, counting the records read back."""
 
@@ -124,18 +148,6 @@ class _CountingLog(InMemoryLog):
         async for rec in super().read(topic, **kwargs):
             self.reads += 1
             yield rec
-
-
-class _FlatEmbedder:
-    """Every text is the same vector: the bookkeeping is under test, not the analysis."""
-
-    name, dim = "flat", 2
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return [[1.0, 0.0] for _ in texts]
-
-    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
-        return self.embed(texts)
 
 
 def _put_on(wrapper: Any, positions: dict[str, int]) -> Any:
@@ -172,19 +184,7 @@ async def test_analyze_agent_records_how_far_both_input_topics_are_analysed(
     await analysed.start()
 
     def app_with(sent: list[dict[str, Any]], dead: list[dict[str, Any]]) -> Any:
-        app = create_app(
-            settings,
-            "127.0.0.1:1",
-            lambda: MemoryAgent(NoExtractor(), _FlatEmbedder()),
-            lambda: Projector(open_store(str(tmp_path / "s"))),
-            within_s=0.1,
-            log_reader=lambda: analysed,
-        )
-        app.finalize()
-        faust_apps.append(app)
-        _capture(app.adamem_topics["analyses"], sent)  # type: ignore[attr-defined]
-        _capture(app.adamem_topics["deadletter"], dead)  # type: ignore[attr-defined]
-        return app
+        return _analyzer_app(settings, tmp_path, analysed, faust_apps, sent, dead)
 
     async def wait_for(n: int, *sinks: list[dict[str, Any]]) -> None:
         for _ in range(100):
@@ -504,19 +504,7 @@ async def test_analyze_agent_dead_letters_a_record_off_its_owners_partition_once
     await analysed.start()
 
     def app_with(sent: list[dict[str, Any]], dead: list[dict[str, Any]]) -> Any:
-        app = create_app(
-            settings,
-            "127.0.0.1:1",
-            lambda: MemoryAgent(NoExtractor(), _FlatEmbedder()),
-            lambda: Projector(open_store(str(tmp_path / "s"))),
-            within_s=0.1,
-            log_reader=lambda: analysed,
-        )
-        app.finalize()
-        faust_apps.append(app)
-        _capture(app.adamem_topics["analyses"], sent)  # type: ignore[attr-defined]
-        _capture(app.adamem_topics["deadletter"], dead)  # type: ignore[attr-defined]
-        return app
+        return _analyzer_app(settings, tmp_path, analysed, faust_apps, sent, dead)
 
     async def deliver(app: Any, events: list[tuple[int, bytes, bytes]], n: int, *sinks: list[Any]) -> None:
         async with app.adamem_agents["analyze"].test_context() as a:
