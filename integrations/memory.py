@@ -148,18 +148,20 @@ async def publish_and_wait(
     records: Sequence[OutgoingRecord],
     *,
     timeout_s: float = 60.0,
+    workers: bool | None = None,
 ) -> dict[str, dict[int, int]]:
     """Append ``records`` to ``topic`` and return once the projections hold them: the one write path here.
 
-    Embedded and ``memory://`` logs are caught up in-process; a Kafka log is waited for (workers
-    project it) until ``timeout_s``, then ``ProjectionTimeout``.
+    Embedded and ``memory://`` logs are caught up in-process; a Kafka log (or ``workers=True``) is
+    waited for — other processes project it — until ``timeout_s``, then ``ProjectionTimeout``.
+    ``store`` is a reader (``open_store(url, read_only=True)``): it sees every commit of the writers.
     """
     from adamem.streams.generations import resolve
 
     analyses = resolve(settings, store).topic("analyses")
     before = await log.end_offsets(analyses)
     written = _written(topic, await log.append(topic, records))
-    if settings.log_url.startswith("kafka://"):
+    if workers if workers is not None else settings.log_url.startswith("kafka://"):
         await _wait_for_checkpoint(log, store, settings, written, before, timeout_s)
     else:
         await _catch_up(log, settings)
