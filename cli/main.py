@@ -165,7 +165,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from adamem.integrations.mcp_server import serve
+    try:
+        from adamem.integrations.mcp_server import serve
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"adamem mcp needs the MCP SDK ({exc.name}): pip install 'adamem-stream[mcp]'") from exc
     from adamem.integrations.memory import AgentMemory
 
     settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)

@@ -223,3 +223,16 @@ async def test_http_refuses_a_missing_or_wrong_key_before_mcp(http_url: tuple[st
         assert [type(e) for e in _leaves(caught.value)] == [MCPError]
     async with _http(url, {"X-API-Key": ACME_KEY}) as client:  # and the server goes on
         assert len((await client.list_tools()).tools) == len(TOOLS)
+
+
+async def test_http_without_keys_runs_open_and_takes_the_tenant_from_x_tenant(memory: AgentMemory) -> None:
+    with serving(http_app(build_server(memory), "")) as plain:
+        url = f"{str(plain.base_url).rstrip('/')}/mcp"
+        async with _http(url, {"X-Tenant": "globex"}) as client:
+            dave = await client.call_tool("recall", {"user_id": "dave", "question": "What is my secret project?"})
+            assert "Zephyr" in _text(dave)
+        async with _http(url, {}) as client:  # no header: the settings' tenant
+            alice = await client.call_tool("persona", {"user_id": "alice"})
+            assert not alice.is_error and "spicy food" in _text(alice)
+            dave = await client.call_tool("recall", {"user_id": "dave", "question": "What is my secret project?"})
+            assert dave.is_error
