@@ -91,6 +91,8 @@ def _row_message(row: MessageRow) -> BaseMessage:
         return HumanMessage(row.text, id=row.id, response_metadata=meta, name=row.speaker)
     if row.role == "assistant":
         return AIMessage(row.text, id=row.id, response_metadata=meta, name=row.speaker)
+    if row.speaker == "system":
+        return SystemMessage(row.text, id=row.id, response_metadata=meta)
     return ChatMessage(content=row.text, role=row.speaker, id=row.id, response_metadata=meta)
 
 

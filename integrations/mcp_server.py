@@ -340,9 +340,13 @@ def build_server(memory: AgentMemory, *, tenant: str | None = None, api_keys: st
     return server
 
 
-def http_app(server: MCPServer, api_keys: str, *, path: str = "/mcp") -> ASGIApp:
-    """The streamable HTTP app behind the tenant key check."""
-    return KeyCheck(server.streamable_http_app(streamable_http_path=path), KeyRing(api_keys))
+def http_app(server: MCPServer, api_keys: str, *, path: str = "/mcp", host: str = "127.0.0.1") -> ASGIApp:
+    """The streamable HTTP app behind the tenant key check.
+
+    ``host`` is the listen address: on a loopback one the SDK also refuses requests whose ``Host``
+    or ``Origin`` is not loopback (DNS rebinding protection).
+    """
+    return KeyCheck(server.streamable_http_app(streamable_http_path=path, host=host), KeyRing(api_keys))
 
 
 def serve(
@@ -364,7 +368,7 @@ def serve(
         else:
             import uvicorn
 
-            app = http_app(server, memory.settings.api_keys, path=path)
+            app = http_app(server, memory.settings.api_keys, path=path, host=host)
             uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         memory.close()

@@ -195,11 +195,16 @@ class AgentMemory:
         self._writing: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._guard = threading.Lock()
+        self._guard = threading.Lock()  # the event loop thread, started once
+        self._opening = threading.Lock()  # the retriever, opened once
 
     @property
     def retriever(self) -> Retriever:
         """The read side (opened on first use)."""
+        with self._opening:  # tools run in threads
+            return self._open_retriever()
+
+    def _open_retriever(self) -> Retriever:
         if self._retriever is None:
             from adamem.analysis.factory import build_embedder
             from adamem.projections.store.factory import open_store

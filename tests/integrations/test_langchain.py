@@ -80,7 +80,7 @@ def test_chat_history_appends_to_the_log_and_reads_working_memory(memory: AgentM
         "Six plants, all cherry tomatoes.",
     ]
     assert got[0].name == user and got[1].name == "assistant"
-    assert [m.text for m in other.messages] == ["You are a gardener's assistant."]
+    assert [(type(m), m.text) for m in other.messages] == [(SystemMessage, "You are a gardener's assistant.")]
     recalled = memory.recall(user, "What do I grow?")  # what the history appended is memory now
     assert any("tomatoes" in i.content for i in recalled.items)
 
