@@ -6,7 +6,6 @@ Each test module gets its own store (``built``): the tests remember and forget, 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -29,8 +28,3 @@ def memory(built: Settings) -> Iterator[AgentMemory]:
         yield handle
     finally:
         handle.close()
-
-
-def fresh(root: Path) -> Settings:
-    """A store of its own, for a test that must start from the sample alone."""
-    return build_store(root)

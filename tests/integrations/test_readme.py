@@ -76,7 +76,8 @@ def test_every_python_block_runs_and_prints_what_it_says(demo: Path) -> None:
 async def test_the_stdio_configuration_starts_a_working_server(demo: Path) -> None:
     config = json.loads(_blocks("json")[0])["mcpServers"]["adamem"]
     assert config["command"] == "adamem"
-    server = StdioServerParameters(command=ADAMEM, args=config["args"], cwd=demo, env=_env())
+    args = [a.replace("/home/me/adamem", str(demo)) for a in config["args"]]  # the user's own paths
+    server = StdioServerParameters(command=ADAMEM, args=args, cwd=REPO, env=_env())
     async with Client(server, read_timeout_seconds=300) as client:
         assert len((await client.list_tools()).tools) == 6
         answer = await client.call_tool("recall", {"user_id": "alice", "question": "What food does Alice like?"})
