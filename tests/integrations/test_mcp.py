@@ -236,3 +236,26 @@ async def test_http_without_keys_runs_open_and_takes_the_tenant_from_x_tenant(me
             assert not alice.is_error and "spicy food" in _text(alice)
             dave = await client.call_tool("recall", {"user_id": "dave", "question": "What is my secret project?"})
             assert dave.is_error
+
+
+async def test_a_message_the_log_refuses_publishes_nothing(memory: AgentMemory) -> None:
+    from adamem.streams.factory import open_log
+
+    async def published() -> int:
+        log = open_log(memory.settings.log_url, memory.settings)
+        await log.start()
+        try:
+            return sum((await log.end_offsets(memory.settings.topic("messages"))).values())
+        finally:
+            await log.stop()
+
+    before = await published()
+    async with Client(build_server(memory)) as client:  # in-process: the same server, no transport
+        big = "x" * (memory.settings.max_text_bytes + 1)
+        result = await client.call_tool("remember", {"user_id": "alice", "messages": [{"text": "fine"}, {"text": big}]})
+        assert result.is_error and "over the limit" in _text(result) and "nothing was published" in _text(result)
+        when = await client.call_tool(
+            "remember", {"user_id": "alice", "messages": [{"text": "hi", "occurred_at": "soon"}]}
+        )
+        assert when.is_error and "occurred_at" in _text(when)
+    assert await published() == before
