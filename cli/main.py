@@ -31,6 +31,22 @@ store's checkpoints) and exits 1 when something is damaged. `repair` sets damage
 <topic>/damaged/, keeps every record that still verifies, and records the offsets it cannot keep
 as a gap so that no offset is ever given out twice; analyses and store rows of lost records stay.
 """
+MCP_HELP = """\
+Serve the memory to agents over MCP (Model Context Protocol).
+
+tools: remember (publish messages, return once visible), recall (ranked evidence with route, why
+and sources), as_of (recall as of a past time), persona, timeline (events between two times),
+forget. resources: adamem://users/{user_id}/persona, adamem://users/{user_id}/working.
+
+stdio (default): for a client that starts the server itself; acts for --tenant. Nothing but the
+protocol is written to standard output.
+http: streamable HTTP on --host:--port at --path, with the tenant keys of `adamem serve`
+(ADAMEM_API_KEYS, sent as X-API-Key or Authorization: Bearer; missing 401, wrong 403).
+
+remember/forget publish to --log and wait until the store shows them: an embedded log is
+projected in-process (do not also run `adamem project --follow` on the same store); a Kafka log
+is projected by `adamem worker`, waited for up to --wait seconds.
+"""
 SERVICE_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 """Thread pools of the numeric libraries (e5's OpenMP, NumPy's BLAS), one thread each in the query service."""
 
@@ -146,6 +162,29 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
     return run_serve(settings, with_log=args.log is not None or "ADAMEM_LOG" in __import__("os").environ)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    try:
+        from adamem.integrations.mcp_server import serve
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"adamem mcp needs the MCP SDK ({exc.name}): pip install 'adamem-stream[mcp]'") from exc
+    from adamem.integrations.memory import AgentMemory
+
+    settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
+    if args.transport == "http":
+        from adamem.api.auth import KeyRing
+
+        KeyRing(settings.api_keys)  # a malformed ADAMEM_API_KEYS stops here, before anything listens
+    serve(
+        AgentMemory(settings, wait_timeout_s=args.wait),
+        transport=args.transport,
+        tenant=args.tenant,
+        host=settings.host,
+        port=args.port or 8765,
+        path=args.path,
+    )
+    return 0
 
 
 async def _provenance(args: argparse.Namespace) -> int:
@@ -314,6 +353,24 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--host", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")
     p.set_defaults(run=_serve, sync=True)
+
+    p = sub.add_parser(
+        "mcp",
+        help="serve the memory to agents over MCP (stdio or streamable HTTP)",
+        description=MCP_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default stdio")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.add_argument("--log", help="log that remember/forget publish to (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument("--tenant", help="stdio: the tenant the server acts for (default $ADAMEM_TENANT or default)")
+    p.add_argument("--host", help="http: listen address (default $ADAMEM_HOST or 127.0.0.1)")
+    p.add_argument("--port", type=int, help="http: port (default 8765)")
+    p.add_argument("--path", default="/mcp", help="http: the endpoint's path (default /mcp)")
+    p.add_argument(
+        "--wait", type=float, default=60.0, help="seconds remember/forget wait for a Kafka log's workers (default 60)"
+    )
+    p.set_defaults(run=_mcp, sync=True)
 
     p = sub.add_parser("query", help="ask a question about a user's memory")
     p.add_argument("user", help="memory owner")

@@ -2,8 +2,10 @@
 
 Bottom to top: the domain core (``adamem``'s own modules and the Memory Agent's ports) and the
 event schemas; the projections; the log and the retrieval, side by side; the HTTP service; the
-benchmarks; the command line. A module imports only its own layer or lower ones (lazy imports
-inside functions count too), ports never name their adapters, and nothing imports the CLI.
+agent integrations (MCP, LangChain/LangGraph, hybrid queries: they check the service's tenant
+keys, so they sit above it); the benchmarks; the command line. A module imports only its own
+layer or lower ones (lazy imports inside functions count too), ports never name their adapters,
+and nothing imports the CLI.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"adamem.projections"}),
     frozenset({"adamem.streams", "adamem.retrieval"}),
     frozenset({"adamem.api"}),
+    frozenset({"adamem.integrations"}),
     frozenset({"adamem.bench"}),
     frozenset({"adamem.cli"}),
 )
