@@ -381,6 +381,7 @@ def lco_grid(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, RetrievalConfig]
         "graph-weight-0.25": replace(base, name=f"{base.name}/g25", fusion=FusionWeights(0.60, 0.25, 0.10, 0.05)),
         "seeds-10": replace(base, name=f"{base.name}/s10", graph_seeds=10),
         "rrf-30": replace(base, name=f"{base.name}/rrf30", rrf_k=30),
+        "newest-first-off": replace(base, name=f"{base.name}/newest-off", newest_first=0),
     }
 
 

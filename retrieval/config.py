@@ -189,6 +189,10 @@ class RetrievalConfig:
     """Final score weights (seed: 0.70 semantic, 0.15 graph, 0.10 temporal, 0.05 fact support)."""
     current_first: bool = True
     """Off the time/cause route, rank messages whose records were all superseded (by then) last (added)."""
+    newest_first: int = 5
+    """On a question about the present ("now", 现在) naming no time, the newest user message stating a change
+    (an extracted event) among the first this many items goes ahead of the older ones, also while it is
+    still in working memory and no conflict slot knows of it yet (0: off; added)."""
     causal_order: bool = True
     """On "why" questions, rank items later than the event asked about (the best base hit) last (added)."""
     recency_half_life_days: float = 30.0
