@@ -378,10 +378,10 @@ def lco_grid(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, RetrievalConfig]
     """The tunable variants leave-conversations-out chooses among (the shipped default first)."""
     return {
         "shipped": base,
-        "graph-weight-0.25": replace(base, name=f"{base.name}/g25", fusion=FusionWeights(0.60, 0.25, 0.10, 0.05)),
-        "seeds-10": replace(base, name=f"{base.name}/s10", graph_seeds=10),
         "rrf-30": replace(base, name=f"{base.name}/rrf30", rrf_k=30),
         "newest-first-off": replace(base, name=f"{base.name}/newest-off", newest_first=0),
+        "graph-relevance-0.5": replace(base, name=f"{base.name}/grel50", graph_relevance=0.5),
+        "graph-relevance-1": replace(base, name=f"{base.name}/grel100", graph_relevance=1.0),
     }
 
 
@@ -477,8 +477,16 @@ def run_lco(
                 asked.append((int(cat), str(qa.get("question", "")), gold))
         for system in LCO_SYSTEMS:
             cfg0, hide = systems[system]
+            done: dict[RetrievalConfig, str] = {}
             for variant, cfg in grid.items():
-                cfg = replace(cfg, name=f"{cfg.name}/{system}", graph_seeds=cfg0.graph_seeds and cfg.graph_seeds)
+                cfg = replace(cfg, name=f"{system}", graph_seeds=cfg0.graph_seeds and cfg.graph_seeds)
+                if not cfg.graph_seeds:  # without expansion the graph knobs change nothing: the same answers
+                    cfg = replace(cfg, graph_relevance=0.0)
+                if cfg in done:  # the same retrieval as an earlier variant: its scores
+                    same = [r for r in scores[system][done[cfg]] if r[0] == user]
+                    scores[system][variant].extend(same)
+                    continue
+                done[cfg] = variant
                 retriever = Retriever(MessagesOnly(store) if hide else store, embedder, cfg)
                 retrievers.append(retriever)
                 for cat, question, gold in asked:
@@ -563,7 +571,7 @@ def print_report(result: dict[str, Any], file: Any = None) -> None:
             rows = []
             for name, sysres in result["systems"].items():
                 row = sysres[what].get(str(k), {})
-                cats = list(CATEGORIES) if what == "recall" else [1, 2, 3, 4]
+                cats = [1, 2, 3, 4] if what == "coverage" else list(CATEGORIES)
                 rows.append([name, *[row.get(str(c)) for c in cats], row.get(OVERALL)])
             print_table(headers, rows, file=out)
     n = result["systems"].get("full", {}).get("n", {})

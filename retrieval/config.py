@@ -181,6 +181,10 @@ class RetrievalConfig:
     hub_by_relevance: bool = True
     """Off the graph route, hubs pass on to their messages most similar to the question; on it (time and
     cause questions), and always when off, to those nearest in time to the entering node (added)."""
+    graph_relevance: float = 0.0
+    """Share of an expanded item's graph score that depends on its own semantic score: ``graph × (1 − r + r ×
+    semantic)``, so a node reached from a good seed but unrelated to the question gains less (0: the path
+    alone counts; never on "why" questions, whose causes share no words with them; added)."""
     graph_all_routes: bool = True
     """Also expand (with weight ``fusion.graph``) on the semantic and persona routes (added)."""
 

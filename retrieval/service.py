@@ -446,9 +446,12 @@ class Retriever:
             )
             node = snap.node_of.get(c.row.id) if not isinstance(c.row, PersonaRow) else None
             reach = reaches.get(node) if node is not None else None
+            graph_score = reach.score if reach is not None else 0.0
+            if cfg.graph_relevance > 0 and not plan.causal:
+                graph_score *= 1.0 - cfg.graph_relevance + cfg.graph_relevance * c.semantic
             parts = Breakdown(
                 c.semantic,
-                reach.score if reach is not None else 0.0,
+                graph_score,
                 temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction, beside),
                 fact_support(c.row, view, cfg),
             )
