@@ -2,6 +2,11 @@
 
 Deterministic and offline (jieba ships its dictionary inside its package). English is lower-cased,
 stripped of stop words and lightly stemmed; Chinese runs are cut for search (overlapping words).
+
+Two guards keep the stemmer from making false friends: phrasal verbs whose meaning is not their
+verb's are one token first ("working out" → ``workout``, never ``work``; ``PHRASES_EN``), and words
+whose ending is not an inflection are never stemmed (``evening`` is not ``even``, ``news`` not
+``new``; ``UNSTEMMED_EN``).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import logging
 import re
 from collections.abc import Iterator
 
-__all__ = ["search_text", "tokenize"]
+__all__ = ["PHRASES_EN", "UNSTEMMED_EN", "search_text", "tokenize"]
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff]+")
 _STOP_EN = frozenset(
@@ -27,10 +32,27 @@ _STOP_EN = frozenset(
 _STOP_ZH = frozenset("的 了 是 我 你 他 她 它 们 在 和 就 都 也 很 吗 呢 吧 啊 呀 这 那 个 之 与 及 着 过 么".split())  # noqa: SIM905
 
 
+PHRASES_EN: tuple[tuple[str, str], ...] = (
+    (r"work(?:s|ed|ing)?\s+out", "workout"),
+    (r"work\s*outs", "workout"),
+    (r"check\s*-?\s*ups?", "checkup"),
+)
+"""English phrases that are one search token, matched on lower-cased text before it is cut into words."""
+_PHRASE_RES = tuple((re.compile(rf"\b(?:{p})\b"), t) for p, t in PHRASES_EN)
+
+UNSTEMMED_EN: frozenset[str] = frozenset(
+    """anything everything nothing something thing during evening morning spring string wedding ceiling
+    sibling pudding news always sometimes perhaps series species lens bus gas yes""".split()  # noqa: SIM905
+)
+"""Words the stemmer leaves alone: their -ing, -ed or -s is part of the word, and stripping it makes a false friend."""
+
+
 def _stem(word: str) -> str:
     """A light, deterministic English stemmer (plural, -ing, -ed); enough for BM25 recall."""
     if word.endswith("'s"):
         word = word[:-2]
+    if word in UNSTEMMED_EN:
+        return word
     if len(word) > 5 and word.endswith("ing"):
         word = word[:-3]
         return word[:-1] if len(word) > 3 and word[-1] == word[-2] else word
@@ -70,7 +92,11 @@ _cut_memo = functools.lru_cache(maxsize=1 << 16)(_cut)
 
 def _pieces(text: str) -> Iterator[tuple[str, ...]]:
     """Tokens of each piece of ``text``, in order (short pieces memoised: their tokens depend on them alone)."""
-    for piece in _WORD.findall(text.lower()):
+    lower = text.lower()
+    if "work" in lower or "up" in lower:  # the phrases' shared parts: most texts skip the substitutions
+        for pattern, token in _PHRASE_RES:
+            lower = pattern.sub(token, lower)
+    for piece in _WORD.findall(lower):
         yield _cut_memo(piece) if len(piece) <= _MEMO_PIECE_CHARS else _cut(piece)
 
 

@@ -6,11 +6,23 @@ folder → Memory Agent → projections into LanceDB); every question is asked t
 (``RetrievalConfig`` variants, and a store view without persona/episodic rows) and two flat
 baselines over the raw turns (dense with the same e5 vectors, and BM25).
 
-Recall@k: the answer's items are flattened, in rank order, into distinct source message ids
+Recall@k, MRR@k and nDCG@k: the answer's items are flattened, in rank order, into distinct source message ids
 (``dia_id``; each item contributes its provenance in order); the first k are compared with the
-question's evidence ids. The answer asked for is the one for ``top_k = k``. Coverage@k: share of the
+question's evidence ids (MRR: 1 / rank of the first evidence id; nDCG: binary relevance). The
+answer asked for is the one for ``top_k = k``. The route the full system took is tallied against the
+question's LoCoMo category (``route_confusion``). Coverage@k: share of the
 gold answer's content words found in the retrieved text — the first k messages, each written as
 ``speaker (date): text [image: caption]``, plus the contents of the items that brought them.
+
+Systems: ``full``; ``no-graph`` (no graph expansion); ``no-fusion`` (semantic score only);
+``no-persona-episodic`` (the persona and episodic rows hidden, graph expansion over messages kept);
+``messages-only`` (the same hybrid retrieval over messages alone: no persona, episodic or graph).
+
+Leave-conversations-out (``--lco``): every tunable variant in ``lco_grid()`` is measured per
+question at k = 10; for each fold (one conversation held out) the variant with the best R@10 over
+categories 1–4 on the *other* conversations is chosen, and its figures on the held-out one are
+reported; the pooled held-out figures (every question is held out exactly once) are the
+leave-conversations-out result.
 
 Baselines: ``flat-dense`` ranks the stored turns by cosine of the e5 query vector with the turn
 vectors the system stored; ``flat-bm25`` by Okapi BM25 over the project's tokens of speaker and
@@ -47,7 +59,18 @@ from adamem.bench.common import (
     print_table,
     standalone_main,
 )
-from adamem.bench.metrics import CATEGORIES, coverage, flatten, mean, parse_evidence, recall_at, summary_ms, words
+from adamem.bench.metrics import (
+    CATEGORIES,
+    coverage,
+    flatten,
+    mean,
+    ndcg_at,
+    parse_evidence,
+    recall_at,
+    reciprocal_rank,
+    summary_ms,
+    words,
+)
 from adamem.events import ChatMessage
 from adamem.owners import owner_key
 from adamem.projections.folds.rows import MessageRow, Row
@@ -58,9 +81,10 @@ from adamem.retrieval import SEED_DEFAULT, Answer, FusionWeights, RetrievalConfi
 from adamem.settings import Settings
 from adamem.text import tokenize
 
-__all__ = ["MessagesOnly", "main", "run", "system_configs"]
+__all__ = ["MessagesOnly", "lco_folds", "lco_grid", "main", "run", "run_lco", "system_configs"]
 
 HIDDEN = frozenset({"persona", "episodic"})
+FLAT = ("flat-dense", "flat-bm25", "flat-bm25-ref")
 OVERALL = "1-4"
 
 
@@ -134,7 +158,8 @@ def system_configs(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, tuple[Retr
             replace(base, name=f"{base.name}/semantic-only", fusion=FusionWeights(1.0, 0.0, 0.0, 0.0)),
             False,
         ),
-        "messages-only": (replace(base, name=f"{base.name}/messages-only"), True),
+        "no-persona-episodic": (replace(base, name=f"{base.name}/no-persona-episodic"), True),
+        "messages-only": (replace(base, name=f"{base.name}/messages-only", graph_seeds=0), True),
     }
 
 
@@ -171,12 +196,16 @@ class Tally:
     def __init__(self) -> None:
         self.recall: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         self.cover: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        self.mrr: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        self.ndcg: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         self.latency: dict[str, list[float]] = defaultdict(list)
 
     def add(
         self, k: int, cat: int, ranked: Sequence[str], gold: Sequence[str], answer: Any, texts: Sequence[str]
     ) -> None:
         self.recall[k][cat].append(recall_at(ranked, gold, k))
+        self.mrr[k][cat].append(reciprocal_rank(ranked, gold, k))
+        self.ndcg[k][cat].append(ndcg_at(ranked, gold, k))
         if cat != 5:
             c = coverage(answer, texts)
             if c is not None:
@@ -201,6 +230,8 @@ class Tally:
         return {
             "recall": self.table(self.recall),
             "coverage": self.table(self.cover),
+            "mrr": self.table(self.mrr),
+            "ndcg": self.table(self.ndcg),
             "n": n,
             "latency_ms": {route: dict(summary_ms(v)) for route, v in sorted(self.latency.items())},
         }
@@ -265,6 +296,7 @@ def run(
     tallies: dict[str, Tally] = defaultdict(Tally)
     counts: Counter[str] = Counter()
     routes: Counter[str] = Counter()
+    confusion: dict[str, Counter[str]] = defaultdict(Counter)
     by_owner: dict[str, list[ChatMessage]] = defaultdict(list)
     for m in messages:
         by_owner[m.user_id].append(m)
@@ -307,6 +339,7 @@ def run(
                     ms = (time.perf_counter() - t) * 1000
                     if name == "full" and k == ks[0]:
                         routes[answer.route.route.value] += 1
+                        confusion[answer.route.route.value][f"{cat} {CATEGORIES[cat]}"] += 1
                     tallies[name].latency[answer.route.route.value].append(ms)
                     ranked, texts = _answer_view(answer, k, text_of)
                     tallies[name].add(k, cat, ranked, gold, gold_answer, texts)
@@ -332,19 +365,205 @@ def run(
         "ks": list(ks),
         "questions": dict(counts),
         "routes_full": dict(routes),
+        "route_confusion": {route: dict(sorted(per.items())) for route, per in sorted(confusion.items())},
         "build": build,
         "embedder": {"name": embedder.name, "query_cache": embedder.stats()},
         "query_seconds": round(time.perf_counter() - t_start, 1),
-        "systems": {name: tallies[name].to_dict() for name in [*chosen, "flat-dense", "flat-bm25", "flat-bm25-ref"]},
+        "systems": {name: tallies[name].to_dict() for name in [*chosen, *FLAT]},
         "configs": {n: cfg.name for n, (cfg, _) in chosen.items()},
     }
+
+
+def lco_grid(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, RetrievalConfig]:
+    """The tunable variants leave-conversations-out chooses among (the shipped default first)."""
+    return {
+        "shipped": base,
+        "rrf-30": replace(base, name=f"{base.name}/rrf30", rrf_k=30),
+        "newest-first-off": replace(base, name=f"{base.name}/newest-off", newest_first=0),
+        "graph-relevance-0.5": replace(base, name=f"{base.name}/grel50", graph_relevance=0.5),
+        "graph-relevance-1": replace(base, name=f"{base.name}/grel100", graph_relevance=1.0),
+    }
+
+
+LCO_SYSTEMS = ("full", "no-graph", "messages-only")
+"""The systems leave-conversations-out tunes and reports (each chooses its own variant per fold)."""
+
+
+def lco_folds(
+    scores: dict[str, dict[str, list[tuple[str, int, float, float, float]]]],
+    conversations: Sequence[str],
+) -> dict[str, Any]:
+    """Leave-one-conversation-out over per-question scores.
+
+    ``scores[system][variant]`` lists ``(conversation, category, recall, mrr, ndcg)`` per question. For
+    each held-out conversation, each system takes the variant with the best mean R@10 over categories
+    1–4 on the other conversations (ties: grid order); the held-out questions are scored with it. The
+    pooled result gathers every held-out question once.
+    """
+    folds: list[dict[str, Any]] = []
+    pooled: dict[str, list[tuple[str, int, float, float, float]]] = defaultdict(list)
+    for held in conversations:
+        fold: dict[str, Any] = {"held_out": held, "systems": {}}
+        for system, variants in scores.items():
+            best, best_train = "", -1.0
+            for variant, rows in variants.items():
+                train = mean([r[2] for r in rows if r[0] != held and r[1] in (1, 2, 3, 4)])
+                if train is not None and train > best_train:
+                    best, best_train = variant, train
+            test = [r for r in variants.get(best, []) if r[0] == held]
+            pooled[system] += test
+            fold["systems"][system] = {"variant": best, "train_r10_1_4": round(100 * best_train, 2), **_lco_table(test)}
+        folds.append(fold)
+    return {"folds": folds, "pooled": {system: _lco_table(rows) for system, rows in pooled.items()}}
+
+
+def _lco_table(rows: Sequence[tuple[str, int, float, float, float]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for what, col in (("recall@10", 2), ("mrr@10", 3), ("ndcg@10", 4)):
+        row: dict[str, Any] = {}
+        for cat in CATEGORIES:
+            m = mean([float(r[col]) for r in rows if r[1] == cat])
+            row[str(cat)] = None if m is None else round(100 * m, 2)
+        m = mean([float(r[col]) for r in rows if r[1] in (1, 2, 3, 4)])
+        row[OVERALL] = None if m is None else round(100 * m, 2)
+        out[what] = row
+    out["n"] = {str(c): sum(1 for r in rows if r[1] == c) for c in CATEGORIES}
+    return out
+
+
+def run_lco(
+    data: str | Path,
+    *,
+    samples: Sequence[str] | None = None,
+    work: str | None = None,
+    limit: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Leave-conversations-out: measure every variant of ``lco_grid`` per question, then choose per fold."""
+    say = progress or (lambda s: None)
+    k = 10
+    docs = load_locomo(data)
+    if samples:
+        docs = [d for d in docs if d.get("sample_id") in set(samples)]
+    root = Path(work) if work else Path(tempfile.mkdtemp(prefix="adamem-bench-locomo-"))
+    settings = Settings.from_env(log_url=str(root / "log"), store_url=str(root / "store"), fsync=False)
+    embedder = CachingEmbedder(build_embedder(settings), passages=False)
+    if not (root / "store").exists():
+        messages = locomo_messages(docs, settings)
+        say(f"ingesting {len(messages)} turns of {len(docs)} conversation(s) through the pipeline …")
+        build_memory(messages, settings, MemoryAgent(build_extractor(settings), embedder))
+    store = open_store(settings.store_url, read_only=True)
+    systems = system_configs()
+    grid = lco_grid()
+    scores: dict[str, dict[str, list[tuple[str, int, float, float, float]]]] = defaultdict(lambda: defaultdict(list))
+    flat: dict[str, list[tuple[str, int, float, float, float]]] = defaultdict(list)
+    retrievers: list[Retriever] = []
+    t_start = time.perf_counter()
+    for doc in docs:
+        user = str(doc.get("sample_id"))
+        owner = owner_key(settings.default_tenant, user)
+        rows = [r for r in store.rows("messages", owner) if isinstance(r, MessageRow)]
+        rows.sort(key=lambda r: r.seq)
+        turns = {r.message_id for r in rows}
+        ids = [r.message_id for r in rows]
+        bm_docs = [tokenize(f"{r.speaker} {r.text}") for r in rows]
+        mat = np.asarray([r.vector for r in rows], dtype=np.float64)
+        qas = (doc.get("qa") or [])[:limit] if limit is not None else doc.get("qa") or []
+        asked: list[tuple[int, str, list[str]]] = []
+        for qa in qas:
+            cat = qa.get("category")
+            gold = parse_evidence(qa.get("evidence"), turns)
+            if cat in CATEGORIES and gold:
+                asked.append((int(cat), str(qa.get("question", "")), gold))
+        for system in LCO_SYSTEMS:
+            cfg0, hide = systems[system]
+            done: dict[RetrievalConfig, str] = {}
+            for variant, cfg in grid.items():
+                cfg = replace(cfg, name=f"{system}", graph_seeds=cfg0.graph_seeds and cfg.graph_seeds)
+                if not cfg.graph_seeds:  # without expansion the graph knobs change nothing: the same answers
+                    cfg = replace(cfg, graph_relevance=0.0)
+                if cfg in done:  # the same retrieval as an earlier variant: its scores
+                    same = [r for r in scores[system][done[cfg]] if r[0] == user]
+                    scores[system][variant].extend(same)
+                    continue
+                done[cfg] = variant
+                retriever = Retriever(MessagesOnly(store) if hide else store, embedder, cfg)
+                retrievers.append(retriever)
+                for cat, question, gold in asked:
+                    ranked = flatten(
+                        [
+                            [p.message_id for p in it.provenance]
+                            for it in retriever.query(owner, question, top_k=k).items
+                        ]
+                    )
+                    scores[system][variant].append(
+                        (
+                            user,
+                            cat,
+                            recall_at(ranked, gold, k),
+                            reciprocal_rank(ranked, gold, k),
+                            ndcg_at(ranked, gold, k),
+                        )
+                    )
+                retriever.close()
+        for cat, question, gold in asked:
+            qv = np.asarray(embedder.embed_query([question])[0], dtype=np.float64)
+            dense = list(mat @ qv) if len(rows) else []
+            for name, sc in (("flat-dense", dense), ("flat-bm25", bm25_scores(bm_docs, tokenize(question)))):
+                ranked = [ids[i] for i in _order(sc)]
+                flat[name].append(
+                    (user, cat, recall_at(ranked, gold, k), reciprocal_rank(ranked, gold, k), ndcg_at(ranked, gold, k))
+                )
+        say(f"{owner}: {len(asked)} question(s), {time.perf_counter() - t_start:.0f}s")
+    store.close()
+    if not work:
+        shutil.rmtree(root, ignore_errors=True)
+    conversations = [str(d.get("sample_id")) for d in docs]
+    result = lco_folds({s: dict(v) for s, v in scores.items()}, conversations)
+    result["flat"] = {name: _lco_table(rows) for name, rows in flat.items()}
+    result["per_variant_all"] = {
+        s: {v: _lco_table(rows)["recall@10"] for v, rows in variants.items()} for s, variants in scores.items()
+    }
+    result.update(
+        data=str(data),
+        conversations=conversations,
+        k=k,
+        grid={v: c.name for v, c in grid.items()},
+        query_seconds=round(time.perf_counter() - t_start, 1),
+    )
+    return result
+
+
+def print_lco(result: dict[str, Any], file: Any = None) -> None:
+    """Held-out tables: pooled, then each fold."""
+    out = file or sys.stdout
+    cats = [str(c) for c in CATEGORIES]
+    headers = ["system", *[f"{c} {CATEGORIES[c]}" for c in CATEGORIES], "1-4"]
+    for what in ("recall@10", "mrr@10", "ndcg@10"):
+        print(f"\nleave-conversations-out, pooled held-out {what} (%)", file=out)
+        rows: list[list[Any]] = [
+            [s, *[t[what].get(c) for c in cats], t[what].get(OVERALL)] for s, t in result["pooled"].items()
+        ]
+        rows += [[s, *[t[what].get(c) for c in cats], t[what].get(OVERALL)] for s, t in result["flat"].items()]
+        print_table(headers, rows, file=out)
+    print("\nper fold (held-out R@10; the variant chosen on the other conversations)", file=out)
+    fold_rows = []
+    for fold in result["folds"]:
+        for s, t in fold["systems"].items():
+            r = t["recall@10"]
+            fold_rows.append(
+                [fold["held_out"], s, t["variant"], t["train_r10_1_4"], *[r.get(c) for c in cats], r.get(OVERALL)]
+            )
+    print_table(["held out", "system", "variant", "train 1-4", *headers[1:]], fold_rows, file=out)
 
 
 def print_report(result: dict[str, Any], file: Any = None) -> None:
     """Recall and coverage tables."""
     out = file or sys.stdout
-    for what in ("recall", "coverage"):
+    for what in ("recall", "mrr", "ndcg", "coverage"):
         for k in result["ks"]:
+            if what in ("mrr", "ndcg") and k != 10 and 10 in result["ks"]:
+                continue
             print(f"\n{what}@{k} (%)", file=out)
             headers = ["system", *[f"{c} {CATEGORIES[c]}" for c in CATEGORIES], "1-4"]
             if what == "coverage":
@@ -352,7 +571,7 @@ def print_report(result: dict[str, Any], file: Any = None) -> None:
             rows = []
             for name, sysres in result["systems"].items():
                 row = sysres[what].get(str(k), {})
-                cats = list(CATEGORIES) if what == "recall" else [1, 2, 3, 4]
+                cats = [1, 2, 3, 4] if what == "coverage" else list(CATEGORIES)
                 rows.append([name, *[row.get(str(c)) for c in cats], row.get(OVERALL)])
             print_table(headers, rows, file=out)
     n = result["systems"].get("full", {}).get("n", {})
@@ -360,6 +579,12 @@ def print_report(result: dict[str, Any], file: Any = None) -> None:
         f"\nquestions per category: {n}; counts: {result['questions']}; routes (full): {result['routes_full']}",
         file=out,
     )
+    confusion = result.get("route_confusion") or {}
+    if confusion:
+        print("\nroute taken (full system) × LoCoMo category", file=out)
+        names = [f"{c} {CATEGORIES[c]}" for c in CATEGORIES]
+        table: list[list[Any]] = [[r, *[per.get(c, 0) for c in names]] for r, per in confusion.items()]
+        print_table(["route", *names], table, file=out)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -371,10 +596,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="at most this many questions per conversation (development)")
     p.add_argument("--work", help="keep the log and store here and reuse them next time (default: a temp dir)")
     p.add_argument("--json", dest="out", help="result file (default bench/results/locomo.json)")
+    p.add_argument(
+        "--lco",
+        action="store_true",
+        help="leave-conversations-out over lco_grid() (default result file bench/results/locomo_lco.json)",
+    )
 
 
 def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run from parsed arguments, print the tables, write the JSON."""
+    if args.lco:
+        return measure_and_record(
+            "locomo_lco",
+            argv,
+            args.out,
+            lambda: run_lco(
+                args.data,
+                samples=args.samples,
+                work=args.work,
+                limit=args.limit,
+                progress=lambda s: print(s, file=sys.stderr, flush=True),
+            ),
+            print_lco,
+        )
     return measure_and_record(
         "locomo",
         argv,

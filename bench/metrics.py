@@ -4,6 +4,8 @@
   "D" is none, ids that point to no turn are dropped);
 - ``flatten``: ranked items' provenance → distinct message ids in rank order;
 - ``recall_at``: share of the gold ids among the first k ranked ids;
+- ``reciprocal_rank`` / ``ndcg_at``: 1 / rank of the first gold id within k, and binary-relevance
+  nDCG@k (ideal: every gold id first);
 - ``answer_tokens`` / ``coverage``: the LLM-free proxy "are the answer's words in the retrieved text";
 - ``percentile``: linear interpolation between closest ranks (numpy's default method).
 """
@@ -22,9 +24,11 @@ __all__ = [
     "coverage",
     "flatten",
     "mean",
+    "ndcg_at",
     "parse_evidence",
     "percentile",
     "recall_at",
+    "reciprocal_rank",
     "summary_ms",
     "words",
 ]
@@ -84,6 +88,27 @@ def recall_at(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
         raise ValueError("recall of a question without evidence is undefined; skip the question")
     top = flatten([ranked])[:k]
     return len(want.intersection(top)) / len(want)
+
+
+def reciprocal_rank(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
+    """1 / (rank of the first gold id among the first ``k`` distinct ranked ids), 0 when none is there."""
+    want = set(gold)
+    if not want:
+        raise ValueError("the reciprocal rank of a question without evidence is undefined; skip the question")
+    for rank, mid in enumerate(flatten([ranked])[:k], start=1):
+        if mid in want:
+            return 1.0 / rank
+    return 0.0
+
+
+def ndcg_at(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
+    """Binary-relevance nDCG@k: DCG of the first ``k`` distinct ids over the DCG of every gold id ranked first."""
+    want = set(gold)
+    if not want:
+        raise ValueError("nDCG of a question without evidence is undefined; skip the question")
+    dcg = sum(1.0 / math.log2(rank + 1) for rank, mid in enumerate(flatten([ranked])[:k], start=1) if mid in want)
+    ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(want), k) + 1))
+    return dcg / ideal
 
 
 def words(text: str) -> list[str]:

@@ -181,6 +181,10 @@ class RetrievalConfig:
     hub_by_relevance: bool = True
     """Off the graph route, hubs pass on to their messages most similar to the question; on it (time and
     cause questions), and always when off, to those nearest in time to the entering node (added)."""
+    graph_relevance: float = 0.0
+    """Share of an expanded item's graph score that depends on its own semantic score: ``graph × (1 − r + r ×
+    semantic)``, so a node reached from a good seed but unrelated to the question gains less (0: the path
+    alone counts; never on "why" questions, whose causes share no words with them; added)."""
     graph_all_routes: bool = True
     """Also expand (with weight ``fusion.graph``) on the semantic and persona routes (added)."""
 
@@ -189,6 +193,10 @@ class RetrievalConfig:
     """Final score weights (seed: 0.70 semantic, 0.15 graph, 0.10 temporal, 0.05 fact support)."""
     current_first: bool = True
     """Off the time/cause route, rank messages whose records were all superseded (by then) last (added)."""
+    newest_first: int = 5
+    """On a question about the present ("now", 现在) naming no time, the newest user message stating a change
+    (an extracted event) among the first this many items goes ahead of the older ones, also while it is
+    still in working memory and no conflict slot knows of it yet (0: off; added)."""
     causal_order: bool = True
     """On "why" questions, rank items later than the event asked about (the best base hit) last (added)."""
     recency_half_life_days: float = 30.0

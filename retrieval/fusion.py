@@ -136,7 +136,8 @@ def temporal_score(
     """Time match with the question's periods; else the side of ``anchor`` for a directed question; else recency.
 
     ``anchor`` is the time of the event a "why" / "after" question is about (the best base hit):
-    an antecedent question scores 1 for items no later than it, a consequent one for items no
+    an antecedent question scores 1 for items no later than the day after it (an anchor's reported
+    time is the start of the day or week it names), a consequent one for items no
     earlier, 0 otherwise — and 1 for items ``beside_anchor`` (said in the anchor's conversation:
     people give the reason right after what it explains). Recency applies only when ``recency`` is set.
     """
@@ -152,8 +153,8 @@ def temporal_score(
                 gap = w.start - t if t < w.start else t - w.end
                 best = max(best, 0.5 ** (gap / span))
         return best
-    if anchor is not None and direction is Direction.ANTECEDENT:
-        return 1.0 if beside_anchor or min(times) <= anchor else 0.0
+    if anchor is not None and direction is Direction.ANTECEDENT:  # a reported time is a day's (or a week's) start
+        return 1.0 if beside_anchor or min(times) < anchor + DAY_MS else 0.0
     if anchor is not None and direction is Direction.CONSEQUENT:
         return 1.0 if beside_anchor or max(times) >= anchor else 0.0
     if now < 0 or not recency:

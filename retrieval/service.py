@@ -434,14 +434,24 @@ class Retriever:
         top = max(candidates.values(), key=lambda c: (c.origin == "base", c.semantic, c.row.id), default=None)
         anchor = None if top is None or plan.direction is Direction.ANY else min(item_times(top.row))
         anchor_conversation = _conversation(top.row) if top is not None else ""
+        anchor_said = _said_at(top.row) if top is not None else -1
+        gap = self.memory_params.session_gap_ms
         for key in sorted(candidates):
             c = candidates[key]
-            beside = bool(anchor_conversation) and _conversation(c.row) == anchor_conversation
+            # said in the anchor's session: its conversation, and no session gap in event time away from it
+            beside = (
+                bool(anchor_conversation)
+                and _conversation(c.row) == anchor_conversation
+                and abs(_said_at(c.row) - anchor_said) < gap
+            )
             node = snap.node_of.get(c.row.id) if not isinstance(c.row, PersonaRow) else None
             reach = reaches.get(node) if node is not None else None
+            graph_score = reach.score if reach is not None else 0.0
+            if cfg.graph_relevance > 0 and not plan.causal:
+                graph_score *= 1.0 - cfg.graph_relevance + cfg.graph_relevance * c.semantic
             parts = Breakdown(
                 c.semantic,
-                reach.score if reach is not None else 0.0,
+                graph_score,
                 temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction, beside),
                 fact_support(c.row, view, cfg),
             )
@@ -450,6 +460,8 @@ class Retriever:
         if plan.route is not Route.GRAPH and cfg.current_first:
             # what a message stated and a newer message superseded is history: current evidence first
             scored = [s for s in scored if not _stale(view, s[1].row)] + [s for s in scored if _stale(view, s[1].row)]
+        if recency and not windows and plan.route is not Route.GRAPH and cfg.newest_first > 0:
+            scored = _newest_change_first(scored, cfg.newest_first)
         if anchor is not None and plan.causal and not windows and cfg.causal_order:
             # a cause is never later than its effect: later items go last
             scored = [s for s in scored if s[2].temporal > 0] + [s for s in scored if s[2].temporal == 0]
@@ -545,6 +557,34 @@ def _stale(view: View, row: MemoryRow) -> bool:
 
 def _conversation(row: MemoryRow) -> str:
     return row.conversation_id if isinstance(row, (MessageRow, EpisodicRow)) else ""
+
+
+def _newest_change_first(scored: list[_Scored], window: int) -> list[_Scored]:
+    """The newest user message that states a change (an extracted event) among the first ``window`` items,
+    moved ahead of the older items ranked above it: on a question about the present the latest statement
+    is the answer, whether or not consolidation has superseded the old one yet."""
+    head = scored[:window]
+    changes = [
+        (s[1].row.occurred_at, -i)
+        for i, s in enumerate(head)
+        if isinstance(s[1].row, MessageRow) and s[1].row.role == "user" and _states_change(s[1].row)
+    ]
+    if not changes:
+        return scored
+    at, neg = max(changes)
+    j = -neg
+    i = next(i for i, s in enumerate(head) if _said_at(s[1].row) < at or i == j)
+    return [*scored[:i], scored[j], *[s for n, s in enumerate(scored[i:], start=i) if n != j]]
+
+
+def _states_change(row: MessageRow) -> bool:
+    """Whether the message's recorded analysis found an event in it (a change stated with a verb)."""
+    return '"events":[{' in row.extraction_json
+
+
+def _said_at(row: MemoryRow) -> int:
+    """When a message or record was said (event time; -1 for persona traits)."""
+    return row.occurred_at if isinstance(row, (MessageRow, EpisodicRow)) else -1
 
 
 def _ntype(snap: OwnerSnapshot, node: str) -> str:

@@ -5,10 +5,12 @@
 1. A message already archived (by message event id) or forgotten earlier → no changes; this makes
    redelivery and duplicate publishes harmless.
 2. Session boundary: when the message's ``conversation_id`` differs from the owner's previous
-   message, every working-memory entry not yet consolidated is consolidated now (they stay in
-   working memory until evicted). This keeps the paper's "consolidate the evicted batch" and adds
-   a deterministic session-end trigger, so short conversations that never fill 20 slots still reach
-   episodic, persona and graph memory — without a timer, which a pure fold cannot have.
+   message, or its ``occurred_at`` is ``session_gap_ms`` or more after it (a gap in event time: a
+   stream without conversation ids has sessions too), every working-memory entry not yet
+   consolidated is consolidated now (they stay in working memory until evicted). This keeps the
+   paper's "consolidate the evicted batch" and adds a deterministic session-end trigger, so short
+   conversations that never fill 20 slots still reach episodic, persona and graph memory — without
+   a timer, which a pure fold cannot have.
 3. Arrival: the message is archived, enters working memory (FIFO of ``working_capacity``), and gets
    its graph message node, topic nodes and ``mentions`` / ``temporal_next`` / ``same_topic`` /
    ``speaker_related`` edges.
@@ -39,7 +41,7 @@ from adamem.projections.folds.params import SEED_DEFAULT, MemoryParameters
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, evolve, float32_vector
 from adamem.projections.folds.state import ForeignOwnerError, OwnerMemory, Transaction
 
-__all__ = ["ForeignOwnerError", "Positioned", "advance_clock", "apply", "consolidate"]
+__all__ = ["ForeignOwnerError", "Positioned", "advance_clock", "apply", "consolidate", "new_session"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +100,7 @@ def _(event: MessageAnalyzed, tx: Transaction, positioned: Positioned, params: M
 
     index = state.index
     prev = state.message(index.last_message[1]) if index.last_message is not None else None
-    if params.consolidate_on_session_end and prev is not None and prev.conversation_id != row.conversation_id:
+    if params.consolidate_on_session_end and prev is not None and new_session(prev, row, params):
         for mid in state.working_ids():
             consolidate(tx, mid, params)
 
@@ -127,6 +129,11 @@ def _(event: MemoryCorrected, tx: Transaction, positioned: Positioned, params: M
         return
     advance_clock(tx, event.occurred_at)
     control.correct(tx, event, params)
+
+
+def new_session(prev: MessageRow, row: MessageRow, params: MemoryParameters) -> bool:
+    """Whether ``row`` opens a new session after ``prev``: another conversation id, or a gap in event time."""
+    return prev.conversation_id != row.conversation_id or row.occurred_at - prev.occurred_at >= params.session_gap_ms
 
 
 def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int) -> MessageRow:

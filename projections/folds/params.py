@@ -31,7 +31,10 @@ class MemoryParameters:
     eviction_batch: int = 5
     """Oldest messages popped (and consolidated) at once when the FIFO overflows."""
     consolidate_on_session_end: bool = True
-    """Also consolidate the working entries when a message opens a new conversation."""
+    """Also consolidate the working entries when a message opens a new session."""
+    session_gap_ms: int = 3 * 3_600_000
+    """A message at least this long (event time) after the owner's previous one opens a new session,
+    also within one conversation id: a stream without conversation ids still has sessions (added)."""
 
     # Episodic routers
     add_threshold: float = 0.7

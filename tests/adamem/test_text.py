@@ -10,9 +10,12 @@ from adamem.text import search_text, tokenize
 
 
 def reference(value: str) -> list[str]:
-    """Tokenisation as written before pieces were memoised."""
+    """Tokenisation as written before pieces were memoised (phrases made one token first)."""
     out: list[str] = []
-    for match in text._WORD.finditer(value.lower()):
+    lower = value.lower()
+    for pattern, token in text._PHRASE_RES:
+        lower = pattern.sub(token, lower)
+    for match in text._WORD.finditer(lower):
         piece = match.group(0)
         if "\u3400" <= piece[0] <= "\u9fff":
             out.extend(w for w in text._jieba().cut_for_search(piece) if w not in text._STOP_ZH)  # type: ignore[attr-defined]
@@ -41,3 +44,12 @@ def test_memoised_tokens_are_the_tokens_of_each_piece() -> None:
         for value in samples():
             assert tokenize(value) == reference(value), value
             assert search_text(value) == " ".join(reference(value))
+
+
+def test_phrasal_verbs_and_unstemmed_words_make_no_false_friends() -> None:
+    assert tokenize("How have I been working out?") == ["workout"]
+    assert tokenize("I worked out at the gym") == ["workout", "gym"]
+    assert "work" not in tokenize("my workouts")
+    assert tokenize("Working late at work") == ["work", "late", "work"]  # the job keeps its stem
+    assert tokenize("this evening's news") == ["evening", "news"]  # not "even", not "new"
+    assert tokenize("my annual check-up") == ["annual", "checkup"] == tokenize("my annual checkup")

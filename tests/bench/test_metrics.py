@@ -10,15 +10,17 @@ import pytest
 from adamem.bench.common import spread
 from adamem.bench.latency import plan, sweep_table
 from adamem.bench.loadgen import _split, wrk_plan, wrk_script
-from adamem.bench.locomo import MessagesOnly, reference_texts, render, system_configs
+from adamem.bench.locomo import MessagesOnly, lco_folds, reference_texts, render, system_configs
 from adamem.bench.metrics import (
     answer_tokens,
     coverage,
     flatten,
     mean,
+    ndcg_at,
     parse_evidence,
     percentile,
     recall_at,
+    reciprocal_rank,
     summary_ms,
 )
 from adamem.events import ChatMessage, Speaker
@@ -317,3 +319,31 @@ def test_ablations_switch_one_thing_each() -> None:
     fusion = configs["no-fusion"][0].fusion
     assert (fusion.semantic, fusion.graph, fusion.temporal, fusion.fact) == (1.0, 0.0, 0.0, 0.0)
     assert configs["messages-only"][1] is True and not configs["full"][1]
+    assert configs["messages-only"][0].graph_seeds == 0  # no layer at all: no persona, episodic or graph
+    assert configs["no-persona-episodic"][1] is True and configs["no-persona-episodic"][0].graph_seeds > 0
+
+
+def test_reciprocal_rank_and_ndcg_on_hand_made_cases() -> None:
+    ranked = ["a", "b", "a", "c", "d"]  # "a" repeated counts once: distinct ids a b c d
+    assert reciprocal_rank(ranked, ["c"], 10) == pytest.approx(1 / 3)
+    assert reciprocal_rank(ranked, ["d"], 3) == 0.0  # d is 4th, outside k
+    assert ndcg_at(ranked, ["a", "b"], 10) == pytest.approx(1.0)
+    # gold c at rank 3 alone: (1/log2(4)) / (1/log2(2)) = 0.5
+    assert ndcg_at(ranked, ["c"], 10) == pytest.approx(0.5)
+    assert ndcg_at(ranked, ["z", "b"], 10) == pytest.approx((1 / math.log2(3)) / (1 + 1 / math.log2(3)))
+    with pytest.raises(ValueError):
+        ndcg_at(ranked, [], 10)
+
+
+def test_leave_conversations_out_chooses_on_training_folds_only() -> None:
+    # held out c1: train a 0.5, b 0.75 -> b; c2: 0.5 each, a tie keeps grid order -> a; c3: a 1.0, b 0.25 -> a
+    rows = {
+        "a": [("c1", 1, 1.0, 1.0, 1.0), ("c2", 1, 1.0, 1.0, 1.0), ("c3", 1, 0.0, 0.0, 0.0)],
+        "b": [("c1", 1, 0.0, 0.0, 0.0), ("c2", 1, 0.5, 0.5, 0.5), ("c3", 1, 1.0, 1.0, 1.0)],
+    }
+    result = lco_folds({"full": rows}, ["c1", "c2", "c3"])
+    chosen = {f["held_out"]: f["systems"]["full"]["variant"] for f in result["folds"]}
+    assert chosen == {"c1": "b", "c2": "a", "c3": "a"}
+    assert result["folds"][2]["systems"]["full"]["recall@10"]["1"] == 0.0  # a's c3 score, though b is 1.0 there
+    # pooled: every question once, each scored with its fold's choice (b on c1: 0, a on c2: 1, a on c3: 0)
+    assert result["pooled"]["full"]["recall@10"]["1"] == pytest.approx(100 / 3, abs=0.01)

@@ -69,6 +69,37 @@ def test_a_new_conversation_consolidates_the_previous_session_but_keeps_it_in_wo
     assert len(state.working_ids()) == 4
 
 
+def test_a_gap_in_event_time_opens_a_session_in_a_stream_without_conversation_ids() -> None:
+    chat = Chat()
+    events = [
+        chat.say("I work at a startup.", at=T0, conv="default", facts=[fact("works at a startup", key="employer")]),
+        chat.say("我在北京工作。", at=T0 + HOUR, conv="default", facts=[fact("在北京工作", key="work_city")]),
+        chat.say("Back again", at=T0 + 4 * HOUR, conv="default"),
+    ]
+    # an hour apart: one session, nothing consolidated (fewer than 20 messages)
+    state, _ = fold(events[:2])
+    assert state.tables["episodic"] == {}
+    # three hours after the last message (the default session_gap_ms): a new session consolidates the first
+    state, _ = fold(events[2:], state)
+    rows = _messages(state)
+    assert [m.consolidated for m in sorted(rows.values(), key=lambda m: m.seq)] == [True, True, False]
+    assert sorted(r.content for r in state.tables["episodic"].values()) == ["works at a startup", "在北京工作"]
+    # replay of the same events gives the same rows: the boundary is event time, not a clock
+    again, _ = fold(events)
+    assert again.tables == state.tables
+
+
+def test_a_gap_just_under_the_session_gap_keeps_one_session() -> None:
+    chat = Chat()
+    state, _ = fold(
+        [
+            chat.say("I work at a startup.", at=T0, conv="default", facts=[fact("works at a startup", key="employer")]),
+            chat.say("Still here", at=T0 + 3 * HOUR - 1, conv="default"),
+        ]
+    )
+    assert state.tables["episodic"] == {}
+
+
 def test_a_duplicate_publish_of_the_same_message_changes_nothing() -> None:
     chat = Chat()
     first = chat.say("hello", at=T0, message_id="m-1")

@@ -1,0 +1,355 @@
+"""A bilingual scenario suite for the failure classes of issue 16, written for it (never tuned on LoCoMo).
+
+Every owner's conversation goes through the real write path (rule extractor, e5 embedder, the
+folds, LanceDB in a temporary folder); every question through the ``Retriever`` the service uses.
+The assertion is the same for every case: a message stating the evidence is among the first three
+items. A cause is a chain (a finding, then the advice it led to): either message is the cause.
+The classes, each in English and Chinese:
+
+- **cause** — "why did I …?" where the cause was said in an earlier conversation and shares no
+  content word with the question; the decision and later events are more similar to it;
+- **false friend** — a fitness question whose words, stemmed, match unrelated sentences about a
+  job ("working out" is not "work");
+- **now** — "where/what … now?" after a change stated with a verb, said in the newest conversation
+  (so it is still in working memory and no conflict slot was ever updated); the new statement must
+  also rank above the old one;
+- **stream** — one long stream without conversation ids: sessions are only visible as gaps in
+  ``occurred_at``, and the cause is in an earlier one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adamem.analysis.e5 import E5Embedder
+from adamem.retrieval import Retriever
+
+
+@dataclass(frozen=True)
+class Case:
+    """One question: the owner, its sessions (day, lines of (u|a, text)), the question, the evidence."""
+
+    owner: str
+    sessions: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+    question: str
+    evidence: str
+    older: str = ""  # "now" cases: the old statement, which must rank below the evidence
+    also: str = ""  # cause cases: the finding the advice (the evidence) followed, also a cause
+    conversation_ids: bool = True
+
+
+def _lines(case: Case) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for s, (day, lines) in enumerate(case.sessions):
+        for n, (who, text) in enumerate(lines, start=1):
+            m: dict[str, Any] = {
+                "user_id": case.owner,
+                "message_id": f"{case.owner}-{s}-{n}",
+                "speaker": case.owner.title() if who == "u" else "Assistant",
+                "role": "user" if who == "u" else "assistant",
+                "text": text,
+                "occurred_at": f"{day}T19:{n:02d}:00Z",
+            }
+            if case.conversation_ids:
+                m["conversation_id"] = f"{case.owner}-{day}"
+            out.append(m)
+    return out
+
+
+CASES: dict[str, Case] = {
+    "cause-en": Case(
+        "rhea",
+        (
+            ("2024-02-05", (("u", "My sister's kids stayed over the weekend, total chaos."), ("a", "Sounds lively!"))),
+            (
+                "2024-02-12",
+                (
+                    ("u", "The sleep clinic called with my results: I barely reach deep sleep."),
+                    ("a", "What did they recommend?"),
+                    ("u", "The specialist thinks the afternoon espressos keep my brain wired at night."),
+                    ("u", "Also my team is planning an offsite in March."),
+                ),
+            ),
+            ("2024-02-19", (("u", "I'm learning to knit a scarf for my nephew."), ("a", "What colour?"))),
+            (
+                "2024-02-26",
+                (
+                    ("u", "From today I'm off coffee completely, herbal tea only."),
+                    ("a", "Big change! How do you feel?"),
+                    ("u", "A bit foggy, honestly."),
+                ),
+            ),
+            (
+                "2024-03-04",
+                (
+                    ("u", "Had chamomile at the cafe with Jonas instead of my usual latte."),
+                    ("u", "The offsite got moved to April."),
+                ),
+            ),
+        ),
+        "Why did I give up coffee?",
+        "The specialist thinks the afternoon espressos keep my brain wired at night.",
+        also="The sleep clinic called with my results: I barely reach deep sleep.",
+    ),
+    "cause-zh": Case(
+        "ameng",
+        (
+            ("2024-06-03", (("u", "周末带侄子去了动物园，他特别喜欢熊猫。"), ("a", "真可爱！"))),
+            (
+                "2024-06-10",
+                (
+                    ("u", "眼科复查结果出来了，近视又加深了两百度。"),
+                    ("a", "医生有什么建议？"),
+                    ("u", "她说我每天盯着屏幕太久，眼睛一直得不到休息。"),
+                    ("u", "对了，下个月部门要去团建。"),
+                ),
+            ),
+            ("2024-06-17", (("u", "最近在学做寿司，卷得还不太好。"), ("a", "慢慢来！"))),
+            (
+                "2024-06-24",
+                (
+                    ("u", "我把手机里的短视频软件全卸载了。"),
+                    ("a", "这个决定不容易！"),
+                    ("u", "头几天总是忍不住想去找它们。"),
+                ),
+            ),
+            ("2024-07-01", (("u", "昨晚和朋友聊天，一晚上没刷短视频，感觉很轻松。"), ("u", "团建改到八月了。"))),
+        ),
+        "我为什么卸载了短视频软件？",
+        "她说我每天盯着屏幕太久，眼睛一直得不到休息。",
+        also="眼科复查结果出来了，近视又加深了两百度。",
+    ),
+    "false-friend-en": Case(
+        "dev",
+        (
+            (
+                "2024-03-04",
+                (
+                    ("u", "I live near work, so I just walk there in ten minutes."),
+                    ("a", "Lucky you!"),
+                    ("u", "My workout these days: a 5k run at dawn and kettlebells on Saturdays."),
+                ),
+            ),
+            (
+                "2024-03-11",
+                (
+                    ("u", "Work is hectic this month, two deadlines in a row."),
+                    ("a", "Hang in there."),
+                    ("u", "My manager asked me to lead the working group on accessibility."),
+                    ("u", "Working late again tonight, the office is empty."),
+                ),
+            ),
+        ),
+        "How have I been working out lately?",
+        "My workout these days: a 5k run at dawn and kettlebells on Saturdays.",
+    ),
+    "false-friend-zh": Case(
+        "xiaoyu",
+        (
+            (
+                "2024-03-04",
+                (
+                    ("u", "公司就在我家楼下，走路五分钟就到。"),
+                    ("a", "太方便了！"),
+                    ("u", "现在每天早上跑五公里，周末去攀岩馆练两个小时。"),
+                ),
+            ),
+            (
+                "2024-03-11",
+                (
+                    ("u", "这个月工作特别忙，连着两个项目要交付。"),
+                    ("a", "注意身体。"),
+                    ("u", "身体有点吃不消，昨天请了半天假。"),
+                    ("u", "领导让我负责锻造车间的工作组。"),
+                ),
+            ),
+        ),
+        "我最近都是怎么锻炼的？",
+        "现在每天早上跑五公里，周末去攀岩馆练两个小时。",
+    ),
+    "now-job-en": Case(
+        "nina",
+        (
+            (
+                "2024-01-08",
+                (
+                    ("u", "I work as a pharmacist at the Lindenhof pharmacy."),
+                    ("a", "That sounds like a steady job."),
+                    ("u", "My commute is twenty minutes by tram."),
+                ),
+            ),
+            ("2024-02-05", (("u", "My cousin is getting married in June."), ("a", "Congratulations to them!"))),
+            (
+                "2024-03-04",
+                (
+                    ("u", "Monday was my first day at the university hospital's pharmacy."),
+                    ("a", "How exciting! How was it?"),
+                    ("u", "Busy, but the team is friendly."),
+                ),
+            ),
+        ),
+        "Where do I work now?",
+        "Monday was my first day at the university hospital's pharmacy.",
+        older="I work as a pharmacist at the Lindenhof pharmacy.",
+    ),
+    "now-city-en": Case(
+        "omar",
+        (
+            (
+                "2024-01-08",
+                (
+                    ("u", "I rent a small flat in Rotterdam, right by the harbour."),
+                    ("a", "Rotterdam has great architecture."),
+                ),
+            ),
+            ("2024-02-05", (("u", "I've been reading a lot of poetry lately."), ("a", "Any favourites?"))),
+            (
+                "2024-03-04",
+                (
+                    ("u", "We finally did it: packed everything and relocated to Porto last weekend."),
+                    ("a", "Wow, congratulations! How is it so far?"),
+                    ("u", "Sunny, and the boxes are everywhere."),
+                ),
+            ),
+        ),
+        "Which city am I living in now?",
+        "We finally did it: packed everything and relocated to Porto last weekend.",
+        older="I rent a small flat in Rotterdam, right by the harbour.",
+    ),
+    "now-job-zh": Case(
+        "laoqian",
+        (
+            (
+                "2024-01-08",
+                (("u", "我在一家保险公司做理赔。"), ("a", "听起来挺稳定的。"), ("u", "每天坐地铁上班要四十分钟。")),
+            ),
+            ("2024-02-05", (("u", "表弟六月份结婚。"), ("a", "恭喜他！"))),
+            (
+                "2024-03-04",
+                (
+                    ("u", "我换工作了，昨天第一天去一家做无人机的公司上班。"),
+                    ("a", "恭喜！感觉怎么样？"),
+                    ("u", "节奏很快，同事都挺好相处。"),
+                ),
+            ),
+        ),
+        "我现在在哪家公司工作？",
+        "我换工作了，昨天第一天去一家做无人机的公司上班。",
+        older="我在一家保险公司做理赔。",
+    ),
+    "now-city-zh": Case(
+        "xiaozhou",
+        (
+            ("2024-01-08", (("u", "我住在南京，离玄武湖很近。"), ("a", "南京很美！"))),
+            ("2024-02-05", (("u", "最近在读一本关于宋朝的历史书。"), ("a", "好看吗？"))),
+            (
+                "2024-03-04",
+                (
+                    ("u", "我们上周把家搬到了厦门，现在还在拆箱子。"),
+                    ("a", "恭喜乔迁！那边天气怎么样？"),
+                    ("u", "很暖和，每天都能看到海。"),
+                ),
+            ),
+        ),
+        "我现在住在哪个城市？",
+        "我们上周把家搬到了厦门，现在还在拆箱子。",
+        older="我住在南京，离玄武湖很近。",
+    ),
+    "stream-en": Case(
+        "lena",
+        (
+            (
+                "2024-04-01",
+                (
+                    ("u", "The vet weighed Biscuit: he is three kilos too heavy and his hips are sore."),
+                    ("a", "Poor Biscuit. What did she suggest?"),
+                    ("u", "Smaller meals and a lot more exercise for him."),
+                ),
+            ),
+            ("2024-04-03", (("u", "I should call my mom tonight."), ("a", "Say hi from me!"))),
+            (
+                "2024-04-06",
+                (
+                    ("u", "Biscuit and I now do a forty-minute loop around the lake every evening."),
+                    ("a", "He must love it."),
+                ),
+            ),
+            ("2024-04-08", (("u", "The lake loop was muddy today, Biscuit rolled in it."), ("u", "Mom says hi."))),
+        ),
+        "Why do Biscuit and I go around the lake every evening?",
+        "Smaller meals and a lot more exercise for him.",
+        also="The vet weighed Biscuit: he is three kilos too heavy and his hips are sore.",
+        conversation_ids=False,
+    ),
+    "stream-zh": Case(
+        "xiaobai",
+        (
+            (
+                "2024-04-01",
+                (
+                    ("u", "胃镜结果出来了，医生说我有轻度胃炎。"),
+                    ("a", "医生怎么说的？"),
+                    ("u", "她说主要是长期空腹喝咖啡、不吃早饭造成的。"),
+                ),
+            ),
+            ("2024-04-03", (("u", "晚上要给妈妈打个电话。"), ("a", "替我问好！"))),
+            ("2024-04-06", (("u", "从这周起我每天七点起床，给自己做一顿早饭。"), ("a", "坚持下去！"))),
+            ("2024-04-08", (("u", "今天早上煎了鸡蛋，还热了牛奶。"), ("u", "妈妈说周末来看我。"))),
+        ),
+        "我为什么开始每天七点起床？",
+        "她说主要是长期空腹喝咖啡、不吃早饭造成的。",
+        also="胃镜结果出来了，医生说我有轻度胃炎。",
+        conversation_ids=False,
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def scenarios(
+    tmp_path_factory: pytest.TempPathFactory, embedder: E5Embedder, memory_class: type[Any]
+) -> Iterator[tuple[Any, Retriever]]:
+    """Every case's owner in one LanceDB store, built by the real pipeline, and a retriever over it."""
+    memory = memory_class(Path(tmp_path_factory.mktemp("scenarios")), embedder)
+    memory.add([line for case in CASES.values() for line in _lines(case)])
+    retriever = Retriever(memory.store, embedder, partitions=memory.partitions)
+    yield memory, retriever
+    retriever.close()
+    memory.store.close()
+
+
+def _texts(answer: Any, memory: Any, owner: str) -> list[str]:
+    """Each item's first evidence message's text, in rank order."""
+    text_of = {m.message_id: m.text for m in memory.store.rows("messages", owner)}
+    return [" | ".join(text_of.get(p.message_id, "") for p in item.provenance) for item in answer.items]
+
+
+KNOWN_MISSES = {
+    "false-friend-zh": "not fixed: 最近 takes the graph route; the jobs session's messages are reached by expansion "
+    "(graph 0.49 against 0.22) and are newer, while the RRF semantic scores of all five user messages lie within 0.02",
+}
+"""Cases that still miss, each with what was measured; strict: a case that starts passing fails here until moved."""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_MISSES[n], strict=True)) if n in KNOWN_MISSES else n
+        for n in sorted(CASES)
+    ],
+)
+def test_the_evidence_is_in_the_top_3(scenarios: tuple[Any, Retriever], name: str) -> None:
+    memory, retriever = scenarios
+    case = CASES[name]
+    owner = f"default:{case.owner}"
+    answer = retriever.query(owner, case.question, top_k=10)
+    texts = _texts(answer, memory, owner)
+    ranks = [i for i, t in enumerate(texts) if case.evidence in t or (case.also and case.also in t)]
+    assert ranks and ranks[0] < 3, (name, answer.route.reason, texts)
+    if case.older:
+        older = [i for i, t in enumerate(texts) if case.older in t]
+        assert not older or older[0] > ranks[0], (name, texts)  # the newest statement first
