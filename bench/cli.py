@@ -29,6 +29,17 @@ def _runner(module: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+EXAMPLES = {
+    "locomo": "adamem bench locomo --limit 20 --systems full   # a quick look; progress on stderr, --quiet hides it",
+    "ingest": "adamem bench ingest --log kafka://127.0.0.1:9092 --messages 500",
+    "replay": "adamem bench replay --repeat 4",
+    "latency": "adamem bench latency --per-route 20 --no-http",
+    "footprint": "adamem bench footprint",
+    "report": "adamem bench report",
+}
+"""One example per benchmark, at the end of its ``--help``."""
+
+
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``bench`` with its subcommands to an ``argparse`` subparsers object; returns the ``bench`` parser.
 
@@ -50,7 +61,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     for name, module, help_text in parts:
         p = sub.add_parser(
-            name, help=help_text, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+            name,
+            help=help_text,
+            description=module.__doc__,
+            epilog="example:\n  " + EXAMPLES[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(p)
         p.set_defaults(run=_runner(name), sync=True, bench_name=name)
