@@ -31,7 +31,7 @@ LAYERS = {"working": "messages", "episodic": "episodic", "persona": "persona", "
 
 async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) -> int:
     """Analyze and project everything pending (``follow``: keep going until interrupted); ``quiet``: no progress."""
-    from adamem.cli.progress import Progress
+    from adamem.progress import Progress
     from adamem.projections.projector import Projector
     from adamem.projections.store.factory import open_store
     from adamem.streams.factory import open_log
@@ -69,11 +69,13 @@ async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) 
     return 0
 
 
-def run_worker(settings: Settings, *, loglevel: str = "info") -> int:
+def run_worker(settings: Settings, *, loglevel: str = "info", verbose: bool = False, logfile: str | None = None) -> int:
     """Run the Faust worker against the Kafka log until it is stopped (SIGINT/SIGTERM).
 
     The worker analyses with the generation of the store's active view; when a reanalysis is
-    switched to, it stops gracefully and this process starts again (exec) with the new one.
+    switched to, it stops gracefully and this process starts again (exec) with the new one. It
+    prints a status line to stderr every ``settings.progress_seconds``; Faust's own output goes to
+    ``logfile`` (default ``worker-<pid>.log`` here), or to the terminal when ``verbose``.
     """
     if not settings.log_url.startswith("kafka://"):
         raise ConfigError(f"the worker needs a Kafka log (kafka://host:port), not {settings.log_url!r}")
@@ -97,8 +99,36 @@ def run_worker(settings: Settings, *, loglevel: str = "info") -> int:
         lambda: Projector(open_store(settings.store_url)),
         batch=settings.worker_batch,
     )
+    from adamem.cli.worker_status import WorkerStatus
+
+    status = WorkerStatus(
+        settings,
+        app.adamem_counts,  # type: ignore[attr-defined]
+        app.adamem_partitions,  # type: ignore[attr-defined]
+        KafkaLog(bootstrap, settings),
+        open_store(settings.store_url, read_only=True),
+    )
+
+    @app.timer(interval=settings.progress_seconds)  # type: ignore[untyped-decorator]
+    async def report_status() -> None:
+        print(await status.line(), file=sys.stderr, flush=True)
+
+    async def close_status(sender: Any, **kwargs: Any) -> None:
+        await status.close()
+
+    app.on_before_shutdown.connect(close_status)  # type: ignore[arg-type]
+
+    logfile = None if verbose else (logfile or f"worker-{os.getpid()}.log")
+    if logfile is not None:
+        print(
+            f"worker: generation {settings.generation} on {settings.log_url}, store {settings.store_url}; "
+            f"Faust's log: {os.path.abspath(logfile)} (--verbose shows it here); a status line every "
+            f"{settings.progress_seconds:g} s",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
-        faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+        faust.Worker(app, loglevel=loglevel, quiet=not verbose, logfile=logfile).execute_from_commandline()
     except SystemExit:
         following = getattr(app, "adamem_restart", None)
         if not following:
@@ -198,8 +228,8 @@ async def run_replay(
     quiet: bool = False,
 ) -> int:
     """Rebuild memory from the recorded analyses (see ``streams.replay``); 1 when verification found diffs."""
-    from adamem.cli.progress import Progress
     from adamem.ingest import parse_time
+    from adamem.progress import Progress
     from adamem.projections.store.base import store_folder
     from adamem.projections.store.lance import LanceStore
     from adamem.streams.factory import open_log
@@ -270,7 +300,7 @@ async def run_reanalyze(
     quiet: bool = False,
 ) -> int:
     """Write a new analysis generation, project it into a new view, print what changed per layer."""
-    from adamem.cli.progress import Progress
+    from adamem.progress import Progress
     from adamem.projections.store.base import store_folder
     from adamem.streams.factory import open_log
     from adamem.streams.reanalyze import reanalyze

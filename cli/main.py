@@ -19,9 +19,9 @@ from adamem.cli.errors import (
     require_log,
     require_store,
 )
-from adamem.cli.progress import Progress
 from adamem.errors import AdaMemError, ConfigError, InputError
 from adamem.ingest import load_messages, read_input
+from adamem.progress import Progress
 from adamem.settings import Settings
 
 __all__ = ["main"]
@@ -70,7 +70,7 @@ async def _project(args: argparse.Namespace) -> int:
 def _worker(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_worker
 
-    return run_worker(_settings(args), loglevel=args.loglevel)
+    return run_worker(_settings(args), loglevel=args.loglevel, verbose=args.verbose, logfile=args.worker_log)
 
 
 async def _replay(args: argparse.Namespace) -> int:
@@ -411,6 +411,8 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--log", help="kafka://host:port (default $ADAMEM_LOG)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--verbose", action="store_true", help="Faust's own log and tables on the terminal, not in a file")
+    p.add_argument("--worker-log", help="file for Faust's own log (default worker-<pid>.log in the current folder)")
     p.set_defaults(run=_worker, sync=True)
 
     p = sub.add_parser("memory", help="show a memory owner's four layers")
