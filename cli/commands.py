@@ -109,9 +109,12 @@ def run_worker(settings: Settings, *, loglevel: str = "info", verbose: bool = Fa
         open_store(settings.store_url, read_only=True),
     )
 
+    # Faust points sys.stderr at its log once it runs: the status line keeps the terminal's stderr.
+    terminal = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+
     @app.timer(interval=settings.progress_seconds)  # type: ignore[untyped-decorator]
     async def report_status() -> None:
-        print(await status.line(), file=sys.stderr, flush=True)
+        print(await status.line(), file=terminal, flush=True)
 
     async def close_status(sender: Any, **kwargs: Any) -> None:
         await status.close()
@@ -133,7 +136,7 @@ def run_worker(settings: Settings, *, loglevel: str = "info", verbose: bool = Fa
         following = getattr(app, "adamem_restart", None)
         if not following:
             raise
-    print(f"worker: restarting to follow analysis generation {following}", file=sys.stderr, flush=True)
+    print(f"worker: restarting to follow analysis generation {following}", file=terminal, flush=True)
     os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     return 0  # pragma: no cover (exec does not return)
 
