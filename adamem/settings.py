@@ -51,6 +51,9 @@ class Settings:
         "ADAMEM_WORKER_SESSION_TIMEOUT", 10.0, "Seconds before the group drops a dead worker and rebalances."
     )
     worker_batch: int = _env("ADAMEM_WORKER_BATCH", 256, "Messages per micro-batch in the worker's analyze agent.")
+    progress: bool = _env(
+        "ADAMEM_PROGRESS", True, "Show progress (bars, status lines) on stderr; --quiet turns it off."
+    )
     progress_seconds: float = _env(
         "ADAMEM_PROGRESS_SECONDS", 5.0, "Seconds between progress/status lines on stderr when it is not a terminal."
     )
