@@ -69,6 +69,8 @@ class Progress:
     def update(self, n: int = 1) -> None:
         """Count ``n`` more done; on a terminal the bar moves, otherwise a line when ``every`` seconds passed."""
         self.done += n
+        if self.total is not None and self.done > self.total:
+            self.set_total(None)  # more arrived than there was (``project --follow``): a count and a rate from here
         if self.quiet:
             return
         if self._bar is not None:

@@ -61,6 +61,14 @@ def test_a_short_run_prints_nothing_and_quiet_never_does() -> None:
     assert out.getvalue() == ""
 
 
+def test_past_its_total_progress_counts_on() -> None:
+    out, clock = io.StringIO(), Clock()
+    bar = Progress("project", 10, unit="step", every=1, stream=out, clock=clock)
+    clock.now += 2
+    bar.update(14)  # following the log: more arrived
+    assert out.getvalue().splitlines() == ["project: 14 step, 7.0 step/s, 2s elapsed"]
+
+
 def test_without_a_total_the_count_and_the_rate() -> None:
     assert status_line("reanalyze", 30, None, "ev", 10) == "reanalyze: 30 ev, 3.0 ev/s, 10s elapsed"
     assert status_line("replay", 10, 100, "ev", 3725 / 9).endswith("ETA 1h02m, 6m54s elapsed")
