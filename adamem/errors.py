@@ -9,7 +9,8 @@
     ├── LogError                the event log (embedded files or Kafka) cannot do what was asked
     │   └── BrokerUnavailable   no Kafka broker answers at the bootstrap address
     ├── StoreError              a projection store cannot do what was asked
-    ├── UnknownOwner            a query named an owner with no memory (HTTP 404)
+    ├── NotFound                a log, store, file, item or message that was named does not exist
+    │   └── UnknownOwner        a query named an owner with no memory (HTTP 404)
     └── ModelError              an extractor or embedder model failed
         ├── ModelUnavailable    an OpenAI-compatible endpoint could not be reached or kept failing
         └── MalformedModelAnswer  an endpoint answered with something that is not the requested JSON
@@ -30,6 +31,7 @@ __all__ = [
     "MalformedModelAnswer",
     "ModelError",
     "ModelUnavailable",
+    "NotFound",
     "SchemaError",
     "StoreError",
     "UnknownOwner",
@@ -93,7 +95,11 @@ class MalformedModelAnswer(ModelError):
     """An OpenAI-compatible endpoint answered with something that is not the requested JSON."""
 
 
-class UnknownOwner(AdaMemError):
+class NotFound(AdaMemError):
+    """A log, store, input file, memory owner, item or message that was named does not exist."""
+
+
+class UnknownOwner(NotFound):
     """A query named a memory owner the store holds no memory for."""
 
     def __init__(self, owner_id: str, store_url: str, known: list[str]) -> None:

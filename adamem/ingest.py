@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from adamem.errors import InputError
+from adamem.errors import InputError, NotFound
 from adamem.events import ChatMessage, Speaker, message_event_id
 from adamem.settings import Settings
 
@@ -277,7 +277,7 @@ def read_input(path: str) -> tuple[bytes, str]:
         return sys.stdin.buffer.read(), "<stdin>"
     p = Path(path)
     if not p.is_file():
-        raise InputError([f"{path}: no such file"])
+        raise NotFound(f"{path}: no such file (to read standard input, give -)")
     return p.read_bytes(), str(p)
 
 

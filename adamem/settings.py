@@ -51,6 +51,12 @@ class Settings:
         "ADAMEM_WORKER_SESSION_TIMEOUT", 10.0, "Seconds before the group drops a dead worker and rebalances."
     )
     worker_batch: int = _env("ADAMEM_WORKER_BATCH", 256, "Messages per micro-batch in the worker's analyze agent.")
+    progress: bool = _env(
+        "ADAMEM_PROGRESS", True, "Show progress (bars, status lines) on stderr; --quiet turns it off."
+    )
+    progress_seconds: float = _env(
+        "ADAMEM_PROGRESS_SECONDS", 5.0, "Seconds between progress/status lines on stderr when it is not a terminal."
+    )
     # Not an environment variable: the analysis generation is a property of the store's active view
     # (``streams.generations.resolve``); ``adamem reanalyze`` makes new ones.
     generation: str = field(default="g1", metadata={"env": None, "doc": "Analysis generation (from the store)."})

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.events import ChatMessage
+from adamem.progress import Progress
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_store
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
-from adamem.streams.pipeline import PipelineStats, run_pipeline
+from adamem.streams.pipeline import PipelineStats, pending_work, run_pipeline
 from adamem.streams.publish import publish_messages
 
 __all__ = ["Built", "build_memory"]
@@ -33,11 +34,16 @@ async def _build(messages: Sequence[ChatMessage], settings: Settings, agent: Mem
     log = open_log(settings.log_url, settings)
     await log.start()
     store = open_store(settings.store_url)
+    quiet, every = not settings.progress, settings.progress_seconds
     try:
         t0 = time.perf_counter()
-        await publish_messages(log, messages, settings)
+        with Progress("build: publish", len(messages), unit="msg", quiet=quiet, every=every) as bar:
+            await publish_messages(log, messages, settings, progress=bar.update)
         t1 = time.perf_counter()
-        stats = await run_pipeline(log, Projector(store), agent, settings)
+        store.bind(log.partitions(settings.topic("analyses")))
+        total = await pending_work(log, store, settings)
+        with Progress("build: analyse and fold", total, unit="step", quiet=quiet, every=every) as bar:
+            stats = await run_pipeline(log, Projector(store), agent, settings, progress=bar.update)
         t2 = time.perf_counter()
     finally:
         store.close()

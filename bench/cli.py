@@ -8,6 +8,7 @@ runs the same commands on their own. Each subcommand prints a table and writes J
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,6 +20,8 @@ def _runner(module: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         import importlib
 
+        if getattr(args, "quiet", False):  # every Settings.from_env of the run reads it (ADAMEM_PROGRESS)
+            os.environ["ADAMEM_PROGRESS"] = "false"
         mod = importlib.import_module(f"adamem.bench.{module}")
         argv = getattr(args, "bench_argv", None)
         if argv is None:  # run from ``adamem bench …``: the words after "bench" (for the result's command line)
@@ -27,6 +30,17 @@ def _runner(module: str) -> Callable[[argparse.Namespace], int]:
         return int(mod.execute(args, argv))
 
     return run
+
+
+EXAMPLES = {
+    "locomo": "adamem bench locomo --limit 20 --systems full   # a quick look; progress on stderr, --quiet hides it",
+    "ingest": "adamem bench ingest --log kafka://127.0.0.1:9092 --messages 500",
+    "replay": "adamem bench replay --repeat 4",
+    "latency": "adamem bench latency --per-route 20 --no-http",
+    "footprint": "adamem bench footprint",
+    "report": "adamem bench report",
+}
+"""One example per benchmark, at the end of its ``--help``."""
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -50,9 +64,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     for name, module, help_text in parts:
         p = sub.add_parser(
-            name, help=help_text, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+            name,
+            help=help_text,
+            description=module.__doc__,
+            epilog="example:\n  " + EXAMPLES[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(p)
+        if not any("--quiet" in a.option_strings for a in p._actions):
+            p.add_argument("--quiet", action="store_true", help="no progress bars or status lines on stderr")
         p.set_defaults(run=_runner(name), sync=True, bench_name=name)
     return bench  # type: ignore[no-any-return]
 

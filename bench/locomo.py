@@ -73,6 +73,7 @@ from adamem.bench.metrics import (
 )
 from adamem.events import ChatMessage
 from adamem.owners import owner_key
+from adamem.progress import Progress
 from adamem.projections.folds.rows import MessageRow, Row
 from adamem.projections.store.base import Hit, MemoryStore, OwnerChanges
 from adamem.projections.store.factory import open_store
@@ -301,6 +302,8 @@ def run(
     for m in messages:
         by_owner[m.user_id].append(m)
     t_start = time.perf_counter()
+    asked = sum(len((doc.get("qa") or [])[:limit]) for doc in docs)
+    bar = Progress("locomo: questions", asked, unit="q", quiet=not settings.progress, every=settings.progress_seconds)
     for doc in docs:
         user = str(doc.get("sample_id"))
         owner = owner_key(settings.default_tenant, user)
@@ -317,6 +320,7 @@ def run(
         if limit is not None:
             qas = qas[:limit]
         for qa in qas:
+            bar.update()
             counts["questions"] += 1
             cat = qa.get("category")
             if cat not in CATEGORIES:
@@ -353,6 +357,7 @@ def run(
                 for k in ks:
                     tallies[name].add(k, cat, ranked, gold, gold_answer, [text_of.get(x, "") for x in ranked[:k]])
         say(f"{owner}: {counts['evaluated']} question(s) so far, {time.perf_counter() - t_start:.0f}s")
+    bar.close()
     for r in retrievers.values():
         r.close()
     store.close()

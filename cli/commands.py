@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from adamem.analysis.factory import build_agent
-from adamem.errors import ConfigError, UnknownOwner
+from adamem.errors import ConfigError, NotFound, UnknownOwner
 from adamem.events import ms_to_iso
 from adamem.settings import Settings
 
@@ -30,38 +30,52 @@ LAYERS = {"working": "messages", "episodic": "episodic", "persona": "persona", "
 
 
 async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) -> int:
-    """Analyze and project everything pending (``follow``: keep going until interrupted)."""
+    """Analyze and project everything pending (``follow``: keep going until interrupted); ``quiet``: no progress."""
+    from adamem.progress import Progress
     from adamem.projections.projector import Projector
     from adamem.projections.store.factory import open_store
     from adamem.streams.factory import open_log
     from adamem.streams.generations import resolve
-    from adamem.streams.pipeline import run_pipeline
+    from adamem.streams.pipeline import pending_work, run_pipeline
 
     store = open_store(settings.store_url)
     settings = resolve(settings, store, record_if_missing=True)
     log = open_log(settings.log_url, settings)
     await log.start()
+    bar = None
     try:
+        store.bind(log.partitions(settings.topic("analyses")))
+        total = await pending_work(log, store, settings)
+        bar = Progress("project", total, unit="step", quiet=quiet, every=settings.progress_seconds)
         stats = await run_pipeline(
-            log, Projector(store), build_agent(settings), settings, follow=follow, agent_factory=build_agent
+            log,
+            Projector(store),
+            build_agent(settings),
+            settings,
+            follow=follow,
+            agent_factory=build_agent,
+            progress=bar.update,
         )
     finally:
+        if bar is not None:
+            bar.close()
         store.close()
         await log.stop()
-    if not quiet:
-        print(
-            f"analyzed {stats.analyzed} message(s), forwarded {stats.forwarded} control event(s), "
-            f"applied {stats.applied} event(s) to {store.url} ({stats.skipped} already applied, "
-            f"{stats.dead_lettered} dead-lettered)"
-        )
+    print(
+        f"analyzed {stats.analyzed} message(s), forwarded {stats.forwarded} control event(s), "
+        f"applied {stats.applied} event(s) to {store.url} ({stats.skipped} already applied, "
+        f"{stats.dead_lettered} dead-lettered)"
+    )
     return 0
 
 
-def run_worker(settings: Settings, *, loglevel: str = "info") -> int:
+def run_worker(settings: Settings, *, loglevel: str = "info", verbose: bool = False, logfile: str | None = None) -> int:
     """Run the Faust worker against the Kafka log until it is stopped (SIGINT/SIGTERM).
 
     The worker analyses with the generation of the store's active view; when a reanalysis is
-    switched to, it stops gracefully and this process starts again (exec) with the new one.
+    switched to, it stops gracefully and this process starts again (exec) with the new one. It
+    prints a status line to stderr every ``settings.progress_seconds``; Faust's own output goes to
+    ``logfile`` (default ``worker-<pid>.log`` here), or to the terminal when ``verbose``.
     """
     if not settings.log_url.startswith("kafka://"):
         raise ConfigError(f"the worker needs a Kafka log (kafka://host:port), not {settings.log_url!r}")
@@ -85,13 +99,44 @@ def run_worker(settings: Settings, *, loglevel: str = "info") -> int:
         lambda: Projector(open_store(settings.store_url)),
         batch=settings.worker_batch,
     )
+    from adamem.cli.worker_status import WorkerStatus
+
+    status = WorkerStatus(
+        settings,
+        app.adamem_counts,  # type: ignore[attr-defined]
+        app.adamem_partitions,  # type: ignore[attr-defined]
+        KafkaLog(bootstrap, settings),
+        open_store(settings.store_url, read_only=True),
+    )
+
+    # Faust points sys.stderr at its log once it runs: the status line keeps the terminal's stderr.
+    terminal = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+
+    @app.timer(interval=settings.progress_seconds)  # type: ignore[untyped-decorator]
+    async def report_status() -> None:
+        print(await status.line(), file=terminal, flush=True)
+
+    async def close_status(sender: Any, **kwargs: Any) -> None:
+        await status.close()
+
+    app.on_before_shutdown.connect(close_status)  # type: ignore[arg-type]
+
+    logfile = None if verbose else (logfile or f"worker-{os.getpid()}.log")
+    if logfile is not None:
+        print(
+            f"worker: generation {settings.generation} on {settings.log_url}, store {settings.store_url}; "
+            f"Faust's log: {os.path.abspath(logfile)} (--verbose shows it here); a status line every "
+            f"{settings.progress_seconds:g} s",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
-        faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+        faust.Worker(app, loglevel=loglevel, quiet=not verbose, logfile=logfile).execute_from_commandline()
     except SystemExit:
         following = getattr(app, "adamem_restart", None)
         if not following:
             raise
-    print(f"worker: restarting to follow analysis generation {following}", file=sys.stderr, flush=True)
+    print(f"worker: restarting to follow analysis generation {following}", file=terminal, flush=True)
     os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     return 0  # pragma: no cover (exec does not return)
 
@@ -112,8 +157,7 @@ def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool
     store = open_store(settings.store_url, read_only=True)
     rows = store.load_owner(user)
     if not rows:
-        print(f"adamem: {UnknownOwner(user, store.url, store.owners())}", file=sys.stderr)
-        return 3
+        raise UnknownOwner(user, store.url, store.owners())
     state = OwnerMemory.from_rows(user, rows)
     if layer is not None:
         selected = [
@@ -188,6 +232,7 @@ async def run_replay(
 ) -> int:
     """Rebuild memory from the recorded analyses (see ``streams.replay``); 1 when verification found diffs."""
     from adamem.ingest import parse_time
+    from adamem.progress import Progress
     from adamem.projections.store.base import store_folder
     from adamem.projections.store.lance import LanceStore
     from adamem.streams.factory import open_log
@@ -214,10 +259,7 @@ async def run_replay(
             report = await rebuild_owner(log, store, settings, user, layers=layers, verify_only=verify)
         else:
             total = sum((await log.end_offsets(settings.topic("analyses"))).values())
-            if not quiet and sys.stderr.isatty():
-                from tqdm import tqdm
-
-                bar = tqdm(total=total, unit="ev", desc="replaying", file=sys.stderr)
+            bar = Progress("replay", total, unit="ev", quiet=quiet, every=settings.progress_seconds)
             report = await rebuild_view(
                 log,
                 root,
@@ -252,20 +294,32 @@ async def run_replay(
 
 
 async def run_reanalyze(
-    settings: Settings, *, extractor: str | None, embedder: str | None, view: str | None, switch: bool
+    settings: Settings,
+    *,
+    extractor: str | None,
+    embedder: str | None,
+    view: str | None,
+    switch: bool,
+    quiet: bool = False,
 ) -> int:
     """Write a new analysis generation, project it into a new view, print what changed per layer."""
+    from adamem.progress import Progress
     from adamem.projections.store.base import store_folder
+    from adamem.streams.factory import open_log
     from adamem.streams.reanalyze import reanalyze
 
     if extractor is None and embedder is None:
         raise ConfigError("say what to analyse with: --extractor NAME and/or --embedder NAME")
     root = store_folder(settings.store_url)
-    bar = None
-    if sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(unit="msg", desc="reanalysing", file=sys.stderr)
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    try:  # every message and control event is analysed again: the total is their end offsets
+        ends = [await log.end_offsets(settings.topic(kind)) for kind in ("messages", "control")]
+    finally:
+        await log.stop()
+    bar = Progress(
+        "reanalyze", sum(sum(e.values()) for e in ends), unit="ev", quiet=quiet, every=settings.progress_seconds
+    )
     try:
         report = await reanalyze(
             settings,
@@ -364,6 +418,8 @@ async def run_forget(
     log = open_log(settings.log_url, settings)
     await log.start()
     try:
+        if message is not None or everything:
+            _check_forget_target(await _owner_messages(log, settings, tenant, user), message, user, tenant, log.url)
         [(p, off)] = await log.append(settings.topic("control"), [OutgoingRecord(user, encode_event(event))])
     finally:
         await log.stop()
@@ -372,6 +428,40 @@ async def run_forget(
         f" at {settings.topic('control')} p{p}:{off}"
     )
     return 0
+
+
+async def _owner_messages(log: Any, settings: Settings, tenant: str, user: str) -> dict[str, str]:
+    """The owner's messages on the log: event id -> message id (the partition key is the bare user id)."""
+    from adamem.streams.publish import read_as_json
+
+    found: dict[str, str] = {}
+    async for row in read_as_json(log, settings.topic("messages"), user=user):
+        event = row.get("event") or {}
+        if event.get("user_id") == user and event.get("tenant", settings.default_tenant) == tenant:
+            found[str(event.get("event_id"))] = str(event.get("message_id") or "")
+    return found
+
+
+def _check_forget_target(messages: dict[str, str], message: str | None, user: str, tenant: str, url: str) -> None:
+    """Refuse a forget that names nothing of the owner's: an unknown message id, or an owner with no messages."""
+    owner = f"user {user!r} of tenant {tenant!r}"
+    if not messages:
+        raise NotFound(
+            f"{owner} has no messages on {url}; nothing to forget. Check the user id and --tenant "
+            f"(`adamem log dump --log {url} --user {user}` lists what the log holds)"
+        )
+    if message is None or message in messages:
+        return
+    by_message_id = [event_id for event_id, message_id in messages.items() if message_id == message]
+    if by_message_id:
+        raise NotFound(
+            f"{message!r} is the message_id of {owner}'s message {by_message_id[0]}; --message takes its event id: "
+            f"--message {by_message_id[0]}"
+        )
+    raise NotFound(
+        f"no message with event id {message!r} of {owner} on {url} (it has {len(messages)} message(s)); "
+        f"nothing was published. `adamem log dump --log {url} --user {user}` shows their event ids"
+    )
 
 
 def run_forget_verify(settings: Settings, texts: list[str]) -> int:
@@ -425,7 +515,7 @@ def run_log_check(settings: Settings, *, repair: bool, upgrade: bool = False) ->
         )
     root = Path(url.removeprefix("file://"))
     if not root.is_dir():
-        raise ConfigError(f"no embedded log at {root}")
+        raise NotFound(f"no embedded log at {root}: the folder does not exist. Check --log (or $ADAMEM_LOG)")
     if repair:
         report = repair_log(root, store=settings.store_url, upgrade=upgrade, fsync=True)
     else:
@@ -515,12 +605,42 @@ def run_query(
         print(json.dumps(answer, ensure_ascii=False, indent=1))
         return 0
     route = answer["route"]
-    print(f"route: {route.get('route')} ({route.get('reason', '')}); whose: {answer['whose'].get('target', '')}")
-    for item in answer["items"]:
+    print(f"route: {route.get('route')} ({route.get('reason', '')}); whose: {whose_text(answer['whose'])}")
+    items = answer["items"]
+    if any(item.get("ordered_by") for item in items):
+        print("ranked by score, except items a rule moved (the rule is shown after them)")
+    for item in items:
         when = ms_to_iso(item["occurred_at"]) if item.get("occurred_at", -1) >= 0 else ""
-        print(f"{item['rank']:2}. [{item['layer']}/{item['kind']}] {item['score']:.3f} {when} {item['content'][:140]}")
+        rule = f"  [moved: {item['ordered_by']}]" if item.get("ordered_by") else ""
+        print(
+            f"{item['rank']:2}. [{item['layer']}/{item['kind']}] {item['score']:.3f} {when} "
+            f"{item['content'][:140]}{rule}"
+        )
+    if not items:
+        print("no items")
     print(f"timing (ms): {answer['timing_ms']}")
     return 0
+
+
+WHOSE = {
+    "user": "the user's own",
+    "assistant": "the other party's",
+    "both": "both sides'",
+    "ambiguous": "either side's (unclear: both kept)",
+}
+
+
+def whose_text(whose: dict[str, Any]) -> str:
+    """Whose memory a question was about, in words (never empty): subject, named speakers, why."""
+    subject = str(whose.get("subject") or "")
+    text = f"{WHOSE.get(subject, subject or 'anyone')} memory"
+    speakers = whose.get("speakers") or []
+    if speakers:
+        text += f" (speakers {', '.join(map(str, speakers))})"
+    if whose.get("restrict"):
+        text += ", only that side"
+    reason = whose.get("reason") or "no cue in the question"
+    return f"{text}; {reason}"
 
 
 def run_serve(settings: Settings, *, with_log: bool) -> int:

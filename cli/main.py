@@ -11,13 +11,22 @@ import sys
 from collections.abc import Sequence
 from importlib import resources
 
+from adamem.cli.errors import (
+    EXIT_HELP,
+    INTERRUPTED,
+    OUTPUT_CLOSED,
+    exit_code,
+    require_log,
+    require_store,
+)
 from adamem.errors import AdaMemError, ConfigError, InputError
 from adamem.ingest import load_messages, read_input
+from adamem.progress import Progress
 from adamem.settings import Settings
 
 __all__ = ["main"]
 
-PROGRESS_MIN = 200  # inputs at least this long get a progress bar
+QUESTION_MAX = 2000  # characters, as the API's QueryBody allows
 LOG_HELP = """\
 tail, dump: the records of a topic as JSON Lines (any log).
 
@@ -69,13 +78,15 @@ def _owner(args: argparse.Namespace, settings: Settings) -> str:
 async def _project(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_project
 
-    return await run_project(_settings(args), follow=args.follow)
+    settings = _settings(args)
+    require_log(settings)  # creating the store is project's job; creating an empty log is a typo's
+    return await run_project(settings, follow=args.follow, quiet=args.quiet)
 
 
 def _worker(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_worker
 
-    return run_worker(_settings(args), loglevel=args.loglevel)
+    return run_worker(_settings(args), loglevel=args.loglevel, verbose=args.verbose, logfile=args.worker_log)
 
 
 async def _replay(args: argparse.Namespace) -> int:
@@ -83,6 +94,9 @@ async def _replay(args: argparse.Namespace) -> int:
 
     layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
     settings = _settings(args)
+    require_log(settings)
+    if args.user or args.verify:
+        require_store(settings)  # both read the live view
     return await run_replay(
         settings,
         layers=layers,
@@ -91,21 +105,34 @@ async def _replay(args: argparse.Namespace) -> int:
         verify=args.verify,
         view=args.view,
         switch=not args.no_switch,
+        quiet=args.quiet,
     )
 
 
 async def _reanalyze(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_reanalyze
 
+    settings = _settings(args)
+    require_log(settings)
+    require_store(settings)  # the new generation is compared with the active view
     return await run_reanalyze(
-        _settings(args), extractor=args.extractor, embedder=args.embedder, view=args.view, switch=args.switch
+        settings,
+        extractor=args.extractor,
+        embedder=args.embedder,
+        view=args.view,
+        switch=args.switch,
+        quiet=args.quiet,
     )
 
 
 async def _views(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_views
 
-    return await run_views(_settings(args), switch=args.name if args.action == "switch" else None)
+    settings = _settings(args)
+    require_store(settings)
+    if args.action == "switch":
+        require_log(settings)  # the view is caught up with the log first
+    return await run_views(settings, switch=args.name if args.action == "switch" else None)
 
 
 async def _forget(args: argparse.Namespace) -> int:
@@ -116,6 +143,7 @@ async def _forget(args: argparse.Namespace) -> int:
         return run_forget_verify(settings, args.text)
     if args.text:
         raise ConfigError("--text is what `--verify` looks for; give --verify too")
+    require_log(settings)  # a forget names what the log holds
     return await run_forget(
         settings,
         args.user,
@@ -131,6 +159,15 @@ def _query(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_query
 
     settings = _settings(args)
+    if not args.question.strip():
+        raise ConfigError(
+            "the question is empty; ask something, e.g. adamem query alice 'What food do I like?' "
+            "(the HTTP API refuses an empty question too)"
+        )
+    if len(args.question) > QUESTION_MAX:
+        raise ConfigError(f"the question has {len(args.question)} characters; at most {QUESTION_MAX} (as in the API)")
+    if args.url is None:
+        require_store(settings)
     return run_query(
         settings,
         args.user,
@@ -161,7 +198,10 @@ def _serve(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_serve
 
     settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
-    return run_serve(settings, with_log=args.log is not None or "ADAMEM_LOG" in __import__("os").environ)
+    with_log = args.log is not None or "ADAMEM_LOG" in os.environ
+    if not with_log:
+        require_store(settings)  # a read-only service over a store that is not there would answer 404 to all
+    return run_serve(settings, with_log=with_log)
 
 
 def _mcp(args: argparse.Namespace) -> int:
@@ -191,6 +231,8 @@ async def _provenance(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_provenance
 
     settings = _settings(args)
+    require_store(settings)
+    require_log(settings)
     return await run_provenance(settings, _owner(args, settings), args.item, as_json=args.json)
 
 
@@ -198,6 +240,7 @@ def _memory(args: argparse.Namespace) -> int:
     from adamem.cli.commands import print_memory
 
     settings = _settings(args)
+    require_store(settings)
     return print_memory(settings, _owner(args, settings), args.layer, args.json)
 
 
@@ -212,16 +255,11 @@ async def _publish(args: argparse.Namespace) -> int:
         raise InputError([f"{source}: no messages found"])
     log = open_log(settings.log_url, settings)
     await log.start()
-    bar = None
+    bar = Progress("publish", len(messages), unit="msg", quiet=args.quiet, every=settings.progress_seconds)
     try:
-        if len(messages) >= PROGRESS_MIN and not args.quiet:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(messages), unit="msg", desc="publishing", file=sys.stderr)
-        report = await publish_messages(log, messages, settings, progress=bar.update if bar else None)
+        report = await publish_messages(log, messages, settings, progress=bar.update)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
         await log.stop()
     spans = ", ".join(f"p{p}:{report.first[p]}-{report.last[p]}" for p in sorted(report.first))
     print(
@@ -243,6 +281,7 @@ async def _log(args: argparse.Namespace) -> int:
 
     generation_number(args.generation)  # a clear error for a name that is not g<N>
     settings = dataclasses.replace(_settings(args), generation=args.generation)
+    require_log(settings)  # opening a missing embedded log would create it
     log = open_log(settings.log_url, settings)
     await log.start()
     try:
@@ -291,20 +330,93 @@ async def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "publish": (
+        "adamem publish adamem/samples/sample_conversation.jsonl --log ./data/log",
+        "cat more.jsonl | adamem publish - --log kafka://127.0.0.1:9092 --quiet",
+    ),
+    "log": (
+        "adamem log dump --log ./data/log --user alice | head -3",
+        "adamem log tail --log ./data/log --topic deadletter -n 5",
+        "adamem log check --log ./data/log --store ./data/store",
+    ),
+    "project": (
+        "adamem project --log ./data/log --store ./data/store",
+        "adamem project --log ./data/log --store ./data/store --follow --quiet",
+    ),
+    "worker": (
+        "adamem worker --log kafka://127.0.0.1:9092 --store ./data/store",
+        "adamem worker --log kafka://127.0.0.1:9092 --store ./data/store --verbose   # Faust's own output",
+    ),
+    "memory": (
+        "adamem memory alice --store ./data/store",
+        "adamem memory alice --layer persona --json --store ./data/store",
+    ),
+    "serve": ("adamem serve --store ./data/store --log ./data/log",),
+    "query": (
+        "adamem query alice 'Why did I start working out?' --store ./data/store",
+        "adamem query xiaoming '我为什么开始健身？' --json --url http://127.0.0.1:8000",
+    ),
+    "provenance": ("adamem provenance alice <item id from adamem query --json> --log ./data/log --store ./data/store",),
+    "replay": (
+        "adamem replay --log ./data/log --store ./data/store --verify",
+        "adamem replay --log ./data/log --store ./data/store --until 2024-04-01T00:00:00Z",
+    ),
+    "reanalyze": ("adamem reanalyze --extractor none --log ./data/log --store ./data/store",),
+    "views": ("adamem views --store ./data/store", "adamem views switch g2 --log ./data/log --store ./data/store"),
+    "forget": (
+        "adamem forget alice --message <event id from adamem log dump --user alice> --log ./data/log",
+        "adamem forget alice --verify --text peanuts --log ./data/log --store ./data/store",
+    ),
+    "demo": ("adamem demo --no-serve --log ./data/log --store ./data/store",),
+}
+"""Each subcommand's examples, shown at the end of its ``--help``."""
+
+README_POINTER = "Documentation: README.md of AdaMem Stream (the quickstart, the HTTP API, settings, the design)."
+MAIN_EPILOG = f"""\
+examples:
+  adamem demo --no-serve                                           # the sample, end to end
+  adamem publish chat.jsonl --log ./data/log                       # messages onto the log
+  adamem project --log ./data/log --store ./data/store             # build memory from the log
+  adamem query alice 'What food do I like?' --store ./data/store   # ask
+  adamem serve --store ./data/store --log ./data/log               # the HTTP API
+  adamem COMMAND --help                                            # each command, with examples
+
+{EXIT_HELP}
+
+progress bars and status lines go to stderr (a bar on a terminal, a line every few seconds
+otherwise; --quiet silences them); what a command prints on stdout is unchanged.
+
+{README_POINTER}
+"""
+
+
+def _examples(parser: argparse.ArgumentParser, name: str) -> None:
+    """Show ``EXAMPLES[name]`` and the README pointer at the end of the parser's help."""
+    shown = "\n".join(f"  {line}" for line in EXAMPLES.get(name, ()))
+    parser.epilog = f"example{'s' if len(EXAMPLES.get(name, ())) > 1 else ''}:\n{shown}\n\n{README_POINTER}"
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
 def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     """The argument parser of every subcommand.
 
     The benchmarks' own subcommands are added only when ``bench`` is asked for (``bench=True``):
     they are not part of what a library user loads, and building them imports NumPy.
     """
-    parser = argparse.ArgumentParser(prog="adamem", description="AdaMem Stream: event-sourced four-layer memory.")
+    parser = argparse.ArgumentParser(
+        prog="adamem",
+        description="AdaMem Stream: event-sourced four-layer memory.",
+        epilog=MAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("publish", help="publish messages (JSON Lines or LoCoMo JSON) to the log")
     p.add_argument("file", help="input file, or - for standard input")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.add_argument("--format", choices=["auto", "jsonl", "locomo"], default="auto")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     p.set_defaults(run=_publish)
 
     p = sub.add_parser(
@@ -331,12 +443,15 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--follow", action="store_true", help="keep following the log until interrupted")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     p.set_defaults(run=_project)
 
     p = sub.add_parser("worker", help="run the Faust worker (analyze + project agents) on Kafka")
     p.add_argument("--log", help="kafka://host:port (default $ADAMEM_LOG)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--verbose", action="store_true", help="Faust's own log and tables on the terminal, not in a file")
+    p.add_argument("--worker-log", help="file for Faust's own log (default worker-<pid>.log in the current folder)")
     p.set_defaults(run=_worker, sync=True)
 
     p = sub.add_parser("memory", help="show a memory owner's four layers")
@@ -402,6 +517,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true", help="compare the rebuilt rows with the live ones")
     p.add_argument("--view", help="name of the new view (default r<N>)")
     p.add_argument("--no-switch", action="store_true", help="build the view but keep serving the current one")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     p.set_defaults(run=_replay)
 
     p = sub.add_parser(
@@ -411,6 +527,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--embedder", help="e5 or openai (default: the current one)")
     p.add_argument("--view", help="name of the new view (default: the generation's name, g<N>)")
     p.add_argument("--switch", action="store_true", help="switch to the new view when done (default: only compare)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.set_defaults(run=_reanalyze)
@@ -455,6 +572,9 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--store", help="store folder (default ./data/store)")
     p.add_argument("--no-serve", action="store_true", help="build and show memory, then exit")
     p.set_defaults(run=_demo)
+    for name, command in sub.choices.items():
+        if name in EXAMPLES:
+            _examples(command, name)
     return parser
 
 
@@ -465,14 +585,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         _one_thread_per_request()  # before the parser: building the bench commands loads NumPy
     args = build_parser(bench=words[:1] == ["bench"]).parse_args(words)
     try:
-        if getattr(args, "sync", False):
-            return int(args.run(args))
-        return int(asyncio.run(args.run(args)))
+        code = int(args.run(args)) if getattr(args, "sync", False) else int(asyncio.run(args.run(args)))
+        sys.stdout.flush()  # here, so that a reader gone away is seen below and not at exit
+        return code
     except AdaMemError as exc:
         print(f"adamem: error: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc)
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout went away (`adamem log dump | head -3`): stop quietly, as Unix tools
+        # do. Python would report the pipe again when it flushes stdout at exit; point it at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return OUTPUT_CLOSED
 
 
 if __name__ == "__main__":

@@ -108,6 +108,7 @@ class Item:
     event_time: int
     provenance: tuple[Provenance, ...]
     hop_path: tuple[PathStep, ...] = ()
+    ordered_by: str = ""  # the ordering rules that moved the item from its place by score ("": none)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -125,6 +126,7 @@ class Item:
             "event_time": self.event_time,
             "provenance": [p.to_dict() for p in self.provenance],
             "hop_path": [s.to_dict() for s in self.hop_path],
+            "ordered_by": self.ordered_by,
         }
 
 

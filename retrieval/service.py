@@ -13,7 +13,8 @@ One query runs five stages, each timed:
    were all superseded last; on a "why" question, items later than the event asked about (and not
    said in its conversation) last. Then one item per piece of new evidence (an item whose
    evidence messages are all shown already is dropped), both sides when whose-memory is
-   ambiguous, top-k, provenance. Scores are therefore not always monotone in rank.
+   ambiguous, top-k, provenance. Scores are therefore not always monotone in rank: an item a rule
+   moved names the rule (`Item.ordered_by`).
 
 The service only reads: it never writes to the store. Open a LanceDB store read-only for it.
 """
@@ -62,6 +63,12 @@ from adamem.text import tokenize
 __all__ = ["Retriever"]
 
 _Scored = tuple[float, Candidate, Breakdown, Reach | None]
+
+RULE_SUPERSEDED = "superseded: after current evidence"
+RULE_LATER = "later than the event asked about: after earlier items"
+RULE_PERSONA = "persona route: traits first"
+RULE_NEWEST = "a question about now: the newest stated change first"
+"""The ordering rules of the fuse stage, named on each item they moved (``Item.ordered_by``)."""
 
 
 def _embedder_key(record: dict[str, str]) -> tuple[str, ...]:
@@ -457,20 +464,35 @@ class Retriever:
             )
             scored.append((fuse(parts, cfg.fusion), c, parts, reach))
         scored.sort(key=lambda s: (-s[0], s[1].table, s[1].row.id))
+        moved: dict[int, list[str]] = {}  # id of a scored entry -> the ordering rules that moved it, shown with it
         if plan.route is not Route.GRAPH and cfg.current_first:
             # what a message stated and a newer message superseded is history: current evidence first
-            scored = [s for s in scored if not _stale(view, s[1].row)] + [s for s in scored if _stale(view, s[1].row)]
+            stale = [s for s in scored if _stale(view, s[1].row)]
+            scored = [s for s in scored if not _stale(view, s[1].row)] + stale
+            for s in stale:
+                moved.setdefault(id(s), []).append(RULE_SUPERSEDED)
         if recency and not windows and plan.route is not Route.GRAPH and cfg.newest_first > 0:
+            before = scored
             scored = _newest_change_first(scored, cfg.newest_first)
+            lifted = next((a for a, b in zip(scored, before, strict=True) if a is not b), None)
+            if lifted is not None:
+                moved.setdefault(id(lifted), []).append(RULE_NEWEST)
         if anchor is not None and plan.causal and not windows and cfg.causal_order:
             # a cause is never later than its effect: later items go last
-            scored = [s for s in scored if s[2].temporal > 0] + [s for s in scored if s[2].temporal == 0]
+            later = [s for s in scored if s[2].temporal == 0]
+            scored = [s for s in scored if s[2].temporal > 0] + later
+            for s in later:
+                moved.setdefault(id(s), []).append(RULE_LATER)
         if plan.route is Route.PERSONA:
             first = [s for s in scored if s[1].table == "persona" and s[1].semantic >= cfg.persona_first_min]
             first = first[: cfg.persona_first]
             scored = first + [s for s in scored if s not in first]
+            for s in first:
+                moved.setdefault(id(s), []).append(RULE_PERSONA)
         chosen = self._select(view, scorer, scored, whose, k)
-        return [self._item(rank, view, scorer, s) for rank, s in enumerate(chosen, start=1)]
+        return [
+            self._item(rank, view, scorer, s, "; ".join(moved.get(id(s), ()))) for rank, s in enumerate(chosen, start=1)
+        ]
 
     def _select(
         self, view: View, scorer: SemanticScorer, scored: list[_Scored], whose: WhoseDecision, k: int
@@ -515,7 +537,7 @@ class Retriever:
             return [m for i in row.source_message_ids if (m := snap.messages.get(i)) is not None and view.message(m)]
         return self._evidence(view, scorer, row)
 
-    def _item(self, rank: int, view: View, scorer: SemanticScorer, scored: _Scored) -> Item:
+    def _item(self, rank: int, view: View, scorer: SemanticScorer, scored: _Scored, ordered_by: str = "") -> Item:
         score, c, parts, reach = scored
         row, snap = c.row, view.snapshot
         provenance = tuple(Provenance.of(m) for m in self._sources(view, scorer, row))
@@ -536,7 +558,9 @@ class Retriever:
             layer, kind, content, at, when = Layer.PERSONA, row.kind, _trait_text(row), row.last_seen, -1
         if c.origin == "graph":
             layer = Layer.GRAPH
-        return Item(rank, layer, kind, row.id, content, score, parts, speaker, role, at, when, provenance, path)
+        return Item(
+            rank, layer, kind, row.id, content, score, parts, speaker, role, at, when, provenance, path, ordered_by
+        )
 
 
 def _answer_size(answer: Answer) -> int:

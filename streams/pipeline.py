@@ -33,6 +33,7 @@ from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, Message
 from adamem.partitioning import misplaced
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
+from adamem.projections.store.base import MemoryStore
 from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
@@ -46,6 +47,7 @@ __all__ = [
     "analyze_pending",
     "classify",
     "dead_letter",
+    "pending_work",
     "project_pending",
     "resume_header",
     "resume_points",
@@ -405,6 +407,22 @@ async def project_pending(
     return stats
 
 
+async def pending_work(log: EventLog, store: MemoryStore, settings: Settings) -> int:
+    """How many steps ``run_pipeline`` has to do now: inputs to analyse (each then folded too) and analyses to fold.
+
+    From the log's end offsets, the resume points and the store's checkpoints; an estimate where an
+    input is dead-lettered (analysed, never folded).
+    """
+    analyses, messages, control = settings.topic("analyses"), settings.topic("messages"), settings.topic("control")
+    ends = {topic: await log.end_offsets(topic) for topic in (analyses, messages, control)}
+    work = 0
+    for p in range(log.partitions(messages)):
+        resume = await resume_points(log, settings, p)
+        inputs = sum(max(0, ends[t].get(p, 0) - resume.get(t, 0)) for t in (messages, control))
+        work += 2 * inputs + max(0, ends[analyses].get(p, 0) - store.checkpoint(p).get(analyses, 0))
+    return work
+
+
 async def run_pipeline(
     log: EventLog,
     projector: Projector,
@@ -415,8 +433,12 @@ async def run_pipeline(
     poll_s: float = 0.5,
     stop: asyncio.Event | None = None,
     agent_factory: Callable[[Settings], MemoryAgent] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> PipelineStats:
     """Analyze and project everything pending on every partition; with ``follow``, keep going.
+
+    ``progress`` is called with the number of inputs analysed and of analyses folded, as they are
+    (``pending_work`` says how many there are to do).
 
     ``settings`` and ``agent`` must be those of the store's generation (``generations.resolve``).
     When the active view switches to another generation while following, the pipeline goes on
@@ -445,8 +467,10 @@ async def run_pipeline(
             # Before anything is analysed: analyses appended to a log that lost some would reuse their offsets.
             seen = projector.store.checkpoint(p).get(analyses, 0)
             _refuse_lost(log, analyses, p, seen, ends.get(p, 0), f"the store {projector.store.url}")
-            total.add(await analyze_pending(log, agent, settings, p, resume=resume.setdefault(p, {})))
-            total.add(await project_pending(log, projector, settings, p))
+            total.add(
+                await analyze_pending(log, agent, settings, p, progress=progress, resume=resume.setdefault(p, {}))
+            )
+            total.add(await project_pending(log, projector, settings, p, progress=progress))
         if not follow or (stop is not None and stop.is_set()):
             return total
         await asyncio.sleep(poll_s)

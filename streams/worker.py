@@ -252,6 +252,7 @@ def create_app(
             )
         for fut in sends:
             await fut  # acked by the broker before the batch's offsets may be committed
+        counts["analyzed"] += len(todo)
         if assignment["epoch"] == epoch:  # else resume was cleared: the next event reads the log again
             for p, tracker in trackers.items():
                 resume[p] = tracker.points()
@@ -296,6 +297,7 @@ def create_app(
                 # store was replaced): the store is the truth about progress, so fill the gap.
                 batch_events = await _gap(partition, done[partition], first) + batch_events
             await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
+        counts["folded"] += len(events)
 
     # partition -> how far the analyses topic is dead-lettered (read from the dead-letter topic once per assignment)
     dead_letters: dict[int, int] = {}
@@ -321,7 +323,12 @@ def create_app(
                 out.append(Positioned(decoded, rec.topic, rec.partition, rec.offset))
         return out
 
+    # What the worker's status line shows (``adamem worker``): events handled, partitions held.
+    counts = {"analyzed": 0, "folded": 0}
+    held: set[int] = set()
+
     async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
+        held.difference_update(tp.partition for tp in revoked)
         resume.clear()  # another worker may analyse these partitions now
         dead_letters.clear()
         assignment["epoch"] += 1
@@ -330,6 +337,8 @@ def create_app(
             made["projector"].store.release(sorted({tp.partition for tp in revoked}))
 
     async def on_assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
+        held.clear()
+        held.update(tp.partition for tp in assigned)
         resume.clear()
         dead_letters.clear()
         assignment["epoch"] += 1
@@ -340,6 +349,8 @@ def create_app(
     app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
     app.on_partitions_assigned.connect(on_assigned)  # type: ignore[arg-type]
     app.adamem_restart = None  # type: ignore[attr-defined]
+    app.adamem_counts = counts  # type: ignore[attr-defined]
+    app.adamem_partitions = held  # type: ignore[attr-defined]
     app.adamem_agents = {"analyze": analyze, "project": project}  # type: ignore[attr-defined]
     app.adamem_topics = {"inputs": inputs, "analyses": analyses, "deadletter": deadletter}  # type: ignore[attr-defined]
     return app

@@ -46,10 +46,10 @@ def test_publish_then_dump(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_bad_batch_exits_non_zero_and_publishes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "log"
     bad = [*LINES, {"user_id": "carol", "speaker": "Carol", "text": "", "occurred_at": "2024-03-01"}]
-    assert main(["publish", str(_write(tmp_path / "in.jsonl", bad)), "--log", str(log)]) == 2
+    assert main(["publish", str(_write(tmp_path / "in.jsonl", bad)), "--log", str(log)]) == 4  # invalid input
     err = capsys.readouterr().err
     assert "in.jsonl:4: 'text' is empty" in err and "nothing was published" in err
-    assert _dump(log, capsys) == []
+    assert not log.exists()  # validated before the log is opened: not even created
 
 
 def test_publishing_twice_gives_the_same_event_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,8 +72,10 @@ def test_tail_shows_the_last_records(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["publish", str(tmp_path / "nope.jsonl"), "--log", str(tmp_path / "log")]) == 2
-    assert "no such file" in capsys.readouterr().err
+    assert main(["publish", str(tmp_path / "nope.jsonl"), "--log", str(tmp_path / "log")]) == 3  # not found
+    err = capsys.readouterr().err
+    assert "nope.jsonl: no such file" in err and "invalid record" not in err
+    assert not (tmp_path / "log").exists()
 
 
 def test_bad_log_url_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -90,6 +90,32 @@ def test_the_wheel_holds_real_files_of_every_layer_and_no_results(wheel: Path) -
     assert not [n for n in infos if "/results/" in n or n.endswith((".png", ".json"))]
 
 
+def test_the_license_is_an_spdx_expression_with_its_file(wheel: Path) -> None:
+    """PEP 639 metadata: ``License-Expression`` and the license text in the wheel (no deprecated table)."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        metadata = zf.read(meta).decode()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
+    assert "License-File: LICENSE" in metadata.splitlines()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+
+
+def test_building_the_metadata_warns_nothing(tmp_path: Path) -> None:
+    """What ``pip install -e .`` runs first prints no deprecation (the issue saw four BuildBackendWarnings)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, src / name)
+    (src / "adamem").mkdir()
+    (src / "adamem" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "meta").mkdir()
+    code = "import setuptools.build_meta as b; b.prepare_metadata_for_build_wheel('../meta')"
+    built = _run([sys.executable, "-W", "always", "-c", code], cwd=src)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "Warning" not in built.stderr, built.stderr[-3000:]
+
+
 def test_only_adamem_is_installed_at_the_top_level(fresh: Path, tmp_path: Path) -> None:
     probe = _run([fresh / "bin" / "python", "-c", _PROBE], cwd=tmp_path, env=_env(fresh))
     assert probe.returncode == 0, probe.stderr

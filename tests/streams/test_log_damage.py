@@ -261,7 +261,7 @@ async def test_damage_is_refused_and_repair_loses_nothing_readable(
     assert str(path) in str(refused.value)
     capsys.readouterr()
     for argv in (["log", "dump", "--topic", kind, *where], ["project", *where], ["publish", str(sample), *where[:2]]):
-        assert await _cli(argv) == 2, argv
+        assert await _cli(argv) == 5, argv  # the log failed (exit codes: adamem.cli.errors)
         err = capsys.readouterr().err
         assert str(path) in err and "adamem log repair" in err, (argv, err)
     assert _files(tmp_path / "log") == damaged
@@ -341,7 +341,7 @@ async def test_a_deleted_analyses_partition_is_refused_by_project(
     shutil.rmtree(folder)
     where = ["--log", str(tmp_path / "log"), "--store", str(tmp_path / "store")]
     capsys.readouterr()
-    assert await _cli(["project", *where]) == 2
+    assert await _cli(["project", *where]) == 5
     err = capsys.readouterr().err
     assert f"has seen offsets of {settings.topic('analyses')} partition 0 up to {built.ends['analyses'] - 1}" in err
     assert await _cli(["log", "check", *where]) == 1

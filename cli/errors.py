@@ -1,0 +1,109 @@
+"""One exit code per error class, for every ``adamem`` command, and the refusals of reading commands.
+
+``EXIT_CODES`` is the table the README and ``adamem --help`` show; ``exit_code`` maps an error to
+its row. Reading commands (``log dump``, ``memory``, ``query``, …) call ``require_log`` and
+``require_store`` first: opening a missing embedded log or store would create it, so a typo in
+``--log`` or ``--store`` would read an empty one and look like success.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adamem.errors import (
+    AdaMemError,
+    ConfigError,
+    InputError,
+    LogError,
+    ModelError,
+    NotFound,
+    SchemaError,
+    StoreError,
+)
+from adamem.settings import Settings
+
+__all__ = [
+    "CHECK_FAILED",
+    "EXIT_CODES",
+    "EXIT_HELP",
+    "INTERRUPTED",
+    "OUTPUT_CLOSED",
+    "embedded_log_folder",
+    "exit_code",
+    "require_log",
+    "require_store",
+    "store_exists",
+]
+
+CHECK_FAILED = 1
+INTERRUPTED = 130
+OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what a shell reports for a Unix tool whose reader went away
+
+EXIT_CODES: tuple[tuple[int, str, tuple[type[BaseException], ...]], ...] = (
+    (0, "success", ()),
+    (CHECK_FAILED, "a check found a problem: replay --verify differences, log check damage, forget --verify text",
+     ()),
+    (2, "usage: a bad argument, option or setting (argparse's own errors too)", (ConfigError,)),
+    (3, "not found: no log, store, input file, memory owner, item or message where one was named", (NotFound,)),
+    (4, "invalid input: records that fail validation (nothing was published) or bytes that do not decode",
+     (InputError, SchemaError)),
+    (5, "the log or the store failed: damaged, locked by another writer, broker unreachable, store to rebuild",
+     (LogError, StoreError)),
+    (6, "a model (extractor or embedder endpoint) failed", (ModelError,)),
+    (INTERRUPTED, "interrupted (Ctrl-C)", ()),
+    (OUTPUT_CLOSED, "the reader of the output went away (e.g. `| head`): the command stops quietly", ()),
+)  # fmt: skip
+"""(code, meaning, error classes): the first row whose classes match an error gives its code."""
+
+EXIT_HELP = "exit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning, _ in EXIT_CODES)
+
+
+def exit_code(exc: AdaMemError) -> int:
+    """The exit code of an error: its class's row in ``EXIT_CODES`` (2 for an error of no row)."""
+    for code, _, classes in EXIT_CODES:
+        if classes and isinstance(exc, classes):
+            return code
+    return 2
+
+
+def embedded_log_folder(settings: Settings) -> Path | None:
+    """The folder of an embedded log URL, or None for a Kafka or in-memory log."""
+    url = settings.log_url
+    if "://" in url and not url.startswith("file://"):
+        return None
+    return Path(url.removeprefix("file://"))
+
+
+def require_log(settings: Settings) -> None:
+    """Refuse a missing embedded log (opening it would create it); a Kafka log answers for itself."""
+    folder = embedded_log_folder(settings)
+    if folder is not None and not folder.is_dir():
+        raise NotFound(
+            f"no embedded log at {folder}: the folder does not exist. Check --log (or $ADAMEM_LOG); "
+            f"`adamem publish FILE --log {folder}` starts one"
+        )
+
+
+def _store_folder(settings: Settings) -> Path | None:
+    url = settings.store_url
+    if url.startswith("memory://"):
+        return None
+    if "://" in url and not url.startswith(("file://", "lancedb://")):
+        return None  # the store factory names the bad URL
+    return Path(url.removeprefix("lancedb://").removeprefix("file://"))
+
+
+def store_exists(settings: Settings) -> bool:
+    """Whether the configured store's folder exists (an in-memory store always does)."""
+    folder = _store_folder(settings)
+    return folder is None or folder.is_dir()
+
+
+def require_store(settings: Settings) -> None:
+    """Refuse a missing store folder, saying so, rather than reporting every owner as unknown."""
+    folder = _store_folder(settings)
+    if folder is not None and not folder.is_dir():
+        raise NotFound(
+            f"no store at {folder}: the folder does not exist. Check --store (or $ADAMEM_STORE); "
+            f"`adamem project --log LOG --store {folder}` builds one from the log"
+        )
