@@ -369,6 +369,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "adamem forget alice --verify --text peanuts --log ./data/log --store ./data/store",
     ),
     "demo": ("adamem demo --no-serve --log ./data/log --store ./data/store",),
+    "mcp": (
+        "adamem mcp --store ./data/store --log ./data/log --tenant acme   # stdio: the client starts it",
+        "ADAMEM_API_KEYS=acme:<key> adamem mcp --transport http --port 8765   # HTTP at /mcp",
+    ),
 }
 """Each subcommand's examples, shown at the end of its ``--help``."""
 
