@@ -50,21 +50,32 @@ def _owner(args: argparse.Namespace, settings: Settings) -> str:
     return owner_key(_tenant(args, settings), args.user)
 
 
+def _metrics_port(args: argparse.Namespace) -> None:
+    """Expose the process' Prometheus metrics on ``--metrics-port`` (``adamem.metrics``)."""
+    if getattr(args, "metrics_port", None):
+        from adamem.metrics import serve_metrics
+
+        serve_metrics(args.metrics_port, args.metrics_host)
+
+
 async def _project(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_project
 
+    _metrics_port(args)
     return await run_project(_settings(args), follow=args.follow)
 
 
 def _worker(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_worker
 
+    _metrics_port(args)
     return run_worker(_settings(args), loglevel=args.loglevel)
 
 
 async def _replay(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_replay
 
+    _metrics_port(args)
     layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
     settings = _settings(args)
     return await run_replay(
@@ -252,6 +263,11 @@ async def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _metrics_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (/metrics)")
+    p.add_argument("--metrics-host", default="127.0.0.1", help="address of --metrics-port (default 127.0.0.1)")
+
+
 def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     """The argument parser of every subcommand.
 
@@ -292,12 +308,14 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--follow", action="store_true", help="keep following the log until interrupted")
+    _metrics_arguments(p)
     p.set_defaults(run=_project)
 
     p = sub.add_parser("worker", help="run the Faust worker (analyze + project agents) on Kafka")
     p.add_argument("--log", help="kafka://host:port (default $ADAMEM_LOG)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
+    _metrics_arguments(p)
     p.set_defaults(run=_worker, sync=True)
 
     p = sub.add_parser("memory", help="show a memory owner's four layers")
@@ -345,6 +363,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true", help="compare the rebuilt rows with the live ones")
     p.add_argument("--view", help="name of the new view (default r<N>)")
     p.add_argument("--no-switch", action="store_true", help="build the view but keep serving the current one")
+    _metrics_arguments(p)
     p.set_defaults(run=_replay)
 
     p = sub.add_parser(
