@@ -55,9 +55,11 @@ def test_a_query_is_counted_and_timed_per_endpoint_route_and_stage(client: httpx
     assert scrape.status_code == 200 and scrape.headers["content-type"].startswith("text/plain")
     after = scrape.text
     endpoint = {"endpoint": "/v1/users/{user}/query", "method": "POST"}  # the template, never the user
-    assert value(after, "adamem_http_requests_total", **endpoint, status="200") - value(
-        before, "adamem_http_requests_total", **endpoint, status="200"
-    ) == 2
+    assert (
+        value(after, "adamem_http_requests_total", **endpoint, status="200")
+        - value(before, "adamem_http_requests_total", **endpoint, status="200")
+        == 2
+    )
     assert value(after, "adamem_http_request_duration_seconds_count", **endpoint) >= 2
     for stage in ("resolve", "route", "retrieve", "expand", "fuse", "total"):
         count = "adamem_query_duration_seconds_count"
@@ -99,7 +101,7 @@ def test_the_owner_lag_at_answer_time_is_observed_once_the_log_was_read(client: 
 
 
 def test_memory_health_is_per_tenant_and_sums_the_owners(built: tuple[Settings, str]) -> None:
-    settings, store_url = built
+    _, store_url = built
     store = open_store(store_url, read_only=True)
     retriever = Retriever(store, _embedder())
     per_owner = MemoryHealthSampler(retriever, 60).compute()

@@ -12,7 +12,9 @@ def test_a_restated_fact_is_a_repeat_and_an_ignored_one_a_fragment() -> None:
     state, _ = fold(
         [
             chat.say("I live in Beijing.", at=T0, facts=[fact("lives in Beijing", 0.9, key="lives_in")]),
-            chat.say("As I said, I live in Beijing.", at=T0 + 60_000, facts=[fact("lives in Beijing", 0.9, key="lives_in")]),
+            chat.say(
+                "As I said, I live in Beijing.", at=T0 + 60_000, facts=[fact("lives in Beijing", 0.9, key="lives_in")]
+            ),
             chat.say("Maybe I like jazz?", at=T0 + 120_000, facts=[fact("maybe likes jazz", 0.3)]),  # below 0.7
             chat.say("Hello there.", at=T0 + 180_000),  # nothing extracted: counts nowhere
             chat.say("(new session)", at=T0 + DAY, conv="s2"),  # consolidates the first session
