@@ -348,11 +348,12 @@ def create_app(
     async def consumer_lag() -> None:
         try:
             await positions.refresh(reader(), start_of)
-        except AdaMemError as exc:  # the broker away for a moment: the next tick tries again
+        except Exception as exc:  # never stop the worker for a metric: the next tick tries again
             log.info("consumer lag not measured: %s", exc)
 
     async def on_assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
-        positions.assign((tp.topic, tp.partition) for tp in assigned)
+        ours = {settings.topic(t) for t in ("messages", "control", "analyses")}  # not Faust's own topics
+        positions.assign((tp.topic, tp.partition) for tp in assigned if tp.topic in ours)
         resume.clear()
         dead_letters.clear()
         assignment["epoch"] += 1
