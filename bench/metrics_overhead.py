@@ -1,0 +1,207 @@
+"""What the Prometheus metrics cost a query: p50/p95/p99 of ``adamem serve`` with and without them.
+
+Two ``adamem serve`` processes run side by side on one store (the bundled sample, projected by the
+in-process pipeline), one with ``ADAMEM_METRICS=true`` (the default: request middleware, stage
+histograms, the precision proxy, the caches' counters) and one with ``ADAMEM_METRICS=false``. One
+client sends the same questions to both, alternating request by request, so both see the same
+machine load; the metrics process is also scraped once a second while it answers (as Prometheus
+would), which includes the memory-health computation every ``ADAMEM_HEALTH_INTERVAL`` (set to 5 s
+here, so it runs during the measurement). Each question is asked ``--rounds`` times, so the
+answers come from the query cache after the first round as well as from the full path; the
+figures are reported for the first round (cold, every stage) and for all rounds.
+
+    adamem bench metrics_overhead --rounds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from adamem.bench.common import free_port, measure_and_record, print_table, standalone_main, wait_port
+
+__all__ = ["add_arguments", "execute", "main"]
+
+QUESTIONS = (
+    ("alice", "What food does Alice like?"),
+    ("alice", "Where does Alice live?"),
+    ("alice", "Why did I start working out?"),
+    ("alice", "What did I do last weekend?"),
+    ("alice", "What is my job?"),
+    ("alice", "Who is my sister?"),
+    ("alice", "What am I allergic to?"),
+    ("alice", "What kind of music do I enjoy?"),
+    ("alice", "When did I move?"),
+    ("alice", "What are my hobbies?"),
+    ("xiaoming", "我为什么开始健身？"),
+    ("xiaoming", "我住在哪里？"),
+    ("xiaoming", "我喜欢吃什么？"),
+    ("xiaoming", "我上周做了什么？"),
+    ("xiaoming", "我的工作是什么？"),
+)
+
+
+def _build(root: Path) -> str:
+    from adamem.analysis.agent import MemoryAgent
+    from adamem.analysis.e5 import E5Embedder
+    from adamem.analysis.rules import RuleExtractor
+    from adamem.ingest import load_messages
+    from adamem.projections.projector import Projector
+    from adamem.projections.store.factory import open_store
+    from adamem.samples import __name__ as samples
+    from adamem.settings import Settings
+    from adamem.streams.factory import open_log
+    from adamem.streams.pipeline import run_pipeline
+    from adamem.streams.publish import publish_messages
+
+    settings = Settings(log_url=str(root / "log"), store_url=str(root / "store"), fsync=False)
+    data = resources.files(samples).joinpath("sample_conversation.jsonl").read_bytes()
+
+    async def build() -> None:
+        log = open_log(settings.log_url, settings)
+        await log.start()
+        await publish_messages(log, load_messages(data, settings), settings)
+        agent = MemoryAgent(RuleExtractor(), E5Embedder())
+        await run_pipeline(log, Projector(open_store(settings.store_url)), agent, settings)
+        await log.stop()
+
+    asyncio.run(build())
+    return settings.store_url
+
+
+def _serve(store: str, metrics: bool, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "ADAMEM_METRICS": "true" if metrics else "false", "ADAMEM_HEALTH_INTERVAL": "5"}
+    env.pop("ADAMEM_LOG", None)
+    env.pop("ADAMEM_API_KEYS", None)
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).with_name("adamem")), "serve", "--store", store, "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    if not wait_port(port, 120):
+        raise RuntimeError(f"adamem serve did not listen on {port}; see {log}")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+
+
+def _percentiles(values: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    mean = round(sum(ordered) / len(ordered), 2)
+    return {"n": len(ordered), "p50": at(0.50), "p95": at(0.95), "p99": at(0.99), "mean": mean}
+
+
+def run(rounds: int) -> dict[str, Any]:
+    """Build the store, start both services, alternate the questions between them; latency in ms per side."""
+    with tempfile.TemporaryDirectory(prefix="adamem-metrics-overhead-") as tmp:
+        root = Path(tmp)
+        store = _build(root)
+        on, on_url = _serve(store, True, root / "serve-metrics.log")
+        off, off_url = _serve(store, False, root / "serve-plain.log")
+        times: dict[str, dict[str, list[float]]] = {s: {"first": [], "all": []} for s in ("metrics", "no_metrics")}
+        scraping = threading.Event()
+        scrapes: list[float] = []
+
+        def scrape() -> None:  # Prometheus' part: one scrape a second of the metrics side
+            with httpx.Client(timeout=30) as c:
+                while not scraping.wait(1.0):
+                    t = time.perf_counter()
+                    c.get(f"{on_url}/metrics")
+                    scrapes.append((time.perf_counter() - t) * 1000)
+
+        scraper = threading.Thread(target=scrape, daemon=True)
+        try:
+            with httpx.Client(timeout=60) as client:
+                for url in (on_url, off_url):  # warm up: jieba, e5, the owners' snapshots
+                    for user, question in (("alice", "hello"), ("xiaoming", "你好")):
+                        client.post(f"{url}/v1/users/{user}/query", json={"question": question})
+                scraper.start()
+                for r in range(rounds):
+                    for i, (user, question) in enumerate(QUESTIONS):
+                        order = [("metrics", on_url), ("no_metrics", off_url)]
+                        if (r + i) % 2:
+                            order.reverse()  # neither side always goes first
+                        for side, url in order:
+                            t = time.perf_counter()
+                            resp = client.post(f"{url}/v1/users/{user}/query", json={"question": question})
+                            ms = (time.perf_counter() - t) * 1000
+                            resp.raise_for_status()
+                            times[side]["all"].append(ms)
+                            if r == 0:
+                                times[side]["first"].append(ms)
+            scraping.set()
+            scraper.join(30)
+            exposition = httpx.get(f"{on_url}/metrics", timeout=30).text
+        finally:
+            scraping.set()
+            _stop(on)
+            _stop(off)
+    out: dict[str, Any] = {"rounds": rounds, "questions": len(QUESTIONS)}
+    for side, phases in times.items():
+        out[side] = {phase: _percentiles(values) for phase, values in phases.items()}
+    out["delta_p95_ms"] = {
+        phase: round(out["metrics"][phase]["p95"] - out["no_metrics"][phase]["p95"], 2) for phase in ("first", "all")
+    }
+    out["scrape_ms"] = _percentiles(scrapes) if scrapes else {}
+    out["exposition_bytes"] = len(exposition.encode())
+    return out
+
+
+def report(result: dict[str, Any]) -> None:
+    """Print the table of both sides."""
+    rows = [
+        [side, phase, *(result[side][phase][k] for k in ("n", "p50", "p95", "p99", "mean"))]
+        for side in ("metrics", "no_metrics")
+        for phase in ("first", "all")
+    ]
+    print_table(["service", "questions", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms"], rows)
+    print(f"p95 with minus without metrics: {result['delta_p95_ms']} ms; /metrics scrape {result['scrape_ms']}")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The benchmark's options."""
+    p.add_argument("--rounds", type=int, default=20, help="times each question is asked of each service")
+    p.add_argument("--json", dest="out", help="result file (default bench/results/metrics_overhead.json)")
+
+
+def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Run and record."""
+    return measure_and_record("metrics_overhead", argv, args.out, lambda: run(args.rounds), report)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m adamem.bench.metrics_overhead``."""
+    return standalone_main("metrics_overhead", __doc__, add_arguments, execute, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
