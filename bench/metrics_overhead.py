@@ -1,16 +1,17 @@
 """What the Prometheus metrics cost a query: p50/p95/p99 of ``adamem serve`` with and without them.
 
-Two ``adamem serve`` processes run side by side on one store (the bundled sample, projected by the
-in-process pipeline), one with ``ADAMEM_METRICS=true`` (the default: request middleware, stage
-histograms, the precision proxy, the caches' counters) and one with ``ADAMEM_METRICS=false``. One
-client sends the same questions to both, alternating request by request, so both see the same
-machine load; the metrics process is also scraped once a second while it answers (as Prometheus
-would), which includes the memory-health computation every ``ADAMEM_HEALTH_INTERVAL`` (set to 5 s
-here, so it runs during the measurement). Each question is asked ``--rounds`` times, so the
-answers come from the query cache after the first round as well as from the full path; the
-figures are reported for the first round (cold, every stage) and for all rounds.
+Three ``adamem serve`` processes run side by side on one store (the bundled sample, projected by
+the in-process pipeline): ``no_metrics`` (``ADAMEM_METRICS=false``); ``metrics`` (the request
+middleware, stage histograms, precision proxy and cache counters; memory health off,
+``ADAMEM_HEALTH_INTERVAL=0``); and ``metrics_health`` (the same, with the memory-health
+computation every ``--health-interval`` seconds, short enough to run several times during the
+measurement). One client sends the same questions to all three, rotating request by request, so
+all see the same machine load; both metrics processes are scraped once a second while they
+answer, as Prometheus would. Each question is asked ``--rounds`` times, so after the first round
+the answers come from the query cache; the figures are given for the first round (every stage
+runs) and for all rounds.
 
-    adamem bench metrics_overhead --rounds 20
+    adamem bench metrics_overhead --rounds 40
 """
 
 from __future__ import annotations
@@ -82,9 +83,12 @@ def _build(root: Path) -> str:
     return settings.store_url
 
 
-def _serve(store: str, metrics: bool, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+SIDES = ("no_metrics", "metrics", "metrics_health")
+
+
+def _serve(store: str, metrics: bool, health_s: float, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    env = {**os.environ, "ADAMEM_METRICS": "true" if metrics else "false", "ADAMEM_HEALTH_INTERVAL": "5"}
+    env = {**os.environ, "ADAMEM_METRICS": "true" if metrics else "false", "ADAMEM_HEALTH_INTERVAL": str(health_s)}
     env.pop("ADAMEM_LOG", None)
     env.pop("ADAMEM_API_KEYS", None)
     with log.open("ab") as out:
@@ -120,39 +124,44 @@ def _percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"n": len(ordered), "p50": at(0.50), "p95": at(0.95), "p99": at(0.99), "mean": mean}
 
 
-def run(rounds: int) -> dict[str, Any]:
-    """Build the store, start both services, alternate the questions between them; latency in ms per side."""
+def run(rounds: int, health_s: float) -> dict[str, Any]:
+    """Build the store, start the three services, rotate the questions between them; latency in ms per side."""
     with tempfile.TemporaryDirectory(prefix="adamem-metrics-overhead-") as tmp:
         root = Path(tmp)
         store = _build(root)
-        on, on_url = _serve(store, True, root / "serve-metrics.log")
-        off, off_url = _serve(store, False, root / "serve-plain.log")
-        times: dict[str, dict[str, list[float]]] = {s: {"first": [], "all": []} for s in ("metrics", "no_metrics")}
+        procs: list[subprocess.Popen[bytes]] = []
+        urls: dict[str, str] = {}
         scraping = threading.Event()
-        scrapes: list[float] = []
-
-        def scrape() -> None:  # Prometheus' part: one scrape a second of the metrics side
-            with httpx.Client(timeout=30) as c:
-                while not scraping.wait(1.0):
-                    t = time.perf_counter()
-                    c.get(f"{on_url}/metrics")
-                    scrapes.append((time.perf_counter() - t) * 1000)
-
-        scraper = threading.Thread(target=scrape, daemon=True)
         try:
+            setups = (("no_metrics", False, 0.0), ("metrics", True, 0.0), ("metrics_health", True, health_s))
+            for side, on, health in setups:
+                proc, urls[side] = _serve(store, on, health, root / f"serve-{side}.log")
+                procs.append(proc)
+            times: dict[str, dict[str, list[float]]] = {s: {"first": [], "all": []} for s in SIDES}
+            scrapes: dict[str, list[float]] = {"metrics": [], "metrics_health": []}
+
+            def scrape() -> None:  # Prometheus' part: one scrape a second of each metrics side
+                with httpx.Client(timeout=30) as c:
+                    while not scraping.wait(1.0):
+                        for side, kept in scrapes.items():
+                            t = time.perf_counter()
+                            c.get(f"{urls[side]}/metrics")
+                            kept.append((time.perf_counter() - t) * 1000)
+
+            scraper = threading.Thread(target=scrape, daemon=True)
             with httpx.Client(timeout=60) as client:
-                for url in (on_url, off_url):  # warm up: jieba, e5, the owners' snapshots
+                for url in urls.values():  # warm up: jieba, e5, the owners' snapshots
                     for user, question in (("alice", "hello"), ("xiaoming", "你好")):
                         client.post(f"{url}/v1/users/{user}/query", json={"question": question})
                 scraper.start()
+                n = 0
                 for r in range(rounds):
-                    for i, (user, question) in enumerate(QUESTIONS):
-                        order = [("metrics", on_url), ("no_metrics", off_url)]
-                        if (r + i) % 2:
-                            order.reverse()  # neither side always goes first
-                        for side, url in order:
+                    for user, question in QUESTIONS:
+                        n += 1
+                        order = SIDES[n % 3 :] + SIDES[: n % 3]  # no side always goes first
+                        for side in order:
                             t = time.perf_counter()
-                            resp = client.post(f"{url}/v1/users/{user}/query", json={"question": question})
+                            resp = client.post(f"{urls[side]}/v1/users/{user}/query", json={"question": question})
                             ms = (time.perf_counter() - t) * 1000
                             resp.raise_for_status()
                             times[side]["all"].append(ms)
@@ -160,18 +169,19 @@ def run(rounds: int) -> dict[str, Any]:
                                 times[side]["first"].append(ms)
             scraping.set()
             scraper.join(30)
-            exposition = httpx.get(f"{on_url}/metrics", timeout=30).text
+            exposition = httpx.get(f"{urls['metrics_health']}/metrics", timeout=30).text
         finally:
             scraping.set()
-            _stop(on)
-            _stop(off)
-    out: dict[str, Any] = {"rounds": rounds, "questions": len(QUESTIONS)}
+            for proc in procs:
+                _stop(proc)
+    out: dict[str, Any] = {"rounds": rounds, "questions": len(QUESTIONS), "health_interval_s": health_s}
     for side, phases in times.items():
         out[side] = {phase: _percentiles(values) for phase, values in phases.items()}
     out["delta_p95_ms"] = {
-        phase: round(out["metrics"][phase]["p95"] - out["no_metrics"][phase]["p95"], 2) for phase in ("first", "all")
+        side: {p: round(out[side][p]["p95"] - out["no_metrics"][p]["p95"], 2) for p in ("first", "all")}
+        for side in ("metrics", "metrics_health")
     }
-    out["scrape_ms"] = _percentiles(scrapes) if scrapes else {}
+    out["scrape_ms"] = {side: _percentiles(kept) for side, kept in scrapes.items() if kept}
     out["exposition_bytes"] = len(exposition.encode())
     return out
 
@@ -180,7 +190,7 @@ def report(result: dict[str, Any]) -> None:
     """Print the table of both sides."""
     rows = [
         [side, phase, *(result[side][phase][k] for k in ("n", "p50", "p95", "p99", "mean"))]
-        for side in ("metrics", "no_metrics")
+        for side in SIDES
         for phase in ("first", "all")
     ]
     print_table(["service", "questions", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms"], rows)
@@ -189,13 +199,15 @@ def report(result: dict[str, Any]) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The benchmark's options."""
-    p.add_argument("--rounds", type=int, default=20, help="times each question is asked of each service")
+    p.add_argument("--rounds", type=int, default=40, help="times each question is asked of each service")
+    p.add_argument("--health-interval", type=float, default=5.0, help="memory-health interval of metrics_health")
     p.add_argument("--json", dest="out", help="result file (default bench/results/metrics_overhead.json)")
 
 
 def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run and record."""
-    return measure_and_record("metrics_overhead", argv, args.out, lambda: run(args.rounds), report)
+    work = lambda: run(args.rounds, args.health_interval)  # noqa: E731
+    return measure_and_record("metrics_overhead", argv, args.out, work, report)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
