@@ -174,6 +174,7 @@ def run(rounds: int, health_s: float) -> dict[str, Any]:
             scraping.set()
             for proc in procs:
                 _stop(proc)
+        cpu = cpu_cost(store)
     out: dict[str, Any] = {"rounds": rounds, "questions": len(QUESTIONS), "health_interval_s": health_s}
     for side, phases in times.items():
         out[side] = {phase: _percentiles(values) for phase, values in phases.items()}
@@ -183,7 +184,45 @@ def run(rounds: int, health_s: float) -> dict[str, Any]:
     }
     out["scrape_ms"] = {side: _percentiles(kept) for side, kept in scrapes.items() if kept}
     out["exposition_bytes"] = len(exposition.encode())
+    out["cpu_per_request_us"] = cpu
     return out
+
+
+def cpu_cost(store: str, n: int = 20_000) -> dict[str, float]:
+    """The CPU the metrics add per query, in-process: ``observe_answer`` and the request middleware, in µs."""
+    from adamem.analysis.e5 import E5Embedder
+    from adamem.api.metrics import _RequestMetrics, observe_answer
+    from adamem.projections.store.factory import open_store
+    from adamem.retrieval.service import Retriever
+
+    retriever = Retriever(open_store(store, read_only=True), E5Embedder())
+    answer = retriever.query("default:alice", "What did I do last weekend?")
+    retriever.close()
+    t = time.perf_counter()
+    for _ in range(n):
+        observe_answer(answer, 0)
+    observe_us = (time.perf_counter() - t) / n * 1e6
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def noop(message: Any) -> None:
+        return None
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def calls(target: Any) -> float:
+        scope = {"type": "http", "method": "POST", "path": "/v1/users/alice/query", "headers": []}
+        t = time.perf_counter()
+        for _ in range(n):
+            await target(dict(scope), receive, noop)
+        return (time.perf_counter() - t) / n * 1e6
+
+    plain = asyncio.run(calls(app))
+    wrapped = asyncio.run(calls(_RequestMetrics(app)))
+    return {"observe_answer": round(observe_us, 2), "middleware": round(wrapped - plain, 2), "calls": n}
 
 
 def report(result: dict[str, Any]) -> None:
@@ -195,6 +234,7 @@ def report(result: dict[str, Any]) -> None:
     ]
     print_table(["service", "questions", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms"], rows)
     print(f"p95 with minus without metrics: {result['delta_p95_ms']} ms; /metrics scrape {result['scrape_ms']}")
+    print(f"CPU per query, in-process (µs): {result['cpu_per_request_us']}")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
