@@ -1,15 +1,16 @@
 """What the Prometheus metrics cost a query: p50/p95/p99 of ``adamem serve`` with and without them.
 
-Three ``adamem serve`` processes run side by side on one store (the bundled sample, projected by
+Four ``adamem serve`` processes run side by side on one store (the bundled sample, projected by
 the in-process pipeline): ``no_metrics`` (``ADAMEM_METRICS=false``); ``metrics`` (the request
 middleware, stage histograms, precision proxy and cache counters; memory health off,
-``ADAMEM_HEALTH_INTERVAL=0``); and ``metrics_health`` (the same, with the memory-health
-computation every ``--health-interval`` seconds, short enough to run several times during the
-measurement). One client sends the same questions to all three, rotating request by request, so
-all see the same machine load; both metrics processes are scraped once a second while they
-answer, as Prometheus would. Each question is asked ``--rounds`` times, so after the first round
-the answers come from the query cache; the figures are given for the first round (every stage
-runs) and for all rounds.
+``ADAMEM_HEALTH_INTERVAL=0``); ``metrics_health`` (the same, with the memory-health computation
+every ``--health-interval`` seconds, short enough to run several times during the measurement);
+and ``no_metrics_again``, a second service identical to the first: the control, whose difference
+from ``no_metrics`` is the noise of the run. One client sends the same questions to all four,
+rotating request by request, so all see the same machine load; both metrics processes are
+scraped once a second while they answer, as Prometheus would. Each question is asked
+``--rounds`` times, so after the first round the answers come from the query cache; the
+figures are given for the first round (every stage runs) and for all rounds.
 
     adamem bench metrics_overhead --rounds 40
 """
@@ -83,7 +84,7 @@ def _build(root: Path) -> str:
     return settings.store_url
 
 
-SIDES = ("no_metrics", "metrics", "metrics_health")
+SIDES = ("no_metrics", "metrics", "metrics_health", "no_metrics_again")
 
 
 def _serve(store: str, metrics: bool, health_s: float, log: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -125,7 +126,7 @@ def _percentiles(values: Sequence[float]) -> dict[str, float]:
 
 
 def run(rounds: int, health_s: float) -> dict[str, Any]:
-    """Build the store, start the three services, rotate the questions between them; latency in ms per side."""
+    """Build the store, start the four services, rotate the questions between them; latency in ms per side."""
     with tempfile.TemporaryDirectory(prefix="adamem-metrics-overhead-") as tmp:
         root = Path(tmp)
         store = _build(root)
@@ -133,7 +134,12 @@ def run(rounds: int, health_s: float) -> dict[str, Any]:
         urls: dict[str, str] = {}
         scraping = threading.Event()
         try:
-            setups = (("no_metrics", False, 0.0), ("metrics", True, 0.0), ("metrics_health", True, health_s))
+            setups = (
+                ("no_metrics", False, 0.0),
+                ("metrics", True, 0.0),
+                ("metrics_health", True, health_s),
+                ("no_metrics_again", False, 0.0),  # the control: what two identical services differ by
+            )
             for side, on, health in setups:
                 proc, urls[side] = _serve(store, on, health, root / f"serve-{side}.log")
                 procs.append(proc)
@@ -158,7 +164,7 @@ def run(rounds: int, health_s: float) -> dict[str, Any]:
                 for r in range(rounds):
                     for user, question in QUESTIONS:
                         n += 1
-                        order = SIDES[n % 3 :] + SIDES[: n % 3]  # no side always goes first
+                        order = SIDES[n % len(SIDES) :] + SIDES[: n % len(SIDES)]  # no side always goes first
                         for side in order:
                             t = time.perf_counter()
                             resp = client.post(f"{urls[side]}/v1/users/{user}/query", json={"question": question})
@@ -180,7 +186,7 @@ def run(rounds: int, health_s: float) -> dict[str, Any]:
         out[side] = {phase: _percentiles(values) for phase, values in phases.items()}
     out["delta_p95_ms"] = {
         side: {p: round(out[side][p]["p95"] - out["no_metrics"][p]["p95"], 2) for p in ("first", "all")}
-        for side in ("metrics", "metrics_health")
+        for side in ("metrics", "metrics_health", "no_metrics_again")
     }
     out["scrape_ms"] = {side: _percentiles(kept) for side, kept in scrapes.items() if kept}
     out["exposition_bytes"] = len(exposition.encode())
