@@ -50,7 +50,7 @@ class Settings:
     worker_session_timeout_s: float = _env(
         "ADAMEM_WORKER_SESSION_TIMEOUT", 10.0, "Seconds before the group drops a dead worker and rebalances."
     )
-    metrics: bool = _env("ADAMEM_METRICS", True, "The query service records its Prometheus metrics and serves /metrics.")
+    metrics: bool = _env("ADAMEM_METRICS", True, "The query service records Prometheus metrics and serves /metrics.")
     health_interval_s: float = _env(
         "ADAMEM_HEALTH_INTERVAL", 60.0, "Seconds between the query service's memory-health computations (0: never)."
     )
