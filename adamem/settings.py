@@ -50,6 +50,13 @@ class Settings:
     worker_session_timeout_s: float = _env(
         "ADAMEM_WORKER_SESSION_TIMEOUT", 10.0, "Seconds before the group drops a dead worker and rebalances."
     )
+    metrics: bool = _env("ADAMEM_METRICS", True, "The query service records Prometheus metrics and serves /metrics.")
+    health_interval_s: float = _env(
+        "ADAMEM_HEALTH_INTERVAL", 60.0, "Seconds between the query service's memory-health computations (0: never)."
+    )
+    metrics_interval_s: float = _env(
+        "ADAMEM_METRICS_INTERVAL", 5.0, "Seconds between a worker's consumer-lag measurements."
+    )
     worker_batch: int = _env("ADAMEM_WORKER_BATCH", 256, "Messages per micro-batch in the worker's analyze agent.")
     progress: bool = _env(
         "ADAMEM_PROGRESS", True, "Show progress (bars, status lines) on stderr; --quiet turns it off."

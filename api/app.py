@@ -26,9 +26,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adamem.api.auth import MIN_KEY_LENGTH, KeyRing, Principal
+from adamem.api.metrics import instrument, observe_answer
 from adamem.api.models import AsOfBody, ErrorBody, ErrorKind, PublishBody, QueryBody, publish_body, to_millis
 from adamem.api.provenance import ItemNotFound
 from adamem.errors import AdaMemError, InputError, LogError
+from adamem.metrics import HTTP_ERRORS
 from adamem.owners import owner_key, split_owner
 from adamem.retrieval.errors import UnknownOwner
 from adamem.retrieval.service import Retriever
@@ -61,6 +63,7 @@ class _AuthError(Exception):
 
 
 def _error(status: int, kind: ErrorKind, detail: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    HTTP_ERRORS.labels(kind, str(status)).inc()
     return JSONResponse({"error": kind, "detail": detail}, status_code=status, headers=headers)
 
 
@@ -154,6 +157,7 @@ def create_app(
     Raises ``ConfigError`` when ``api_keys`` is malformed or a key is shorter than ``MIN_KEY_LENGTH``.
     """
     keys = KeyRing(api_keys)
+    probes: dict[str, Any] = {}  # api.metrics.instrument's, when settings.metrics
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -164,6 +168,8 @@ def create_app(
         try:
             yield
         finally:
+            if probes.get("lag") is not None:
+                await probes["lag"].close()
             if log_ is not None:
                 await log_.stop()
             retriever.close()
@@ -185,6 +191,8 @@ def create_app(
     )
 
     app.add_middleware(_BodyLimit)
+    if settings.metrics:
+        probes.update(instrument(app, settings, retriever, log_))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -313,6 +321,8 @@ def create_app(
     async def query(body: QueryBody, owner_id: str = Depends(owner_of)) -> Response:
         point = as_of_point(body.as_of)
         answer = await retriever.aquery(owner_id, body.question, body.top_k, point)
+        if probes:
+            observe_answer(answer, probes["lag"].owner_lag(owner_id) if probes["lag"] is not None else None)
         return JSONResponse(answer.to_dict())  # serialised once by json, not validated by a model again
 
     @app.get(

@@ -50,7 +50,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     ``sync=True``, the convention of ``adamem.cli``.
     """
     import adamem.bench.report as report
-    from adamem.bench import HELP, footprint, ingest, latency, locomo, replay
+    from adamem.bench import HELP, footprint, ingest, latency, locomo, metrics_overhead, replay
 
     bench = subparsers.add_parser("bench", help=HELP)
     sub = bench.add_subparsers(dest="bench_command", required=True)
@@ -59,6 +59,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("ingest", ingest, "end-to-end throughput through a real broker and worker vs. raw Kafka and the embedder"),
         ("replay", replay, "rebuild all layers from recorded analyses: events/s and ratio to live ingest"),
         ("latency", latency, "query latency per route, in-process and over HTTP with concurrent clients"),
+        ("metrics_overhead", metrics_overhead, "query p95 of adamem serve with and without Prometheus metrics"),
         ("footprint", footprint, "disk per message per layer, process memory, vector index compression"),
         ("report", report, "write bench/results/README.md and the plots from the latest results"),
     )

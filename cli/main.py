@@ -75,23 +75,34 @@ def _owner(args: argparse.Namespace, settings: Settings) -> str:
     return owner_key(_tenant(args, settings), args.user)
 
 
+def _metrics_port(args: argparse.Namespace) -> None:
+    """Expose the process' Prometheus metrics on ``--metrics-port`` (``adamem.metrics``)."""
+    if getattr(args, "metrics_port", None):
+        from adamem.metrics import serve_metrics
+
+        serve_metrics(args.metrics_port, args.metrics_host)
+
+
 async def _project(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_project
 
     settings = _settings(args)
     require_log(settings)  # creating the store is project's job; creating an empty log is a typo's
+    _metrics_port(args)
     return await run_project(settings, follow=args.follow, quiet=args.quiet)
 
 
 def _worker(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_worker
 
+    _metrics_port(args)
     return run_worker(_settings(args), loglevel=args.loglevel, verbose=args.verbose, logfile=args.worker_log)
 
 
 async def _replay(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_replay
 
+    _metrics_port(args)
     layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
     settings = _settings(args)
     require_log(settings)
@@ -402,6 +413,11 @@ def _examples(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
+def _metrics_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (/metrics)")
+    p.add_argument("--metrics-host", default="127.0.0.1", help="address of --metrics-port (default 127.0.0.1)")
+
+
 def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     """The argument parser of every subcommand.
 
@@ -448,6 +464,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--follow", action="store_true", help="keep following the log until interrupted")
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
+    _metrics_arguments(p)
     p.set_defaults(run=_project)
 
     p = sub.add_parser("worker", help="run the Faust worker (analyze + project agents) on Kafka")
@@ -456,6 +473,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--verbose", action="store_true", help="Faust's own log and tables on the terminal, not in a file")
     p.add_argument("--worker-log", help="file for Faust's own log (default worker-<pid>.log in the current folder)")
+    _metrics_arguments(p)
     p.set_defaults(run=_worker, sync=True)
 
     p = sub.add_parser("memory", help="show a memory owner's four layers")
@@ -522,6 +540,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--view", help="name of the new view (default r<N>)")
     p.add_argument("--no-switch", action="store_true", help="build the view but keep serving the current one")
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
+    _metrics_arguments(p)
     p.set_defaults(run=_replay)
 
     p = sub.add_parser(

@@ -24,6 +24,25 @@ if ! command -v kcat >/dev/null 2>&1; then
     fi
 fi
 
+# prometheus and promtool (Debian's prometheus package): tests/deploy/test_observability.py runs a
+# real Prometheus server on free ports and checks the shipped config and rules with promtool. The
+# package's service is not started (policy-rc.d), so no server is left listening on 9090.
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: installing prometheus"
+        made_policy=0
+        if [ ! -e /usr/sbin/policy-rc.d ]; then
+            printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made_policy=1
+        fi
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+        if [ "$made_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
+    else
+        echo "test.sh: prometheus/promtool are missing; install them (Debian: apt-get install -y prometheus) and run again" >&2
+        exit 1
+    fi
+fi
+
 started_here=0
 if ! bash deploy/kafka.sh status >/dev/null 2>&1; then
     bash deploy/kafka.sh start

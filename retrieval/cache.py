@@ -63,6 +63,8 @@ class LFUCache(Generic[K, V]):
         self._uses: dict[K, int] = {}
         self._by_uses: dict[int, OrderedDict[K, None]] = {}  # uses → keys, least recently used first
         self._lock = threading.Lock()
+        self.hits = 0  # get() calls that found their key (read by the service's metrics)
+        self.misses = 0
 
     def __len__(self) -> int:
         return len(self._data)
@@ -82,7 +84,9 @@ class LFUCache(Generic[K, V]):
         with self._lock:
             found = self._data.get(key)
             if found is None:
+                self.misses += 1
                 return None
+            self.hits += 1
             self._touch(key, self._uses[key] + 1)
             return found[0]
 
@@ -203,6 +207,8 @@ class QueryCache(Generic[V]):
         self._lock = threading.RLock()
         self._next = 0
         self._weigh = weigh
+        self.hits = 0  # get() calls answered from the cache (read by the service's metrics)
+        self.misses = 0
 
         def weight(entry: _Entry[V]) -> int:
             return weigh(entry.value) if weigh is not None else 1
@@ -236,10 +242,12 @@ class QueryCache(Generic[V]):
                 cos = float(entry.vector @ vector)
                 if cos >= self.threshold and (best is None or (cos, -key) > (best[0], -best[1])):
                     best = (cos, key)
-            if best is None:
+            hit = self._lfu.get((owner_id, best[1])) if best is not None else None
+            if hit is None:
+                self.misses += 1
                 return None
-            hit = self._lfu.get((owner_id, best[1]))
-            return hit.value if hit is not None else None
+            self.hits += 1
+            return hit.value
 
     def put(self, owner_id: str, version: int, vector: Vector, guard: Hashable, value: V) -> None:
         """Remember a value for this owner and version."""
@@ -277,6 +285,11 @@ class VectorMemo:
         self.capacity = capacity
         self._data: OrderedDict[tuple[str, str], Vector] = OrderedDict()
         self._lock = threading.Lock()
+        self.hits = 0  # questions found memoised (read by the service's metrics)
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
 
     def vector(self, embedder: str, question: str, embed: Callable[[str], Vector]) -> Vector:
         """The memoised vector of ``question``, embedding it on a miss."""
@@ -284,8 +297,10 @@ class VectorMemo:
         with self._lock:
             found = self._data.get(key)
             if found is not None:
+                self.hits += 1
                 self._data.move_to_end(key)
                 return found
+            self.misses += 1
         vector = embed(question)
         if self.capacity > 0:
             with self._lock:

@@ -120,6 +120,15 @@ class Retriever:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
+    def cache_stats(self) -> list[tuple[str, int, int, int]]:
+        """``(cache, hits, misses, entries)`` of each cache: hot snapshots, owner states, answers, question vectors."""
+        return [
+            ("hot_snapshots", self._snapshots.hits, self._snapshots.misses, len(self._snapshots)),
+            ("owner_states", self._states.hits, self._states.misses, len(self._states)),
+            ("query_answers", self._answers.hits, self._answers.misses, len(self._answers)),
+            ("question_vectors", self._vectors.hits, self._vectors.misses, len(self._vectors)),
+        ]
+
     def warm_up(self) -> None:
         """Load the lazy parts once (jieba's dictionary, ~0.7 s; the embedder) so the first query is not slow."""
         tokenize("预热 warm up")

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from adamem import metrics
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import AdaMemError, LogError
 from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, MessageAnalyzed
@@ -346,6 +347,7 @@ async def _analyze_batch(
             topic = settings.topic("deadletter")
             out = dead_letter_record(rec, event, points, settings.topic("analyses"))
             stats.dead_lettered += 1
+            metrics.DEAD_LETTERS.labels("analyze", metrics.dead_letter_reason(event)).inc()
         else:
             topic = settings.topic("analyses")
             headers = ((SOURCE_HEADER, source_of(rec)), (RESUME_HEADER, resume_header(points)))
@@ -355,8 +357,10 @@ async def _analyze_batch(
             out = OutgoingRecord(event.user_id, value, headers)
             if isinstance(event, ChatMessage):
                 stats.analyzed += 1
+                metrics.EVENTS_ANALYSED.inc()
             else:
                 stats.forwarded += 1
+                metrics.EVENTS_FORWARDED.inc()
         if run and topic != run_topic:
             await log.append(run_topic, run)  # acked before anything after it claims it
             run = []
@@ -396,6 +400,7 @@ async def project_pending(
                     await dead_letter(log, settings, rec, f"{type(exc).__name__}: {exc}", {topic: rec.offset + 1})
                     dead_below = rec.offset + 1
                     stats.dead_lettered += 1
+                    metrics.DEAD_LETTERS.labels("project", metrics.dead_letter_reason(str(exc))).inc()
                 continue
             events.append(Positioned(event, rec.topic, rec.partition, rec.offset))
         result = projector.apply_batch(partition, topic, events, upto=stop)
@@ -421,6 +426,17 @@ async def pending_work(log: EventLog, store: MemoryStore, settings: Settings) ->
         inputs = sum(max(0, ends[t].get(p, 0) - resume.get(t, 0)) for t in (messages, control))
         work += 2 * inputs + max(0, ends[analyses].get(p, 0) - store.checkpoint(p).get(analyses, 0))
     return work
+
+
+async def _record_lag(
+    log: EventLog, projector: Projector, settings: Settings, partition: int, resume: Mapping[str, int]
+) -> None:
+    """``adamem_consumer_lag_events`` of a partition: input records not analysed, analyses not projected."""
+    analyses = settings.topic("analyses")
+    done = {**resume, analyses: projector.store.checkpoint(partition).get(analyses, 0)}
+    for topic in (settings.topic("messages"), settings.topic("control"), analyses):
+        end = (await log.end_offsets(topic)).get(partition, 0)
+        metrics.CONSUMER_LAG.labels(topic, str(partition)).set(max(0, end - done.get(topic, 0)))
 
 
 async def run_pipeline(
@@ -471,6 +487,7 @@ async def run_pipeline(
                 await analyze_pending(log, agent, settings, p, progress=progress, resume=resume.setdefault(p, {}))
             )
             total.add(await project_pending(log, projector, settings, p, progress=progress))
+            await _record_lag(log, projector, settings, p, resume[p])
         if not follow or (stop is not None and stop.is_set()):
             return total
         await asyncio.sleep(poll_s)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from adamem import metrics
 from adamem.errors import AdaMemError, StoreError
 from adamem.events import ChatMessage, Event, MemoryForgotten, MessageAnalyzed
 from adamem.projections.folds.apply import Positioned, apply
@@ -185,6 +186,7 @@ async def _fold_range(
         else:
             projector.apply_batch(partition, topic, events, upto=stop)
         folded += len(events)
+        metrics.REPLAY_EVENTS.inc(len(events))
         if progress is not None:
             progress(stop - pos)
         pos = stop
@@ -226,6 +228,7 @@ async def rebuild_view(
     rebuilt.record_generation(live.generation() or generation_record(settings))
     projector = Projector(rebuilt)
     report = RebuildReport(view=name)
+    progress = _measured(progress, sum(target.values()))
     with _collector_paused():
         for p in sorted(ends):
             report.events += await _fold_range(
@@ -256,6 +259,20 @@ async def rebuild_view(
         if projector.erased:  # the rebuild folded a forget: the views it replaces may still hold it
             report.removed_views = remove_other_views(root, name)
     return report
+
+
+def _measured(progress: Callable[[int], None] | None, total: int) -> Callable[[int], None]:
+    """``progress``, also setting ``adamem_replay_progress_ratio`` (records read / the target's; at most 1)."""
+    read = [0]
+    metrics.REPLAY_PROGRESS.set(0.0 if total else 1.0)
+
+    def tick(n: int) -> None:
+        read[0] += n
+        metrics.REPLAY_PROGRESS.set(min(1.0, read[0] / total) if total else 1.0)
+        if progress is not None:
+            progress(n)
+
+    return tick
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ from typing import Any
 
 import faust
 
+from adamem import metrics
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import AdaMemError
 from adamem.events import ChatMessage
@@ -33,6 +34,7 @@ from adamem.projections.projector import Projector
 from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, LogRecord
+from adamem.streams.metrics import ConsumerPositions
 from adamem.streams.pipeline import (
     ERROR_HEADER,
     FOR_HEADER,
@@ -133,6 +135,7 @@ def create_app(
         ``of`` (the analyses topic whose progress that is, for the analyze agent) in ``adamem-for``.
         """
         log.warning("dead-lettered %s: %s", _source(event).decode(), error)
+        metrics.DEAD_LETTERS.labels("analyze" if of else "project", metrics.dead_letter_reason(error)).inc()
         headers = [(SOURCE_HEADER, _source(event)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])]
         headers.append((RESUME_HEADER, resume_header(points)))
         if of:
@@ -227,6 +230,8 @@ def create_app(
         handled = [(event, _classify(event)) for event in todo]
         messages = [d for _, d in handled if isinstance(d, ChatMessage)]
         results = iter(await asyncio.to_thread(memory_agent().analyze, messages) if messages else [])
+        metrics.EVENTS_ANALYSED.inc(len(messages))
+        metrics.EVENTS_FORWARDED.inc(sum(1 for _, d in handled if not isinstance(d, (str, ChatMessage))))
         sends: list[Any] = []
         sending_to = None
         for event, decoded in handled:
@@ -256,6 +261,8 @@ def create_app(
         if assignment["epoch"] == epoch:  # else resume was cleared: the next event reads the log again
             for p, tracker in trackers.items():
                 resume[p] = tracker.points()
+        for event in events:
+            positions.handled(event.message.topic, event.message.partition, event.message.offset)
 
     @app.agent(analyses, name="project")
     async def project(stream: Any) -> None:
@@ -297,6 +304,7 @@ def create_app(
                 # store was replaced): the store is the truth about progress, so fill the gap.
                 batch_events = await _gap(partition, done[partition], first) + batch_events
             await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
+            positions.handled(topic, partition, reach[partition] - 1)
         counts["folded"] += len(events)
 
     # partition -> how far the analyses topic is dead-lettered (read from the dead-letter topic once per assignment)
@@ -336,9 +344,25 @@ def create_app(
             made["projector"].forget_cache()
             made["projector"].store.release(sorted({tp.partition for tp in revoked}))
 
+    positions = ConsumerPositions()  # adamem_consumer_lag_events, refreshed by the timer below
+
+    async def start_of(topic: str, partition: int) -> int:
+        if topic == settings.topic("analyses"):
+            return int((await asyncio.to_thread(projector().store.checkpoint, partition)).get(topic, 0))
+        return (await accounted(partition)).get(topic, 0)
+
+    @app.timer(settings.metrics_interval_s, name="consumer-lag")  # type: ignore[untyped-decorator]
+    async def consumer_lag() -> None:
+        try:
+            await positions.refresh(reader(), start_of)
+        except Exception as exc:  # never stop the worker for a metric: the next tick tries again
+            log.info("consumer lag not measured: %s", exc)
+
     async def on_assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
         held.clear()
         held.update(tp.partition for tp in assigned)
+        ours = {settings.topic(t) for t in ("messages", "control", "analyses")}  # not Faust's own topics
+        positions.assign((tp.topic, tp.partition) for tp in assigned if tp.topic in ours)
         resume.clear()
         dead_letters.clear()
         assignment["epoch"] += 1
