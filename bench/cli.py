@@ -37,6 +37,7 @@ EXAMPLES = {
     "ingest": "adamem bench ingest --log kafka://127.0.0.1:9092 --messages 500",
     "replay": "adamem bench replay --repeat 4",
     "latency": "adamem bench latency --per-route 20 --no-http",
+    "metrics_overhead": "adamem bench metrics_overhead --rounds 40",
     "footprint": "adamem bench footprint",
     "report": "adamem bench report",
 }

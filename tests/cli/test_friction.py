@@ -199,7 +199,9 @@ def test_every_command_has_an_example_in_its_help(command: str, capsys: pytest.C
     assert command in EXAMPLES and re.search(rf"^examples?:\n\s+adamem {command}\b", out, re.M), out[-600:]
 
 
-@pytest.mark.parametrize("command", ["locomo", "ingest", "replay", "latency", "footprint", "report"])
+@pytest.mark.parametrize(
+    "command", ["locomo", "ingest", "replay", "latency", "metrics_overhead", "footprint", "report"]
+)
 def test_every_benchmark_has_an_example_in_its_help(command: str) -> None:
     env = {**os.environ}
     done = subprocess.run([str(EXE), "bench", command, "--help"], capture_output=True, text=True, env=env, timeout=120)
