@@ -282,7 +282,7 @@ def test_malformed_keys_stop_the_service_with_a_clear_error(spec: str, needle: s
 def test_a_short_key_stops_adamem_serve_at_start_up(built: tuple[Settings, str], tmp_path: Path) -> None:
     _, store = built
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("adamem")), "serve", "--store", store, "--port", "1"],
+        [str(Path(sys.executable).with_name("adamem")), "serve", "--read-only", "--store", store, "--port", "1"],
         env={"ADAMEM_API_KEYS": "acme:too-short", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
         capture_output=True,
         text=True,
