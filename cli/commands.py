@@ -540,12 +540,10 @@ def run_serve(settings: Settings, *, with_log: bool, read_only: bool = False, ac
 
     embedded = not read_only and not settings.log_url.startswith("kafka://")
     log = open_log(settings.log_url, settings) if (with_log or embedded) else None
-    writer = None
-    if embedded and log is not None:
-        if isinstance(log, EmbeddedLog):
-            log.hold_writer_lock()  # refused here, naming the folder, when another process writes to it
-        writer = Follower(log, settings, build_agent)
+    writer = Follower(log, settings, build_agent) if embedded and log is not None else None
     app = create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys, writer=writer)
+    if writer is not None and isinstance(log, EmbeddedLog):  # after the keys' check: a bad key creates nothing
+        log.hold_writer_lock()  # refused here, naming the folder, when another process writes to it
     base = f"http://{settings.host}:{settings.port}"
     if writer is not None:
         mode = "embedded: ingests, analyses and projects in this process"

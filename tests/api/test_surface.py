@@ -49,10 +49,11 @@ def test_every_route_declares_the_error_body_for_each_status_it_can_answer(clien
     assert "HTTPValidationError" not in spec["components"]["schemas"]  # FastAPI's own 422 shape is gone
     assert set(spec["components"]["schemas"]["ErrorBody"]["required"]) == {"error", "detail"}
     expected = {
-        ("post", "/v1/users/{user}/query"): {"200", "400", "401", "403", "404", "413", "422", "500", "503"},
+        ("post", "/v1/users/{user}/query"): {"200", "400", "401", "403", "404", "409", "413", "422", "500", "503"},
         ("get", "/v1/users/{user}/memory"): {"200", "401", "403", "404", "422", "500", "503"},
         ("get", "/v1/users/{user}/memory/{item}/provenance"): {"200", "401", "403", "404", "422", "500", "503"},
         ("post", "/v1/messages"): {"202", "400", "401", "403", "413", "422", "500", "503"},
+        ("post", "/v1/visible"): {"200", "400", "401", "403", "409", "413", "422", "500", "503"},
         ("get", "/health"): {"200", "500"},
     }
     operations = {(m, p): op for p, item in spec["paths"].items() for m, op in item.items()}
@@ -282,7 +283,7 @@ def test_malformed_keys_stop_the_service_with_a_clear_error(spec: str, needle: s
 def test_a_short_key_stops_adamem_serve_at_start_up(built: tuple[Settings, str], tmp_path: Path) -> None:
     _, store = built
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("adamem")), "serve", "--read-only", "--store", store, "--port", "1"],
+        [str(Path(sys.executable).with_name("adamem")), "serve", "--store", store, "--port", "1"],
         env={"ADAMEM_API_KEYS": "acme:too-short", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
         capture_output=True,
         text=True,
