@@ -503,6 +503,8 @@ def create_app(
             out.writer = {"running": state.running, "last_error": state.last_error}
             if not state.running:
                 out.status, out.detail = "degraded", "the write path has stopped; see the service's log"
+            elif state.last_error is not None:
+                out.status, out.detail = "degraded", f"the write path's last pass failed: {state.last_error}"
         if log_ is not None:
             try:
                 out.lag = await _lag(log_, retriever, settings)

@@ -250,7 +250,9 @@ class HealthAnswer(BaseModel):
     """Readiness, which mode the service runs in, and how far the projections are behind the log."""
 
     status: Literal["ok", "degraded"] = Field(
-        ..., description="ok; degraded: the log cannot be read, or the in-process write path stopped (see detail)."
+        ...,
+        description="ok; degraded: the log cannot be read, or the in-process write path stopped or its last "
+        "pass failed (see detail).",
     )
     mode: Literal["embedded", "read-only"] = Field(
         ...,

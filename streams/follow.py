@@ -2,16 +2,18 @@
 
 ``adamem serve`` on the embedded log ingests, analyses and projects in one process: the service
 appends messages to the log, and a ``Follower`` runs the very pipeline ``adamem project --follow``
-runs (``run_pipeline``) over the same log object, in a thread with an event loop of its own, so
-that analysing (the embedder) and folding (LanceDB commits) never hold up the service's requests.
-A publish wakes it (``wake``), so a message does not wait for the next poll.
+runs (``run_pipeline``, one pass at a time) over the same log object, in a thread with an event
+loop of its own, so that analysing (the embedder) and folding (LanceDB commits) never hold up the
+service's requests. A pass starts ``poll_s`` after the last one, or at once when a publish wakes it
+(``wake``), so a message does not wait for the next poll.
 
 The embedded log has one writer process: the follower takes the log's writer lock when it starts,
 so a second writer is refused at once, naming the folder, instead of at its first append. A pass
-that fails (a log or store error) is logged and kept (``status().last_error``); the next pass starts again
-from the log and the store's checkpoint, so nothing is lost or applied twice. Stopping ends the
-pass under way; one still running after ``stop``'s timeout is left to die with the process, which
-the log and the store survive as they survive a crash (``tests/streams/test_crash_safety.py``).
+that fails (a log or store error) is logged and kept (``status().last_error``) until a pass
+succeeds; the next pass starts again from the log and the store's checkpoint, so nothing is lost
+or applied twice. Stopping ends the pass under way; one still running after ``stop``'s timeout is
+left to die with the process, which the log and the store survive as they survive a crash
+(``tests/streams/test_crash_safety.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ log = logging.getLogger("adamem.follow")
 
 @dataclass(frozen=True)
 class FollowerStatus:
-    """Whether the follower runs, and the last failure of a pass since it started (None: none failed)."""
+    """Whether the follower runs, and why its last pass failed (None: it succeeded, or none ran yet)."""
 
     running: bool
     last_error: str | None
@@ -108,7 +110,7 @@ class Follower:
         return True
 
     def status(self) -> FollowerStatus:
-        """Running or not, and the last failure of a pass."""
+        """Running or not, and the failure of the last pass."""
         return FollowerStatus(self._thread is not None and self._thread.is_alive(), self._error)
 
     def _run(self) -> None:
@@ -128,25 +130,22 @@ class Follower:
         store = open_store(self.settings.store_url)
         try:
             resolve(self.settings, store, record_if_missing=True)
+            projector = Projector(store)  # one for the whole run: it keeps the owners' states between passes
+            agent: MemoryAgent | None = None
+            generation = ""
             self._ready.set()
             while not self._stop.is_set():
+                self._wake.clear()  # before the pass: a publish during it sets it again
                 try:
-                    settings = resolve(self.settings, store)  # again after a failure: a view may have switched
-                    await run_pipeline(
-                        self.log,
-                        Projector(store),
-                        self._agent_factory(settings),
-                        settings,
-                        follow=True,
-                        poll_s=self._poll_s,
-                        stop=self._stop,
-                        agent_factory=self._agent_factory,
-                        wake=self._wake,
-                    )
+                    settings = resolve(self.settings, store)  # each pass: the active view may have switched
+                    if agent is None or settings.generation != generation:
+                        agent, generation = self._agent_factory(settings), settings.generation
+                    await run_pipeline(self.log, projector, agent, settings)
+                    self._error, nap = None, self._poll_s
                 except AdaMemError as exc:
-                    self._error = f"{type(exc).__name__}: {exc}"
-                    log.warning("the write path failed, retrying in %.0f s: %s", self._retry_s, exc)
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stop.wait(), self._retry_s)
+                    self._error, nap = f"{type(exc).__name__}: {exc}", self._retry_s
+                    log.warning("the write path failed, retrying in %.0f s: %s", nap, exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), nap)
         finally:
             store.close()

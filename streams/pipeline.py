@@ -22,7 +22,6 @@ dead-lettered once however often the analyzer restarts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -416,13 +415,8 @@ async def run_pipeline(
     poll_s: float = 0.5,
     stop: asyncio.Event | None = None,
     agent_factory: Callable[[Settings], MemoryAgent] | None = None,
-    wake: asyncio.Event | None = None,
 ) -> PipelineStats:
     """Analyze and project everything pending on every partition; with ``follow``, keep going.
-
-    While following, each pass starts ``poll_s`` after the last one, or as soon as ``wake`` is set
-    (a publisher in the same process sets it, so a message does not wait for the next poll);
-    ``stop`` ends the run after the pass under way.
 
     ``settings`` and ``agent`` must be those of the store's generation (``generations.resolve``).
     When the active view switches to another generation while following, the pipeline goes on
@@ -455,11 +449,4 @@ async def run_pipeline(
             total.add(await project_pending(log, projector, settings, p))
         if not follow or (stop is not None and stop.is_set()):
             return total
-        if wake is None:
-            await asyncio.sleep(poll_s)
-        else:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), poll_s)
-            wake.clear()  # before the pass: a publish during it sets it again
-        if stop is not None and stop.is_set():
-            return total
+        await asyncio.sleep(poll_s)

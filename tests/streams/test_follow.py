@@ -114,3 +114,37 @@ async def test_visible_counts_only_what_the_store_has_folded(settings: Settings)
     finally:
         store.close()
         await log.stop()
+
+
+async def test_a_failing_pass_is_reported_and_retried_and_the_follower_goes_on(settings: Settings) -> None:
+    from adamem.errors import ConfigError
+
+    calls: list[str] = []
+
+    def flaky(s: Settings) -> MemoryAgent:
+        calls.append(s.generation)
+        if len(calls) == 1:
+            raise ConfigError("ADAMEM_EXTRACTOR='nope' is not an extractor")
+        return _agent(s)
+
+    settings = replace(settings, embedded_partitions=1)
+    log = EmbeddedLog(settings.log_url, settings)
+    await log.start()
+    follower = Follower(log, settings, flaky, poll_s=600, retry_s=600)
+    follower.start()
+    try:
+        deadline = time.monotonic() + 60
+        while follower.status().last_error is None:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        assert "is not an extractor" in str(follower.status().last_error) and follower.status().running
+        await publish_messages(log, load_messages(_lines("I play the oboe."), settings), settings)
+        follower.wake()  # the retry: this pass succeeds, and clears the error
+        await _until_visible(log, settings, 0, 0)
+        while follower.status().last_error is not None:  # cleared as the pass returns, just after its commit
+            assert time.monotonic() < deadline + 60
+            await asyncio.sleep(0.02)
+        assert calls == ["g1", "g1"]
+    finally:
+        assert follower.stop()
+        await log.stop()
