@@ -280,3 +280,42 @@ def test_adamem_add_without_a_service_analyses_and_projects_in_process(tmp_path:
     assert "added " in added.stdout and f"adamem.messages p{partition_for('tess', PARTITIONS)}:0;" in added.stdout
     asked = subprocess.run([ADAMEM, "query", "tess", "What am I allergic to?", "--json"], **run)
     assert asked.returncode == 0 and "walnuts" in asked.stdout, asked.stderr
+
+
+@pytest.mark.kafka
+def test_on_kafka_the_service_only_reads_and_min_position_waits_for_the_workers(
+    settings: Settings, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Read-your-writes from the log's headers works whoever projects: here a pipeline run stands in for a worker."""
+    from adamem.analysis.agent import MemoryAgent
+    from adamem.analysis.rules import RuleExtractor
+    from adamem.projections.projector import Projector
+    from adamem.streams.pipeline import run_pipeline
+
+    settings = Settings(
+        log_url=f"kafka://{kafka_bootstrap}",
+        store_url=str(tmp_path / "store"),
+        topic_prefix=settings.topic_prefix,
+        partitions=2,
+    )
+
+    async def work() -> None:
+        log = open_log(settings.log_url, settings)
+        await log.start()
+        try:
+            store = open_store(settings.store_url)
+            await run_pipeline(log, Projector(store), MemoryAgent(RuleExtractor(), embedder()), settings)
+            store.close()
+        finally:
+            await log.stop()
+
+    retriever = Retriever(open_store(settings.store_url, read_only=True), embedder())
+    with serving(create_app(settings, retriever, open_log(settings.log_url, settings))) as c:
+        assert c.get("/health").json()["mode"] == "read-only"
+        posted = c.post("/v1/messages", json={"messages": [_message("uma", "I collect antique maps.")]}).json()
+        early = c.post("/v1/visible", json={"positions": posted["positions"], "wait_ms": 300})
+        assert early.status_code == 409 and early.json()["error"] == "not_visible", early.text
+        asyncio.run(work())
+        body = {"question": "What do I collect?", "min_position": posted["positions"], "wait_ms": 20_000}
+        answer = c.post("/v1/users/uma/query", json=body)
+        assert answer.status_code == 200 and any("maps" in t for t in _texts(answer.json())), answer.text
