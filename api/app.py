@@ -1,4 +1,8 @@
-"""The FastAPI application: query, list memory, provenance, publish, health.
+"""The FastAPI application: query, list memory, provenance, publish, wait for what was published, health.
+
+In embedded mode the service also runs the write path (``streams.follow.Follower``); a publish
+answers the positions it wrote, and a query (``min_position``) or ``POST /v1/visible`` waits until
+the store reflects them, as read from the log (``streams.visible``), or answers 409 ``not_visible``.
 
 Every error — a 4xx for anything the caller can fix, a 5xx otherwise — is answered as JSON
 ``{"error": kind, "detail": message}`` (``models.ErrorBody``), including the framework's own
@@ -156,9 +160,9 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "No API key was sent.",
         403: "The API key is not valid, or may not act for that tenant.",
         404: "No such owner or item for this key, or no such path.",
+        409: "The positions asked for (min_position, or the positions to wait for) are not in memory: no "
+        "message was written there, or the projections did not reach them within wait_ms (retry, or wait longer).",
         413: f"The request body is over {MAX_BODY} bytes.",
-        409: "min_position is not in memory: no message was written there, or the projections did not reach it "
-        "within wait_ms (retry, or wait longer).",
         422: "The request does not match this description (types, bounds, required or unknown fields).",
         500: "An unexpected error; it has been logged.",
         503: "The log or the store cannot answer now; retry later.",
