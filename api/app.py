@@ -74,7 +74,11 @@ class Forbidden(AdaMemError):
 
 
 class NotVisible(AdaMemError):
-    """A query's ``min_position`` is not reflected in memory (not written, or not projected in time)."""
+    """Positions asked for are not reflected in memory within the time given: ask again to wait longer."""
+
+
+class NotWritten(AdaMemError):
+    """Positions asked for hold no message (no such partition, or past its end): waiting would not help."""
 
 
 class _AuthError(Exception):
@@ -160,8 +164,9 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "No API key was sent.",
         403: "The API key is not valid, or may not act for that tenant.",
         404: "No such owner or item for this key, or no such path.",
-        409: "The positions asked for (min_position, or the positions to wait for) are not in memory: no "
-        "message was written there, or the projections did not reach them within wait_ms (retry, or wait longer).",
+        409: "The positions asked for (min_position, or the positions to wait for) are not in memory: "
+        "not_visible: the projections did not reach them within wait_ms (ask again to wait longer); "
+        "not_written: no message was written there.",
         413: f"The request body is over {MAX_BODY} bytes.",
         422: "The request does not match this description (types, bounds, required or unknown fields).",
         500: "An unexpected error; it has been logged.",
@@ -277,6 +282,10 @@ def create_app(
     async def not_visible(request: Request, exc: NotVisible) -> JSONResponse:
         return _error(409, "not_visible", str(exc))
 
+    @app.exception_handler(NotWritten)
+    async def not_written(request: Request, exc: NotWritten) -> JSONResponse:
+        return _error(409, "not_written", str(exc))
+
     @app.exception_handler(LogError)
     async def no_log(request: Request, exc: LogError) -> JSONResponse:
         log.warning("log unavailable: %s", exc)
@@ -347,7 +356,11 @@ def create_app(
         await asyncio.to_thread(retriever.require, owner_id)  # the owner's facts: no rows loaded for this
 
     async def reached(positions: list[LogPosition], wait_ms: int) -> None:
-        """Return once every message at ``positions`` is in memory; ``NotVisible`` when not within ``wait_ms``."""
+        """Return once every message at ``positions`` is in memory; ``NotVisible`` when not within ``wait_ms``.
+
+        ``NotWritten`` at once for a position that holds no message. One request waits at most
+        ``MAX_WAIT_MS``: a client that wants to wait longer asks again (``MemoryClient.wait`` does).
+        """
         if log_ is None:
             raise LogError("this service was started without a log; it cannot tell where the projections are")
         from adamem.streams.generations import settings_for
@@ -360,12 +373,12 @@ def create_app(
         want: dict[int, int] = {}
         for pos in positions:
             if pos.partition >= count:
-                raise NotVisible(f"{topic} has {count} partition(s); there is no partition {pos.partition}")
+                raise NotWritten(f"{topic} has {count} partition(s); there is no partition {pos.partition}")
             want[pos.partition] = max(want.get(pos.partition, 0), pos.offset)
         ends = await log_.end_offsets(topic)
         for p, offset in sorted(want.items()):
             if offset >= ends.get(p, 0):
-                raise NotVisible(
+                raise NotWritten(
                     f"no message was written at {topic} partition {p} offset {offset}: the partition ends at "
                     f"offset {ends.get(p, 0)}"
                 )
@@ -380,7 +393,7 @@ def create_app(
             if loop.time() >= deadline:
                 behind = ", ".join(f"partition {p} offset {o}" for p, o in sorted(want.items()))
                 raise NotVisible(
-                    f"the projections did not reach {behind} of {topic} within {wait_ms} ms; retry, or wait longer"
+                    f"the projections did not reach {behind} of {topic} within {wait_ms} ms; ask again to wait longer"
                 )
             await asyncio.sleep(0.02)
 

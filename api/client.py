@@ -15,6 +15,7 @@ reflects it (``POST /v1/messages``, then ``POST /v1/visible`` with the positions
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import httpx
@@ -78,6 +79,24 @@ def _message(
     if tenant is not None:
         message["tenant"] = tenant  # the client's tenant (a key acts for its own, and refuses any other)
     return message
+
+
+WAIT_STEP_MS = 5_000  # the service's longest wait per request (api.models.MAX_WAIT_MS)
+
+
+def _step(deadline: float) -> int:
+    """The wait of the next ``/v1/visible`` request: what is left, within one request's limit."""
+    return max(0, min(WAIT_STEP_MS, int((deadline - time.monotonic()) * 1000)))
+
+
+def _again(resp: httpx.Response, deadline: float) -> bool:
+    """Ask again: the projections are behind (409 not_visible) and there is time left."""
+    if resp.status_code != 409 or time.monotonic() >= deadline:
+        return False
+    try:
+        return bool(resp.json().get("error") == "not_visible")
+    except ValueError:
+        return False
 
 
 def _added(published: Any, waited: Any) -> dict[str, Any]:
@@ -150,8 +169,14 @@ class MemoryClient:
         return _check(self._http.post("/v1/messages", json={"messages": messages}))
 
     def wait(self, positions: list[dict[str, int]], wait_ms: int = 10_000) -> Any:
-        """Return once the messages at ``positions`` are in memory (``POST /v1/visible``); 409 if not in time."""
-        return _check(self._http.post("/v1/visible", json={"positions": positions, "wait_ms": wait_ms}))
+        """Return once the messages at ``positions`` are in memory (``POST /v1/visible``, asked again while the
+        service's longest wait per request is shorter than ``wait_ms``); ``ServiceError`` 409 if not in time."""
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            step = _step(deadline)
+            resp = self._http.post("/v1/visible", json={"positions": positions, "wait_ms": step})
+            if not _again(resp, deadline):
+                return _check(resp)
 
     def add(
         self,
@@ -229,8 +254,13 @@ class AsyncMemoryClient:
         return _check(await self._http.post("/v1/messages", json={"messages": messages}))
 
     async def wait(self, positions: list[dict[str, int]], wait_ms: int = 10_000) -> Any:
-        """Return once the messages at ``positions`` are in memory; 409 if not in time."""
-        return _check(await self._http.post("/v1/visible", json={"positions": positions, "wait_ms": wait_ms}))
+        """Return once the messages at ``positions`` are in memory (see ``MemoryClient.wait``); 409 if not in time."""
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            step = _step(deadline)
+            resp = await self._http.post("/v1/visible", json={"positions": positions, "wait_ms": step})
+            if not _again(resp, deadline):
+                return _check(resp)
 
     async def add(
         self,

@@ -48,7 +48,7 @@ __all__ = [
 # as milliseconds since the Unix epoch (each fits an Avro timestamp-millis).
 MIN_TIME_MS = -62_135_596_800_000
 MAX_TIME_MS = 253_402_300_799_999
-MAX_WAIT_MS = 30_000  # the longest a query waits for the projections to reach its min_position
+MAX_WAIT_MS = 5_000  # the longest one request waits for the projections (ask again to wait longer)
 MAX_OFFSET = (1 << 53) - 1  # exact as a JSON number; a Kafka offset (int64) never gets this far in practice
 
 # A string with at least one character that is not whitespace in Python's sense (``str.isspace``,
@@ -73,6 +73,7 @@ ErrorKind = Literal[
     "too_large",
     "bad_request",
     "not_visible",
+    "not_written",
     "log_unavailable",
     "unavailable",
     "internal",
@@ -288,7 +289,8 @@ class QueryBody(BaseModel):
         max_length=1000,
         json_schema_extra=_no_null,
         description="Read your writes: answer only once the messages at these positions (the `positions` that "
-        "POST /v1/messages returned) are in memory; waits up to wait_ms, else answers 409 not_visible.",
+        "POST /v1/messages returned) are in memory; waits up to wait_ms, else answers 409 not_visible (409 "
+        "not_written, at once, for a position no message was written at).",
     )
     wait_ms: WaitMs = Field(
         5000, description=f"How long to wait for min_position, in milliseconds (at most {MAX_WAIT_MS})."

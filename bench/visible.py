@@ -98,9 +98,9 @@ def _publish(http: Any, messages: Sequence[ChatMessage]) -> list[dict[str, int]]
 
 
 def _wait(http: Any, positions: list[dict[str, int]], rounds: int = 1) -> None:
-    """``POST /v1/visible``, asked again up to ``rounds`` times while the projections are still behind."""
-    for _ in range(rounds):
-        r = http.post("/v1/visible", json={"positions": positions, "wait_ms": 30_000})
+    """``POST /v1/visible`` (5 s each), asked again for up to ``rounds`` × 30 s while the projections are behind."""
+    for _ in range(rounds * 6):
+        r = http.post("/v1/visible", json={"positions": positions, "wait_ms": 5_000})
         if r.status_code == 200:
             return
         if r.status_code != 409 or "did not reach" not in r.text:
