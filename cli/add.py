@@ -53,10 +53,10 @@ async def _in_process(settings: Settings, record: dict[str, Any], wait_s: float)
 
     messages = load_messages(json.dumps(record).encode(), settings, "adamem add", "jsonl")
     kafka = settings.log_url.startswith("kafka://")
-    store = open_store(settings.store_url, read_only=kafka)
     log = open_log(settings.log_url, settings)
     await log.start()
     started = time.monotonic()
+    store = None
     try:
         try:
             report = await publish_messages(log, messages, settings)
@@ -67,6 +67,8 @@ async def _in_process(settings: Settings, record: dict[str, Any], wait_s: float)
                     f"--url http://{settings.host}:{settings.port})"
                 ) from exc
             raise
+        # Only now, as the log's writer (or on Kafka, a reader): a second writer of the store would roll it back.
+        store = open_store(settings.store_url, read_only=kafka)
         settings = resolve(settings, store, record_if_missing=not kafka)
         if not kafka:
             await run_pipeline(log, Projector(store), build_agent(settings), settings, agent_factory=build_agent)
@@ -84,7 +86,8 @@ async def _in_process(settings: Settings, record: dict[str, Any], wait_s: float)
                 )
             await asyncio.sleep(0.05)
     finally:
-        store.close()
+        if store is not None:
+            store.close()
         await log.stop()
     return {
         "event_id": messages[0].event_id,
