@@ -146,7 +146,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
     with_log = args.log is not None or "ADAMEM_LOG" in os.environ
-    return run_serve(settings, with_log=with_log, read_only=args.read_only, access_log=not args.no_access_log)
+    # A store named without a log is served as it was before issue 15: read-only, no log opened.
+    store_only = not with_log and (args.store is not None or "ADAMEM_STORE" in os.environ)
+    read_only = args.read_only or store_only
+    return run_serve(settings, with_log=with_log, read_only=read_only, access_log=not args.no_access_log)
 
 
 async def _add(args: argparse.Namespace) -> int:
@@ -331,13 +334,16 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "serve",
         help="serve the HTTP API (OpenAPI at /docs); on the embedded log it also analyses and projects",
-        description="Serve the HTTP API. On an embedded log (a folder; the default ./data/log) this one process "
-        "ingests, analyses and projects: a message posted to /v1/messages is in the answer of the next query "
-        "(mode embedded; it is then the log's one writer). On a kafka:// log, or with --read-only, it only "
-        "reads the store, which workers or `adamem project` build (mode read-only). /health says which.",
+        description="Serve the HTTP API. On an embedded log (a folder: --log, $ADAMEM_LOG, or with no --store "
+        "either the default ./data/log) this one process ingests, analyses and projects: a message posted to "
+        "/v1/messages is in the answer of the next query (mode embedded; it is then the log's one writer). On a "
+        "kafka:// log, with --read-only, or given a store and no log, it only reads the store, which workers or "
+        "`adamem project` build (mode read-only). /health says which.",
     )
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
-    p.add_argument("--log", help="a folder (embedded) or kafka://host:port (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument(
+        "--log", help="a folder (embedded) or kafka://host:port (default $ADAMEM_LOG; ./data/log if no store is given)"
+    )
     p.add_argument(
         "--read-only",
         action="store_true",

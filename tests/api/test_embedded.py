@@ -318,3 +318,31 @@ def test_on_kafka_the_service_only_reads_and_min_position_waits_for_the_workers(
         body = {"question": "What do I collect?", "min_position": posted["positions"], "wait_ms": 5_000}
         answer = c.post("/v1/users/uma/query", json=body)
         assert answer.status_code == 200 and any("maps" in t for t in _texts(answer.json())), answer.text
+
+
+def test_a_store_named_without_a_log_is_served_read_only_as_before(served: Served, tmp_path: Path) -> None:
+    with MemoryClient(served.url) as m:
+        m.add("vera", "I keep bees on my balcony.")
+    port = free_port()
+    out = tmp_path / "store-only.out"
+    store = str(served.folder / "data" / "store")
+    with out.open("wb") as fo:
+        process = subprocess.Popen(
+            [ADAMEM, "serve", "--store", store], cwd=tmp_path, env=_env(port), stdout=fo, stderr=subprocess.STDOUT
+        )
+    s = Served(f"http://127.0.0.1:{port}", process, tmp_path, out)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None and time.monotonic() < deadline, s.output()
+            try:
+                health = httpx.get(f"{s.url}/health", timeout=2).json()
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        assert health["mode"] == "read-only" and "log" not in health and "writer" not in health, health
+        assert not (tmp_path / "data").exists()  # no log made in the folder it was started from
+        answer = httpx.post(f"{s.url}/v1/users/vera/query", json={"question": "What do I keep?"}).json()
+        assert any("bees" in t for t in _texts(answer))  # the embedded service's store, read beside it
+    finally:
+        _stop(s)
