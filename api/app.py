@@ -1,4 +1,8 @@
-"""The FastAPI application: query, list memory, provenance, publish, health.
+"""The FastAPI application: query, list memory, provenance, publish, wait for what was published, health.
+
+In embedded mode the service also runs the write path (``streams.follow.Follower``); a publish
+answers the positions it wrote, and a query (``min_position``) or ``POST /v1/visible`` waits until
+the store reflects them, as read from the log (``streams.visible``), or answers 409 ``not_visible``.
 
 Every error — a 4xx for anything the caller can fix, a 5xx otherwise — is answered as JSON
 ``{"error": kind, "detail": message}`` (``models.ErrorBody``), including the framework's own
@@ -27,7 +31,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adamem.api.auth import MIN_KEY_LENGTH, KeyRing, Principal
 from adamem.api.metrics import instrument, observe_answer
-from adamem.api.models import AsOfBody, ErrorBody, ErrorKind, PublishBody, QueryBody, publish_body, to_millis
+from adamem.api.models import (
+    AsOfBody,
+    ErrorBody,
+    ErrorKind,
+    HealthAnswer,
+    LogPosition,
+    PublishAnswer,
+    PublishBody,
+    QueryBody,
+    WaitAnswer,
+    WaitBody,
+    publish_body,
+    to_millis,
+)
 from adamem.api.provenance import ItemNotFound
 from adamem.errors import AdaMemError, InputError, LogError
 from adamem.metrics import HTTP_ERRORS
@@ -36,6 +53,7 @@ from adamem.retrieval.errors import UnknownOwner
 from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf
 from adamem.settings import Settings
+from adamem.streams.follow import Follower
 from adamem.streams.log import EventLog
 
 __all__ = ["MAX_BODY", "create_app"]
@@ -55,6 +73,14 @@ _DIGITS = re.compile(rb"[0-9]{1,19}")
 
 class Forbidden(AdaMemError):
     """The key may not do this."""
+
+
+class NotVisible(AdaMemError):
+    """Positions asked for are not reflected in memory within the time given: ask again to wait longer."""
+
+
+class NotWritten(AdaMemError):
+    """Positions asked for hold no message (no such partition, or past its end): waiting would not help."""
 
 
 class _AuthError(Exception):
@@ -141,6 +167,9 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "No API key was sent.",
         403: "The API key is not valid, or may not act for that tenant.",
         404: "No such owner or item for this key, or no such path.",
+        409: "The positions asked for (min_position, or the positions to wait for) are not in memory: "
+        "not_visible: the projections did not reach them within wait_ms (ask again to wait longer); "
+        "not_written: no message was written there.",
         413: f"The request body is over {MAX_BODY} bytes.",
         422: "The request does not match this description (types, bounds, required or unknown fields).",
         500: "An unexpected error; it has been logged.",
@@ -150,14 +179,25 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 def create_app(
-    settings: Settings, retriever: Retriever, log_: EventLog | None = None, *, api_keys: str = ""
+    settings: Settings,
+    retriever: Retriever,
+    log_: EventLog | None = None,
+    *,
+    api_keys: str = "",
+    writer: Follower | None = None,
 ) -> FastAPI:
-    """The query service over ``retriever``'s store; ``log_`` (optional) enables publishing and lag.
+    """The query service over ``retriever``'s store; ``log_`` (optional) enables publishing, lag and min_position.
 
+    With ``writer`` (a ``Follower`` over the same ``log_``) the service is the embedded default's one
+    process: it runs the write path from start-up to shutdown, and a publish wakes it. Without,
+    it only reads the store (mode ``read-only``), which other processes project.
     Raises ``ConfigError`` when ``api_keys`` is malformed or a key is shorter than ``MIN_KEY_LENGTH``.
     """
     keys = KeyRing(api_keys)
     probes: dict[str, Any] = {}  # api.metrics.instrument's, when settings.metrics
+    if writer is not None and (log_ is None or writer.log is not log_):
+        raise ValueError("the writer must follow the service's own log")
+    mode: Literal["embedded", "read-only"] = "embedded" if writer is not None else "read-only"
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -166,8 +206,12 @@ def create_app(
         if log_ is not None:
             await log_.start()
         try:
+            if writer is not None:
+                await asyncio.to_thread(writer.start)
             yield
         finally:
+            if writer is not None:
+                await asyncio.to_thread(writer.stop)
             if probes.get("lag") is not None:
                 await probes["lag"].close()
             if log_ is not None:
@@ -242,6 +286,14 @@ def create_app(
     async def forbidden(request: Request, exc: Forbidden) -> JSONResponse:
         return _error(403, "forbidden", str(exc))
 
+    @app.exception_handler(NotVisible)
+    async def not_visible(request: Request, exc: NotVisible) -> JSONResponse:
+        return _error(409, "not_visible", str(exc))
+
+    @app.exception_handler(NotWritten)
+    async def not_written(request: Request, exc: NotWritten) -> JSONResponse:
+        return _error(409, "not_written", str(exc))
+
     @app.exception_handler(LogError)
     async def no_log(request: Request, exc: LogError) -> JSONResponse:
         log.warning("log unavailable: %s", exc)
@@ -311,14 +363,58 @@ def create_app(
     async def owner_known(owner_id: str) -> None:
         await asyncio.to_thread(retriever.require, owner_id)  # the owner's facts: no rows loaded for this
 
+    async def reached(positions: list[LogPosition], wait_ms: int) -> None:
+        """Return once every message at ``positions`` is in memory; ``NotVisible`` when not within ``wait_ms``.
+
+        ``NotWritten`` at once for a position that holds no message. One request waits at most
+        ``MAX_WAIT_MS``: a client that wants to wait longer asks again (``MemoryClient.wait`` does).
+        """
+        if log_ is None:
+            raise LogError("this service was started without a log; it cannot tell where the projections are")
+        from adamem.streams.generations import settings_for
+        from adamem.streams.visible import visible_messages
+
+        record = await asyncio.to_thread(retriever.store.generation)
+        active = settings_for(settings, record) if record else settings
+        topic = active.topic("messages")
+        count = log_.partitions(topic)
+        want: dict[int, int] = {}
+        for pos in positions:
+            if pos.partition >= count:
+                raise NotWritten(f"{topic} has {count} partition(s); there is no partition {pos.partition}")
+            want[pos.partition] = max(want.get(pos.partition, 0), pos.offset)
+        ends = await log_.end_offsets(topic)
+        for p, offset in sorted(want.items()):
+            if offset >= ends.get(p, 0):
+                raise NotWritten(
+                    f"no message was written at {topic} partition {p} offset {offset}: the partition ends at "
+                    f"offset {ends.get(p, 0)}"
+                )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        while True:
+            for p in sorted(want):
+                if await visible_messages(log_, retriever.store, active, p) > want[p]:
+                    del want[p]
+            if not want:
+                return
+            if loop.time() >= deadline:
+                behind = ", ".join(f"partition {p} offset {o}" for p, o in sorted(want.items()))
+                raise NotVisible(
+                    f"the projections did not reach {behind} of {topic} within {wait_ms} ms; ask again to wait longer"
+                )
+            await asyncio.sleep(0.02)
+
     @app.post(
         "/v1/users/{user}/query",
         summary="Ranked evidence for a question, with provenance",
         response_model=dict[str, Any],
         response_class=JSONResponse,
-        responses=_errors(*keyed_errors, 400, 404, 413, 422, 500, 503),
+        responses=_errors(*keyed_errors, 400, 404, 409, 413, 422, 500, 503),
     )
     async def query(body: QueryBody, owner_id: str = Depends(owner_of)) -> Response:
+        if body.min_position:
+            await reached(body.min_position, body.wait_ms)
         point = as_of_point(body.as_of)
         answer = await retriever.aquery(owner_id, body.question, body.top_k, point)
         if probes:
@@ -361,7 +457,7 @@ def create_app(
 
         return await trace(retriever, log_, settings, owner_id, item)
 
-    async def publish(body: PublishBody, who: Principal = Depends(principal)) -> dict[str, Any]:
+    async def publish(body: PublishBody, who: Principal = Depends(principal)) -> PublishAnswer:
         if log_ is None:
             raise LogError("this service was started without --log; it cannot publish")
         import json
@@ -379,12 +475,15 @@ def create_app(
         data = "\n".join(json.dumps(r) for r in records).encode()  # ASCII: one line each, whatever the text
         messages = load_messages(data, settings, "body.messages", "jsonl")
         report = await publish_messages(log_, messages, settings)
-        return {
-            "published": report.messages,
-            "owners": report.owners,
-            "topic": report.topic,
-            "event_ids": [m.event_id for m in messages],
-        }
+        if writer is not None:
+            writer.wake()
+        return PublishAnswer(
+            published=report.messages,
+            owners=report.owners,
+            topic=report.topic,
+            event_ids=[m.event_id for m in messages],
+            positions=[LogPosition(partition=p, offset=o) for p, o in sorted(report.last.items())],
+        )
 
     # This service's own text limit (ADAMEM_MAX_TEXT_BYTES) is part of its description.
     publish.__annotations__["body"] = publish_body(settings.max_text_bytes)
@@ -392,21 +491,52 @@ def create_app(
         "/v1/messages",
         status_code=202,
         summary="Publish messages to the log",
+        response_model=PublishAnswer,
         responses=_errors(*keyed_errors, 400, 413, 422, 500, 503),
     )(publish)
 
+    @app.post(
+        "/v1/visible",
+        summary="Wait until messages just published are in memory (read your writes)",
+        response_model=WaitAnswer,
+        responses=_errors(*keyed_errors, 400, 409, 413, 422, 500, 503),
+    )
+    async def visible(body: WaitBody, who: Principal = Depends(principal)) -> WaitAnswer:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await reached(body.positions, body.wait_ms)
+        return WaitAnswer(visible=True, waited_ms=round((loop.time() - started) * 1000, 1))
+
     @app.get(
         "/health",
-        summary="Readiness, and how far the projections are behind the log",
+        summary="Readiness, the mode, and how far the projections are behind the log",
+        response_model=HealthAnswer,
+        response_model_exclude_none=True,
         responses=_errors(500),
     )
-    async def health() -> dict[str, Any]:
-        out: dict[str, Any] = {"status": "ok", "store": retriever.store.url, "auth": "open" if keys.open else "keys"}
+    async def health() -> HealthAnswer:
+        out = HealthAnswer(
+            status="ok",
+            mode=mode,
+            store=retriever.store.url,
+            log=log_.url if log_ is not None else None,
+            auth="open" if keys.open else "keys",
+            writer=None,
+            lag=None,
+            detail=None,
+        )
+        if writer is not None:
+            state = writer.status()
+            out.writer = {"running": state.running, "last_error": state.last_error}
+            if not state.running:
+                out.status, out.detail = "degraded", "the write path has stopped; see the service's log"
+            elif state.last_error is not None:
+                out.status, out.detail = "degraded", f"the write path's last pass failed: {state.last_error}"
         if log_ is not None:
             try:
-                out["lag"] = await _lag(log_, retriever, settings)
+                out.lag = await _lag(log_, retriever, settings)
             except LogError as exc:
-                return {"status": "degraded", "store": retriever.store.url, "detail": str(exc)}
+                out.status, out.detail = "degraded", str(exc)
         return out
 
     return app

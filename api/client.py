@@ -2,10 +2,20 @@
 
 Both mirror the HTTP API one method per endpoint and raise ``ServiceError`` (with the status and
 the service's message) for any 4xx/5xx answer. The LangChain integration wraps these.
+
+``add`` is the mem0-style entry point: it publishes one message and returns once the memory
+reflects it (``POST /v1/messages``, then ``POST /v1/visible`` with the positions written), so a
+``query`` right after it sees the message::
+
+    with MemoryClient("http://127.0.0.1:8000") as m:
+        m.add("alice", "I moved to Lisbon last month.")
+        m.query("alice", "Where does Alice live?")
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from typing import Any
 
 import httpx
@@ -34,11 +44,68 @@ def _check(resp: httpx.Response) -> Any:
     return resp.json()
 
 
-def _query_body(question: str, top_k: int, as_of: str | int | dict[str, Any] | None) -> dict[str, Any]:
+def _query_body(
+    question: str,
+    top_k: int,
+    as_of: str | int | dict[str, Any] | None,
+    min_position: list[dict[str, int]] | None = None,
+) -> dict[str, Any]:
     body: dict[str, Any] = {"question": question, "top_k": top_k}
     if as_of is not None:
         body["as_of"] = as_of
+    if min_position:
+        body["min_position"] = min_position
     return body
+
+
+def _message(
+    user: str,
+    text: str,
+    speaker: str | None,
+    role: str,
+    occurred_at: str | int | None,
+    conversation_id: str | None,
+    metadata: dict[str, str] | None,
+    tenant: str | None,
+) -> dict[str, Any]:
+    """One message of ``add``: said by ``speaker`` (default: the user) now, unless ``occurred_at`` says when."""
+    when = occurred_at if occurred_at is not None else dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+    message: dict[str, Any] = {"user_id": user, "speaker": speaker or user, "role": role, "text": text}
+    message["occurred_at"] = when.replace("+00:00", "Z") if isinstance(when, str) else when
+    if conversation_id is not None:
+        message["conversation_id"] = conversation_id
+    if metadata is not None:
+        message["metadata"] = metadata
+    if tenant is not None:
+        message["tenant"] = tenant  # the client's tenant (a key acts for its own, and refuses any other)
+    return message
+
+
+WAIT_STEP_MS = 5_000  # the service's longest wait per request (api.models.MAX_WAIT_MS)
+
+
+def _step(deadline: float) -> int:
+    """The wait of the next ``/v1/visible`` request: what is left, within one request's limit."""
+    return max(0, min(WAIT_STEP_MS, int((deadline - time.monotonic()) * 1000)))
+
+
+def _again(resp: httpx.Response, deadline: float) -> bool:
+    """Ask again: the projections are behind (409 not_visible) and there is time left."""
+    if resp.status_code != 409 or time.monotonic() >= deadline:
+        return False
+    try:
+        return bool(resp.json().get("error") == "not_visible")
+    except ValueError:
+        return False
+
+
+def _added(published: Any, waited: Any) -> dict[str, Any]:
+    return {
+        "event_id": published["event_ids"][0],
+        "positions": published["positions"],
+        "topic": published["topic"],
+        "waited_ms": waited["waited_ms"],
+    }
 
 
 def _headers(api_key: str | None, tenant: str | None) -> dict[str, str]:
@@ -64,6 +131,7 @@ class MemoryClient:
         tenant: str | None = None,
     ) -> None:
         headers = _headers(api_key, tenant)
+        self._tenant = tenant
         self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
 
     def __enter__(self) -> MemoryClient:
@@ -76,9 +144,17 @@ class MemoryClient:
         """Close the connection pool."""
         self._http.close()
 
-    def query(self, user: str, question: str, top_k: int = 10, as_of: str | int | dict[str, Any] | None = None) -> Any:
-        """Ranked evidence for a question (``POST /v1/users/{user}/query``)."""
-        return _check(self._http.post(f"/v1/users/{user}/query", json=_query_body(question, top_k, as_of)))
+    def query(
+        self,
+        user: str,
+        question: str,
+        top_k: int = 10,
+        as_of: str | int | dict[str, Any] | None = None,
+        min_position: list[dict[str, int]] | None = None,
+    ) -> Any:
+        """Ranked evidence for a question (``POST /v1/users/{user}/query``), after ``min_position`` if given."""
+        body = _query_body(question, top_k, as_of, min_position)
+        return _check(self._http.post(f"/v1/users/{user}/query", json=body))
 
     def memory(self, user: str, layer: str = "episodic", limit: int = 500) -> Any:
         """One layer of a user's memory (``GET /v1/users/{user}/memory``)."""
@@ -89,8 +165,39 @@ class MemoryClient:
         return _check(self._http.get(f"/v1/users/{user}/memory/{item}/provenance"))
 
     def publish(self, messages: list[dict[str, Any]]) -> Any:
-        """Publish messages to the log (``POST /v1/messages``)."""
+        """Publish messages to the log (``POST /v1/messages``); the answer's ``positions`` say where."""
         return _check(self._http.post("/v1/messages", json={"messages": messages}))
+
+    def wait(self, positions: list[dict[str, int]], wait_ms: int = 10_000) -> Any:
+        """Return once the messages at ``positions`` are in memory (``POST /v1/visible``, asked again while the
+        service's longest wait per request is shorter than ``wait_ms``); ``ServiceError`` 409 if not in time."""
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            step = _step(deadline)
+            resp = self._http.post("/v1/visible", json={"positions": positions, "wait_ms": step})
+            if not _again(resp, deadline):
+                return _check(resp)
+
+    def add(
+        self,
+        user: str,
+        text: str,
+        *,
+        speaker: str | None = None,
+        role: str = "user",
+        occurred_at: str | int | None = None,
+        conversation_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        wait_ms: int = 10_000,
+    ) -> dict[str, Any]:
+        """Publish one message of ``user`` and wait until the memory reflects it; its event id and positions.
+
+        ``speaker`` defaults to the user, ``occurred_at`` to now. Raises ``ServiceError`` (409
+        not_visible) when the projections do not reach it within ``wait_ms``; the message stays published.
+        """
+        message = _message(user, text, speaker, role, occurred_at, conversation_id, metadata, self._tenant)
+        published = self.publish([message])
+        return _added(published, self.wait(published["positions"], wait_ms))
 
     def health(self) -> Any:
         """Readiness and projection lag."""
@@ -109,6 +216,7 @@ class AsyncMemoryClient:
         tenant: str | None = None,
     ) -> None:
         headers = _headers(api_key, tenant)
+        self._tenant = tenant
         self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
 
     async def __aenter__(self) -> AsyncMemoryClient:
@@ -122,10 +230,16 @@ class AsyncMemoryClient:
         await self._http.aclose()
 
     async def query(
-        self, user: str, question: str, top_k: int = 10, as_of: str | int | dict[str, Any] | None = None
+        self,
+        user: str,
+        question: str,
+        top_k: int = 10,
+        as_of: str | int | dict[str, Any] | None = None,
+        min_position: list[dict[str, int]] | None = None,
     ) -> Any:
-        """Ranked evidence for a question."""
-        return _check(await self._http.post(f"/v1/users/{user}/query", json=_query_body(question, top_k, as_of)))
+        """Ranked evidence for a question, after ``min_position`` if given."""
+        body = _query_body(question, top_k, as_of, min_position)
+        return _check(await self._http.post(f"/v1/users/{user}/query", json=body))
 
     async def memory(self, user: str, layer: str = "episodic", limit: int = 500) -> Any:
         """One layer of a user's memory."""
@@ -136,8 +250,34 @@ class AsyncMemoryClient:
         return _check(await self._http.get(f"/v1/users/{user}/memory/{item}/provenance"))
 
     async def publish(self, messages: list[dict[str, Any]]) -> Any:
-        """Publish messages to the log."""
+        """Publish messages to the log; the answer's ``positions`` say where."""
         return _check(await self._http.post("/v1/messages", json={"messages": messages}))
+
+    async def wait(self, positions: list[dict[str, int]], wait_ms: int = 10_000) -> Any:
+        """Return once the messages at ``positions`` are in memory (see ``MemoryClient.wait``); 409 if not in time."""
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            step = _step(deadline)
+            resp = await self._http.post("/v1/visible", json={"positions": positions, "wait_ms": step})
+            if not _again(resp, deadline):
+                return _check(resp)
+
+    async def add(
+        self,
+        user: str,
+        text: str,
+        *,
+        speaker: str | None = None,
+        role: str = "user",
+        occurred_at: str | int | None = None,
+        conversation_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        wait_ms: int = 10_000,
+    ) -> dict[str, Any]:
+        """Publish one message of ``user`` and wait until the memory reflects it (see ``MemoryClient.add``)."""
+        message = _message(user, text, speaker, role, occurred_at, conversation_id, metadata, self._tenant)
+        published = await self.publish([message])
+        return _added(published, await self.wait(published["positions"], wait_ms))
 
     async def health(self) -> Any:
         """Readiness and projection lag."""

@@ -31,10 +31,15 @@ __all__ = [
     "AsOfBody",
     "ErrorBody",
     "ErrorKind",
+    "HealthAnswer",
+    "LogPosition",
     "MessageBody",
+    "PublishAnswer",
     "PublishBody",
     "QueryBody",
     "Time",
+    "WaitAnswer",
+    "WaitBody",
     "publish_body",
     "to_millis",
 ]
@@ -43,6 +48,7 @@ __all__ = [
 # as milliseconds since the Unix epoch (each fits an Avro timestamp-millis).
 MIN_TIME_MS = -62_135_596_800_000
 MAX_TIME_MS = 253_402_300_799_999
+MAX_WAIT_MS = 5_000  # the longest one request waits for the projections (ask again to wait longer)
 MAX_OFFSET = (1 << 53) - 1  # exact as a JSON number; a Kafka offset (int64) never gets this far in practice
 
 # A string with at least one character that is not whitespace in Python's sense (``str.isspace``,
@@ -66,6 +72,8 @@ ErrorKind = Literal[
     "method_not_allowed",
     "too_large",
     "bad_request",
+    "not_visible",
+    "not_written",
     "log_unavailable",
     "unavailable",
     "internal",
@@ -92,6 +100,8 @@ def _json_integer(value: Any) -> Any:
 # bounds stand before the validator in its Annotated list, so that its description keeps them.
 TopK = Annotated[int, Field(ge=1, le=100), BeforeValidator(_json_integer)]
 Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET), BeforeValidator(_json_integer)]
+Partition = Annotated[int, Field(ge=0, le=100_000), BeforeValidator(_json_integer)]
+WaitMs = Annotated[int, Field(ge=0, le=MAX_WAIT_MS), BeforeValidator(_json_integer)]
 
 
 def _parse_rfc3339(value: str) -> int:
@@ -196,6 +206,70 @@ AsOfPoint = Annotated[
 ]
 
 
+class LogPosition(BaseModel):
+    """A message's place on the log: its partition of the messages topic and its offset there."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    partition: Partition = Field(..., description="Partition of the messages topic.")
+    offset: Offset = Field(..., description="Offset of the message on that partition.")
+
+
+class PublishAnswer(BaseModel):
+    """What ``POST /v1/messages`` wrote, and where: pass ``positions`` to a query as ``min_position``."""
+
+    published: int = Field(..., description="Messages appended to the log.")
+    owners: int = Field(..., description="Distinct memory owners among them.")
+    topic: str = Field(..., description="The messages topic they were appended to.")
+    event_ids: list[str] = Field(..., description="Each message's event id, in the order sent.")
+    positions: list[LogPosition] = Field(
+        ...,
+        description="Per partition written, the offset of the last message appended there. A query with "
+        "min_position set to these answers only once all of them are in memory (read your writes).",
+    )
+
+
+class WaitBody(BaseModel):
+    """Positions to wait for: answered once the messages there are in memory (read your writes)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    positions: list[LogPosition] = Field(
+        ..., min_length=1, max_length=1000, description="The `positions` POST /v1/messages returned."
+    )
+    wait_ms: WaitMs = Field(5000, description=f"How long to wait, in milliseconds (at most {MAX_WAIT_MS}).")
+
+
+class WaitAnswer(BaseModel):
+    """The positions waited for are in memory."""
+
+    visible: Literal[True] = Field(..., description="Always true: otherwise the answer is 409 not_visible.")
+    waited_ms: float = Field(..., description="How long the service waited, in milliseconds.")
+
+
+class HealthAnswer(BaseModel):
+    """Readiness, which mode the service runs in, and how far the projections are behind the log."""
+
+    status: Literal["ok", "degraded"] = Field(
+        ...,
+        description="ok; degraded: the log cannot be read, or the in-process write path stopped or its last "
+        "pass failed (see detail).",
+    )
+    mode: Literal["embedded", "read-only"] = Field(
+        ...,
+        description="embedded: this process ingests, analyses and projects (the embedded log's one writer); "
+        "read-only: it only reads the store, which other processes project (Kafka workers, adamem project).",
+    )
+    store: str = Field(..., description="The store the service reads.")
+    log: str | None = Field(None, description="The log it publishes to and measures lag against (absent: none).")
+    auth: Literal["open", "keys"] | None = Field(None, description="open: no API key needed; keys: one is.")
+    writer: dict[str, Any] | None = Field(
+        None, description="Embedded mode: {running, last_error} of the in-process write path."
+    )
+    lag: dict[str, Any] | None = Field(None, description="Events not projected and messages not analysed yet.")
+    detail: str | None = Field(None, description="Why the status is degraded.")
+
+
 class QueryBody(BaseModel):
     """A question about one owner's memory."""
 
@@ -209,6 +283,17 @@ class QueryBody(BaseModel):
     top_k: TopK = Field(10, description="How many ranked items to return.")
     as_of: AsOfPoint | None = Field(
         None, description="Answer from memory as it was then: an RFC 3339 time, integer ms, or {time} or {offset}."
+    )
+    min_position: list[LogPosition] | None = Field(
+        None,
+        max_length=1000,
+        json_schema_extra=_no_null,
+        description="Read your writes: answer only once the messages at these positions (the `positions` that "
+        "POST /v1/messages returned) are in memory; waits up to wait_ms, else answers 409 not_visible (409 "
+        "not_written, at once, for a position no message was written at).",
+    )
+    wait_ms: WaitMs = Field(
+        5000, description=f"How long to wait for min_position, in milliseconds (at most {MAX_WAIT_MS})."
     )
 
 

@@ -1,4 +1,4 @@
-"""``adamem bench {locomo,ingest,replay,latency,footprint,report}``: the benchmarks of issue 6.
+"""``adamem bench {locomo,ingest,replay,latency,footprint,visible,report}``: the benchmarks of issue 6.
 
 ``register(subparsers)`` adds the ``bench`` command to the ``adamem`` parser; ``python -m adamem.bench.cli …``
 runs the same commands on their own. Each subcommand prints a table and writes JSON under
@@ -51,7 +51,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     ``sync=True``, the convention of ``adamem.cli``.
     """
     import adamem.bench.report as report
-    from adamem.bench import HELP, footprint, ingest, latency, locomo, metrics_overhead, replay
+    from adamem.bench import HELP, footprint, ingest, latency, locomo, metrics_overhead, replay, visible
 
     bench = subparsers.add_parser("bench", help=HELP)
     sub = bench.add_subparsers(dest="bench_command", required=True)
@@ -62,6 +62,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("latency", latency, "query latency per route, in-process and over HTTP with concurrent clients"),
         ("metrics_overhead", metrics_overhead, "query p95 of adamem serve with and without Prometheus metrics"),
         ("footprint", footprint, "disk per message per layer, process memory, vector index compression"),
+        ("visible", visible, "publish → visible over HTTP on the embedded default (one adamem serve), p50/p95"),
         ("report", report, "write bench/results/README.md and the plots from the latest results"),
     )
     for name, module, help_text in parts:

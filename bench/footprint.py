@@ -175,7 +175,7 @@ def service_rss(store: str, owner_questions: Sequence[tuple[str, str]]) -> dict[
     env = {**os.environ, "ADAMEM_STORE": store, "ADAMEM_API_KEYS": ""}
     env.pop("ADAMEM_LOG", None)
     proc = subprocess.Popen(
-        [str(exe), "serve", "--store", store, "--port", str(port)],
+        [str(exe), "serve", "--read-only", "--no-access-log", "--store", store, "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -200,7 +200,7 @@ def over_http(
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / "serve.log").open("ab") as fo:
         proc = subprocess.Popen(
-            [str(exe), "serve", "--store", store_url, "--port", str(port)],
+            [str(exe), "serve", "--read-only", "--no-access-log", "--store", store_url, "--port", str(port)],
             env=env,
             stdout=fo,
             stderr=subprocess.STDOUT,

@@ -643,16 +643,41 @@ def whose_text(whose: dict[str, Any]) -> str:
     return f"{text}; {reason}"
 
 
-def run_serve(settings: Settings, *, with_log: bool) -> int:
-    """Serve the HTTP API (uvicorn) until interrupted."""
+def run_serve(settings: Settings, *, with_log: bool, read_only: bool = False, access_log: bool = True) -> int:
+    """Serve the HTTP API (uvicorn) until interrupted.
+
+    On an embedded log (a folder) the service is the embedded default's one process: it holds the
+    log's writer lock and analyses and projects in-process (mode ``embedded``). On a ``kafka://``
+    log, or with ``read_only``, it only reads the store (mode ``read-only``); ``with_log`` then
+    says whether it opens the log at all (to publish and to measure lag).
+    """
     import uvicorn
 
     from adamem.api.app import create_app
+    from adamem.streams.embedded_log import EmbeddedLog
     from adamem.streams.factory import open_log
+    from adamem.streams.follow import Follower
 
-    log = open_log(settings.log_url, settings) if with_log else None
-    app = create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    embedded = not read_only and not settings.log_url.startswith("kafka://")
+    log = open_log(settings.log_url, settings) if (with_log or embedded) else None
+    writer = Follower(log, settings, build_agent) if embedded and log is not None else None
+    app = create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys, writer=writer)
+    if writer is not None and isinstance(log, EmbeddedLog):  # after the keys' check: a bad key creates nothing
+        log.hold_writer_lock()  # refused here, naming the folder, when another process writes to it
+    base = f"http://{settings.host}:{settings.port}"
+    if writer is not None:
+        mode = "embedded: ingests, analyses and projects in this process"
+    elif log is not None:
+        mode = "read-only: reads the store; other processes project the log"
+    else:
+        mode = "read-only: reads the store; no log (cannot publish)"
+    print(
+        f"adamem serve: listening on {base} (OpenAPI at {base}/docs)\n"
+        f"  mode  {mode}\n  store {settings.store_url}\n  log   {log.url if log is not None else '-'}",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", access_log=access_log)
     return 0
 
 

@@ -210,9 +210,12 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
     with_log = args.log is not None or "ADAMEM_LOG" in os.environ
-    if not with_log:
+    # A store named without a log is served as it was before issue 15: read-only, no log opened.
+    store_only = not with_log and (args.store is not None or "ADAMEM_STORE" in os.environ)
+    read_only = args.read_only or store_only
+    if store_only:
         require_store(settings)  # a read-only service over a store that is not there would answer 404 to all
-    return run_serve(settings, with_log=with_log)
+    return run_serve(settings, with_log=with_log, read_only=read_only, access_log=not args.no_access_log)
 
 
 def _mcp(args: argparse.Namespace) -> int:
@@ -236,6 +239,25 @@ def _mcp(args: argparse.Namespace) -> int:
         path=args.path,
     )
     return 0
+
+
+async def _add(args: argparse.Namespace) -> int:
+    from adamem.cli.add import run_add
+
+    settings = _settings(args)
+    return await run_add(
+        settings,
+        args.user,
+        args.text,
+        tenant=_tenant(args, settings),
+        speaker=args.speaker,
+        role=args.role,
+        at=args.at,
+        conversation=args.conversation,
+        url=args.url,
+        wait_s=args.wait,
+        as_json=args.json,
+    )
 
 
 async def _provenance(args: argparse.Namespace) -> int:
@@ -484,9 +506,25 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.set_defaults(run=_memory, sync=True)
 
-    p = sub.add_parser("serve", help="serve the HTTP query API (OpenAPI at /docs)")
+    p = sub.add_parser(
+        "serve",
+        help="serve the HTTP API (OpenAPI at /docs); on the embedded log it also analyses and projects",
+        description="Serve the HTTP API. On an embedded log (a folder: --log, $ADAMEM_LOG, or with no --store "
+        "either the default ./data/log) this one process ingests, analyses and projects: a message posted to "
+        "/v1/messages is in the answer of the next query (mode embedded; it is then the log's one writer). On a "
+        "kafka:// log, with --read-only, or given a store and no log, it only reads the store, which workers or "
+        "`adamem project` build (mode read-only). /health says which.",
+    )
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
-    p.add_argument("--log", help="log to publish to and measure lag against (optional)")
+    p.add_argument(
+        "--log", help="a folder (embedded) or kafka://host:port (default $ADAMEM_LOG; ./data/log if no store is given)"
+    )
+    p.add_argument(
+        "--read-only",
+        action="store_true",
+        help="only read the store: no in-process write path (the log only if --log or $ADAMEM_LOG is given)",
+    )
+    p.add_argument("--no-access-log", action="store_true", help="no line per request on stderr")
     p.add_argument("--host", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")
     p.set_defaults(run=_serve, sync=True)
@@ -508,6 +546,27 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
         "--wait", type=float, default=60.0, help="seconds remember/forget wait for a Kafka log's workers (default 60)"
     )
     p.set_defaults(run=_mcp, sync=True)
+
+    p = sub.add_parser(
+        "add",
+        help="add one message and wait until the memory reflects it (read your writes)",
+        description="Publish one message of USER and return once it is in memory: in-process on an embedded log "
+        "(analysed and projected here), through a running `adamem serve` with --url, or on a kafka:// log once "
+        "the workers projected it. Prints the log position it was written at.",
+    )
+    p.add_argument("user", help="memory owner (user_id)")
+    p.add_argument("text", help="the message text")
+    p.add_argument("--speaker", help="who said it (default: the user)")
+    p.add_argument("--role", choices=["user", "assistant", "other"], default="user", help="the speaker's role")
+    p.add_argument("--at", help="when it was said: RFC 3339 or ms since the epoch (default: now)")
+    p.add_argument("--conversation", help="conversation id (default 'default')")
+    p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
+    p.add_argument("--url", help="add through a running service, e.g. http://127.0.0.1:8000")
+    p.add_argument("--wait", type=float, default=10.0, help="seconds to wait for the memory (default 10)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.set_defaults(run=_add)
 
     p = sub.add_parser("query", help="ask a question about a user's memory")
     p.add_argument("user", help="memory owner")

@@ -752,6 +752,11 @@ class EmbeddedLog:
         if self._lock is None:
             self._lock = writer_lock(self.root)
 
+    def hold_writer_lock(self) -> None:
+        """Be the log's one writer from now on (a long-running writer fails at start, not at its first append)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._writer_lock()
+
     def _open_topic(self, topic: str) -> list[_Partition]:
         if topic in self._parts:
             return self._parts[topic]

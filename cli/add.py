@@ -1,0 +1,144 @@
+"""``adamem add``: one message in, and back only once the memory reflects it (the mem0-style entry point)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from adamem.analysis.factory import build_agent
+from adamem.errors import ConfigError, LogError
+from adamem.settings import Settings
+
+__all__ = ["run_add"]
+
+
+def _record(
+    user: str, text: str, *, tenant: str, speaker: str | None, role: str, at: str | None, conversation: str | None
+) -> dict[str, Any]:
+    from adamem.ingest import parse_time
+
+    if at is None:
+        when = int(time.time() * 1000)  # the command stamps the message; the folds never read a clock
+    else:
+        try:
+            when = int(at) if at.lstrip("-").isdigit() else parse_time(at)
+        except ValueError as exc:
+            raise ConfigError(f"--at {at!r}: {exc}; give an RFC 3339 time or milliseconds since the epoch") from exc
+    record: dict[str, Any] = {
+        "user_id": user,
+        "speaker": speaker or user,
+        "role": role,
+        "text": text,
+        "occurred_at": when,
+        "tenant": tenant,
+    }
+    if conversation is not None:
+        record["conversation_id"] = conversation
+    return record
+
+
+async def _in_process(settings: Settings, record: dict[str, Any], wait_s: float) -> dict[str, Any]:
+    """Publish to the log; on an embedded log analyse and project here, on Kafka wait for the workers."""
+    from adamem.ingest import load_messages
+    from adamem.projections.projector import Projector
+    from adamem.projections.store.factory import open_store
+    from adamem.streams.factory import open_log
+    from adamem.streams.generations import resolve
+    from adamem.streams.pipeline import run_pipeline
+    from adamem.streams.publish import publish_messages
+    from adamem.streams.visible import visible_messages
+
+    messages = load_messages(json.dumps(record).encode(), settings, "adamem add", "jsonl")
+    kafka = settings.log_url.startswith("kafka://")
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    started = time.monotonic()
+    store = None
+    try:
+        try:
+            report = await publish_messages(log, messages, settings)
+        except LogError as exc:
+            if "another process is writing" in str(exc):
+                raise LogError(
+                    f"{exc} (an `adamem serve` on this log is its writer: add through it with "
+                    f"--url http://{settings.host}:{settings.port})"
+                ) from exc
+            raise
+        # Only now, as the log's writer (or on Kafka, a reader): a second writer of the store would roll it back.
+        store = open_store(settings.store_url, read_only=kafka)
+        settings = resolve(settings, store, record_if_missing=not kafka)
+        if not kafka:
+            await run_pipeline(log, Projector(store), build_agent(settings), settings, agent_factory=build_agent)
+        positions = sorted(report.last.items())
+        deadline = started + wait_s
+        while True:
+            behind = [(p, o) for p, o in positions if await visible_messages(log, store, settings, p) <= o]
+            if not behind:
+                break
+            if time.monotonic() >= deadline:
+                where = ", ".join(f"partition {p} offset {o}" for p, o in behind)
+                raise LogError(
+                    f"published {messages[0].event_id} at {where} of {report.topic}, but the memory in "
+                    f"{store.url} did not reflect it within {wait_s:g} s; are the workers running?"
+                )
+            await asyncio.sleep(0.05)
+    finally:
+        if store is not None:
+            store.close()
+        await log.stop()
+    return {
+        "event_id": messages[0].event_id,
+        "positions": [{"partition": p, "offset": o} for p, o in positions],
+        "topic": report.topic,
+        "waited_ms": round((time.monotonic() - started) * 1000, 1),
+    }
+
+
+async def run_add(
+    settings: Settings,
+    user: str,
+    text: str,
+    *,
+    tenant: str,
+    speaker: str | None,
+    role: str,
+    at: str | None,
+    conversation: str | None,
+    url: str | None,
+    wait_s: float,
+    as_json: bool,
+) -> int:
+    """Add one message of ``tenant``'s ``user`` and wait until the memory reflects it; print where it went."""
+    if not 0 < wait_s <= 30:
+        raise ConfigError(f"--wait {wait_s:g}: give a number of seconds above 0, at most 30")
+    record = _record(user, text, tenant=tenant, speaker=speaker, role=role, at=at, conversation=conversation)
+    if url is not None:
+        from adamem.api.client import AsyncMemoryClient
+
+        pairs = [part.strip().partition(":") for part in settings.api_keys.split(",")]
+        key = next((k for t, _, k in pairs if t == tenant and k), None)  # this tenant's key, if one is configured
+        async with AsyncMemoryClient(url, key, tenant=tenant, timeout=wait_s + 30) as client:
+            out = await client.add(
+                user,
+                text,
+                speaker=record["speaker"],
+                role=role,
+                occurred_at=record["occurred_at"],
+                conversation_id=conversation,
+                wait_ms=int(wait_s * 1000),
+            )
+    else:
+        out = await _in_process(settings, record, wait_s)
+    if as_json:
+        print(json.dumps(out, ensure_ascii=False, indent=1))
+        return 0
+    where = ", ".join(f"p{p['partition']}:{p['offset']}" for p in out["positions"])
+    print(
+        f"added {out['event_id']} for {user} of tenant {tenant} at {out['topic']} {where}; "
+        f"in memory after {out['waited_ms']:.0f} ms",
+        file=sys.stdout,
+    )
+    return 0

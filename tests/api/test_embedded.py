@@ -1,0 +1,348 @@
+"""The embedded default as one process: ``adamem serve`` on a local log ingests, analyses and projects.
+
+Each test starts the real ``adamem serve`` console script in an empty folder with nothing but its
+defaults (``./data/log``, ``./data/store``) and no other process: what is posted over HTTP must be
+in the answer of a query, through the API, ``MemoryClient.add`` and ``AsyncMemoryClient.add``;
+``min_position`` must wait for it; and a stop in the middle of the work must leave a log and a
+store that a restart continues without losing or repeating a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adamem.api.app import create_app
+from adamem.api.client import AsyncMemoryClient, MemoryClient, ServiceError
+from adamem.partitioning import partition_for
+from adamem.projections.store.factory import open_store
+from adamem.retrieval.service import Retriever
+from adamem.settings import Settings
+from adamem.streams.factory import open_log
+from tests.api.conftest import embedder, free_port
+from tests.conftest import serving
+
+ADAMEM = str(Path(sys.executable).with_name("adamem"))
+PARTITIONS = 2
+
+
+@dataclass
+class Served:
+    """A running ``adamem serve`` in ``folder``, and its output so far."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    folder: Path
+    out: Path
+
+    def output(self) -> str:
+        return self.out.read_text(errors="replace")
+
+
+def _env(port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADAMEM_")}
+    env.update(
+        ADAMEM_PORT=str(port),
+        ADAMEM_HOST="127.0.0.1",
+        ADAMEM_FSYNC="false",
+        ADAMEM_EMBEDDED_PARTITIONS=str(PARTITIONS),
+    )
+    return env
+
+
+def _start(folder: Path, name: str = "serve") -> Served:
+    port = free_port()
+    out = folder / f"{name}.out"
+    with out.open("wb") as fo:
+        process = subprocess.Popen([ADAMEM, "serve"], cwd=folder, env=_env(port), stdout=fo, stderr=subprocess.STDOUT)
+    served = Served(f"http://127.0.0.1:{port}", process, folder, out)
+    deadline = time.monotonic() + 120
+    while True:
+        assert process.poll() is None, f"adamem serve exited: {served.output()}"
+        assert time.monotonic() < deadline, f"adamem serve did not answer: {served.output()}"
+        try:
+            if httpx.get(f"{served.url}/health", timeout=2).status_code == 200:
+                return served
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+
+
+def _stop(served: Served) -> None:
+    """SIGTERM, and a clean shutdown (uvicorn finishes the lifespan, then dies of the signal it caught)."""
+    served.process.send_signal(signal.SIGTERM)
+    try:
+        code = served.process.wait(60)
+    except subprocess.TimeoutExpired:
+        served.process.kill()
+        served.process.wait(30)
+        raise AssertionError(f"adamem serve did not stop on SIGTERM: {served.output()}") from None
+    assert code in (0, -signal.SIGTERM) and "Application shutdown complete" in served.output(), served.output()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    s = _start(tmp_path_factory.mktemp("embedded"))
+    try:
+        yield s
+    finally:
+        if s.process.poll() is None:
+            _stop(s)
+
+
+def _message(user: str, text: str, at: str = "2024-03-01T09:00:00Z") -> dict[str, Any]:
+    return {"user_id": user, "speaker": user.title(), "text": text, "occurred_at": at}
+
+
+def _texts(answer: dict[str, Any]) -> list[str]:
+    return [item["content"] for item in answer["items"]]
+
+
+def test_serve_says_where_it_listens_its_mode_store_and_log_and_logs_each_request(served: Served) -> None:
+    health = httpx.get(f"{served.url}/health").json()
+    assert (health["mode"], health["writer"]) == ("embedded", {"running": True, "last_error": None})
+    assert (health["store"], health["log"]) == ("data/store", "data/log")
+    out = served.output()
+    assert f"listening on {served.url}" in out and "mode  embedded" in out
+    assert "store ./data/store" in out and "log   data/log" in out
+    assert '"GET /health HTTP/1.1" 200' in out  # the access log
+    assert (served.folder / "data" / "log" / ".writer.lock").exists()
+
+
+def test_a_message_posted_over_http_is_in_the_next_query_with_no_other_process(served: Served) -> None:
+    posted = httpx.post(
+        f"{served.url}/v1/messages", json={"messages": [_message("nora", "I keep bees on my rooftop in Porto.")]}
+    )
+    assert posted.status_code == 202, posted.text
+    positions = posted.json()["positions"]
+    assert positions == [{"partition": partition_for("nora", PARTITIONS), "offset": positions[0]["offset"]}]
+    body = {"question": "What does Nora keep on her rooftop?", "min_position": positions}
+    answer = httpx.post(f"{served.url}/v1/users/nora/query", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert any("bees" in t for t in _texts(answer.json()))
+    # and without asking for the position: a poll a second at most, as a user who just waits would
+    deadline = time.monotonic() + 10
+    while True:
+        plain = httpx.post(f"{served.url}/v1/users/nora/query", json={"question": "Where are the bees?"})
+        if plain.status_code == 200 and any("bees" in t for t in _texts(plain.json())):
+            break
+        assert time.monotonic() < deadline, plain.text
+        time.sleep(0.2)
+
+
+def test_memory_client_add_then_query_sees_the_message(served: Served) -> None:
+    with MemoryClient(served.url) as m:
+        added = m.add("olga", "My daughter's name is Ilse.", occurred_at="2024-03-02T10:00:00Z")
+        assert added["positions"] and added["event_id"]
+        answer = m.query("olga", "What is my daughter's name?")  # no min_position: add waited already
+    assert any("Ilse" in t for t in _texts(answer)), answer
+
+
+def test_async_memory_client_add_then_query_sees_the_message(served: Served) -> None:
+    async def run() -> dict[str, Any]:
+        async with AsyncMemoryClient(served.url) as m:
+            await m.add("piet", "I switched from tea to coffee in March.", speaker="Piet")
+            return await m.query("piet", "What do I drink now?")  # type: ignore[no-any-return]
+
+    assert any("coffee" in t for t in _texts(asyncio.run(run())))
+
+
+def test_each_add_is_visible_when_it_returns_and_positions_rise_per_partition(served: Served) -> None:
+    texts = [f"Reminder {i}: the code for locker {i} is {1000 + i}." for i in range(6)]
+    with MemoryClient(served.url) as m:
+        seen: dict[int, int] = {}
+        for i, text in enumerate(texts):
+            user = ("quinn", "rosa")[i % 2]  # two owners, on either partition or the same one
+            [pos] = m.add(user, text, occurred_at=f"2024-03-03T10:0{i}:00Z")["positions"]
+            assert pos["offset"] > seen.get(pos["partition"], -1)  # read-your-writes order: one after another
+            seen[pos["partition"]] = pos["offset"]
+            rows = m.memory(user, layer="archive", limit=10_000)["rows"]
+            assert text in {r["text"] for r in rows}  # in memory the moment add returned
+        assert sorted(seen) == sorted({partition_for(u, PARTITIONS) for u in ("quinn", "rosa")})
+
+
+def test_a_position_never_written_is_refused_at_once(served: Served) -> None:
+    started = time.monotonic()
+    for position, needle in [
+        ({"partition": 0, "offset": 10**9}, "no message was written at"),
+        ({"partition": PARTITIONS, "offset": 0}, f"has {PARTITIONS} partition(s)"),
+    ]:
+        r = httpx.post(f"{served.url}/v1/visible", json={"positions": [position], "wait_ms": 5_000})
+        assert r.status_code == 409, r.text
+        assert r.json()["error"] == "not_written" and needle in r.json()["detail"], r.text
+    assert time.monotonic() - started < 9.5  # it did not wait the 2 × 5 s it was allowed
+
+
+def test_a_second_writer_is_refused_while_serve_runs_and_told_to_go_through_it(served: Served) -> None:
+    done = subprocess.run(
+        [ADAMEM, "add", "nora", "I also keep goats."],
+        cwd=served.folder,
+        env=_env(int(served.url.rsplit(":", 1)[1])),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "another process is writing to the log" in done.stderr and "--url http://127.0.0.1:" in done.stderr
+    through = subprocess.run(
+        [ADAMEM, "add", "nora", "I also keep goats.", "--url", served.url, "--json"],
+        cwd=served.folder,
+        env=_env(0),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert through.returncode == 0, through.stderr
+    answer = httpx.post(f"{served.url}/v1/users/nora/query", json={"question": "What animals do I keep?"}).json()
+    assert any("goats" in t for t in _texts(answer))
+
+
+def test_a_stop_mid_work_loses_nothing_and_a_restart_repeats_nothing(tmp_path: Path) -> None:
+    first = _start(tmp_path, "first")
+    batch = [
+        _message(f"user{i % 5}", f"Note {i}: I planted {i} tulips today.", f"2024-04-01T10:{i:02d}:00Z")
+        for i in range(40)
+    ]
+    posted = httpx.post(f"{first.url}/v1/messages", json={"messages": batch}, timeout=60)
+    assert posted.status_code == 202, posted.text
+    _stop(first)  # SIGTERM at once: the write path is mid-work or not started
+    second = _start(tmp_path, "second")
+    try:
+        with MemoryClient(second.url) as m:
+            m.wait(posted.json()["positions"], wait_ms=120_000)  # asks again every 5 s while the restart catches up
+            texts = [r["text"] for u in range(5) for r in m.memory(f"user{u}", layer="archive", limit=10_000)["rows"]]
+        assert sorted(texts) == sorted(m["text"] for m in batch)  # every message once: none lost, none twice
+        lag = httpx.get(f"{second.url}/health").json()["lag"]
+        assert (lag["analysis"], lag["projection"]) == (0, 0)
+    finally:
+        _stop(second)
+    checked = subprocess.run(
+        [ADAMEM, "log", "check", "--log", "data/log", "--store", "data/store"],
+        cwd=tmp_path,
+        env=_env(0),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 0 and "all verified" in checked.stdout, checked.stdout + checked.stderr
+    analyses = subprocess.run(
+        [ADAMEM, "log", "dump", "--log", "data/log", "--topic", "analyses"],
+        cwd=tmp_path,
+        env=_env(0),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert analyses.stdout.count("\n") == len(batch), analyses.stderr  # one analysis per message, not two
+
+
+def test_read_only_mode_publishes_but_a_query_for_an_unprojected_position_answers_409(tmp_path: Path) -> None:
+    settings = Settings(log_url=str(tmp_path / "log"), store_url=str(tmp_path / "store"), fsync=False)
+    retriever = Retriever(open_store(settings.store_url, read_only=True), embedder())
+    app = create_app(settings, retriever, open_log(settings.log_url, settings))
+    with serving(app) as c:
+        assert c.get("/health").json()["mode"] == "read-only"
+        positions = c.post("/v1/messages", json={"messages": [_message("sam", "I like kites.")]}).json()["positions"]
+        r = c.post("/v1/users/sam/query", json={"question": "kites?", "min_position": positions, "wait_ms": 300})
+        assert r.status_code == 409 and r.json()["error"] == "not_visible", r.text
+        assert "did not reach partition 0 offset 0" in r.json()["detail"]  # nobody projects in this mode
+        with pytest.raises(ServiceError) as info, MemoryClient(str(c.base_url)) as m:
+            m.add("sam", "I like kites a lot.", wait_ms=200)
+        assert info.value.status == 409
+
+
+def test_a_service_without_a_log_cannot_wait_for_positions(tmp_path: Path) -> None:
+    settings = Settings(log_url=str(tmp_path / "log"), store_url=str(tmp_path / "store"), fsync=False)
+    app = create_app(settings, Retriever(open_store(settings.store_url, read_only=True), embedder()))
+    with serving(app) as c:
+        health = c.get("/health").json()
+        assert health["mode"] == "read-only" and "log" not in health
+        r = c.post("/v1/visible", json={"positions": [{"partition": 0, "offset": 0}]})
+        assert r.status_code == 503 and r.json()["error"] == "log_unavailable", r.text
+
+
+def test_adamem_add_without_a_service_analyses_and_projects_in_process(tmp_path: Path) -> None:
+    run = {"cwd": tmp_path, "env": _env(0), "capture_output": True, "text": True, "timeout": 300}
+    added = subprocess.run([ADAMEM, "add", "tess", "I am allergic to walnuts.", "--at", "2024-05-01T08:00:00Z"], **run)
+    assert added.returncode == 0, added.stderr
+    assert "added " in added.stdout and f"adamem.messages p{partition_for('tess', PARTITIONS)}:0;" in added.stdout
+    asked = subprocess.run([ADAMEM, "query", "tess", "What am I allergic to?", "--json"], **run)
+    assert asked.returncode == 0 and "walnuts" in asked.stdout, asked.stderr
+
+
+@pytest.mark.kafka
+def test_on_kafka_the_service_only_reads_and_min_position_waits_for_the_workers(
+    settings: Settings, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Read-your-writes from the log's headers works whoever projects: here a pipeline run stands in for a worker."""
+    from adamem.analysis.agent import MemoryAgent
+    from adamem.analysis.rules import RuleExtractor
+    from adamem.projections.projector import Projector
+    from adamem.streams.pipeline import run_pipeline
+
+    settings = Settings(
+        log_url=f"kafka://{kafka_bootstrap}",
+        store_url=str(tmp_path / "store"),
+        topic_prefix=settings.topic_prefix,
+        partitions=2,
+    )
+
+    async def work() -> None:
+        log = open_log(settings.log_url, settings)
+        await log.start()
+        try:
+            store = open_store(settings.store_url)
+            await run_pipeline(log, Projector(store), MemoryAgent(RuleExtractor(), embedder()), settings)
+            store.close()
+        finally:
+            await log.stop()
+
+    retriever = Retriever(open_store(settings.store_url, read_only=True), embedder())
+    with serving(create_app(settings, retriever, open_log(settings.log_url, settings))) as c:
+        assert c.get("/health").json()["mode"] == "read-only"
+        posted = c.post("/v1/messages", json={"messages": [_message("uma", "I collect antique maps.")]}).json()
+        early = c.post("/v1/visible", json={"positions": posted["positions"], "wait_ms": 300})
+        assert early.status_code == 409 and early.json()["error"] == "not_visible", early.text
+        asyncio.run(work())
+        body = {"question": "What do I collect?", "min_position": posted["positions"], "wait_ms": 5_000}
+        answer = c.post("/v1/users/uma/query", json=body)
+        assert answer.status_code == 200 and any("maps" in t for t in _texts(answer.json())), answer.text
+
+
+def test_a_store_named_without_a_log_is_served_read_only_as_before(served: Served, tmp_path: Path) -> None:
+    with MemoryClient(served.url) as m:
+        m.add("vera", "I keep bees on my balcony.")
+    port = free_port()
+    out = tmp_path / "store-only.out"
+    store = str(served.folder / "data" / "store")
+    with out.open("wb") as fo:
+        process = subprocess.Popen(
+            [ADAMEM, "serve", "--store", store], cwd=tmp_path, env=_env(port), stdout=fo, stderr=subprocess.STDOUT
+        )
+    s = Served(f"http://127.0.0.1:{port}", process, tmp_path, out)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None and time.monotonic() < deadline, s.output()
+            try:
+                health = httpx.get(f"{s.url}/health", timeout=2).json()
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        assert health["mode"] == "read-only" and "log" not in health and "writer" not in health, health
+        assert not (tmp_path / "data").exists()  # no log made in the folder it was started from
+        answer = httpx.post(f"{s.url}/v1/users/vera/query", json={"question": "What do I keep?"}).json()
+        assert any("bees" in t for t in _texts(answer))  # the embedded service's store, read beside it
+    finally:
+        _stop(s)
