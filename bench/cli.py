@@ -39,6 +39,7 @@ EXAMPLES = {
     "latency": "adamem bench latency --per-route 20 --no-http",
     "metrics_overhead": "adamem bench metrics_overhead --rounds 40",
     "footprint": "adamem bench footprint",
+    "visible": "adamem bench visible --samples 100 --preload 400",
     "report": "adamem bench report",
 }
 """One example per benchmark, at the end of its ``--help``."""

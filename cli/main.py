@@ -385,7 +385,14 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "adamem memory alice --store ./data/store",
         "adamem memory alice --layer persona --json --store ./data/store",
     ),
-    "serve": ("adamem serve --store ./data/store --log ./data/log",),
+    "serve": (
+        "adamem serve                                                   # embedded: ingests, projects, serves",
+        "adamem serve --read-only --store ./data/store --log kafka://127.0.0.1:9092   # workers project",
+    ),
+    "add": (
+        "adamem add alice 'I moved to Lisbon last month.'",
+        "adamem add alice 'I moved to Lisbon.' --url http://127.0.0.1:8000 --json",
+    ),
     "query": (
         "adamem query alice 'Why did I start working out?' --store ./data/store",
         "adamem query xiaoming '我为什么开始健身？' --json --url http://127.0.0.1:8000",
