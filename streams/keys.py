@@ -34,7 +34,6 @@ import fcntl
 import hashlib
 import os
 import uuid
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -244,7 +243,6 @@ def _fsync_dir(path: Path) -> None:
 
 
 KeyRingLike = Keystore | InMemoryKeyRing
-_RINGS: weakref.WeakKeyDictionary[object, KeyRingLike] = weakref.WeakKeyDictionary()
 
 
 def keystore_path(log_url: str, settings: Settings) -> Path | None:
@@ -262,13 +260,18 @@ def keystore_path(log_url: str, settings: Settings) -> Path | None:
 
 
 def keystore_for(log: EventLog, settings: Settings) -> KeyRingLike:
-    """The key ring of a log (one per log object: its cache and its keys not yet flushed)."""
-    ring = _RINGS.get(log)
-    if ring is None:
-        path = keystore_path(log.url, settings)
-        ring = InMemoryKeyRing() if path is None else Keystore(path, fsync=settings.fsync)
-        _RINGS[log] = ring
-    return ring
+    """The key ring of a log: its own (a ``memory://`` log holds one), else the keystore folder's.
+
+    Call it once per unit of work and keep the object: keys it makes are durable only after its
+    ``flush``. Each call opens the folder afresh (no state outside the objects).
+    """
+    own = getattr(log, "keyring", None)
+    if isinstance(own, InMemoryKeyRing):
+        return own
+    path = keystore_path(log.url, settings)
+    if path is None:
+        raise ConfigError(f"log {log.url} has no keystore; set ADAMEM_KEYSTORE")
+    return Keystore(path, fsync=settings.fsync)
 
 
 def destroy_keys(keys: KeyRingLike, event: MemoryForgotten) -> bool:

@@ -46,6 +46,26 @@ M1, M2 = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
 
 
+@pytest.fixture(params=["folder", "memory"])
+def ring(request: pytest.FixtureRequest, tmp_path: Path) -> Keystore | InMemoryKeyRing:
+    """Every key-ring adapter: the keystore folder, and the in-memory one of ``memory://`` logs."""
+    return Keystore(tmp_path / "keys", fsync=False) if request.param == "folder" else InMemoryKeyRing()
+
+
+def test_key_ring_contract(ring: Keystore | InMemoryKeyRing) -> None:
+    """What every adapter does: one key per message, kept; a forget destroys exactly what it names."""
+    assert ring.get(ALICE, M1) is None
+    a, b, c = ring.get_or_create(ALICE, M1), ring.get_or_create(ALICE, M2), ring.get_or_create("default:bob", M1)
+    assert len({a, b, c}) == 3 and all(len(k) == 32 for k in (a, b, c))
+    ring.flush()
+    assert (ring.get(ALICE, M1), ring.get_or_create(ALICE, M1), ring.get(ALICE, M2)) == (a, a, b)
+    assert ring.forget_message(ALICE, M1) and not ring.forget_message(ALICE, M1)
+    assert ring.get(ALICE, M1) is None and ring.get(ALICE, M2) == b
+    assert ring.forget_owner(ALICE) and not ring.forget_owner(ALICE)
+    assert ring.get(ALICE, M2) is None and ring.get("default:bob", M1) == c
+    assert ring.get_or_create(ALICE, M1) not in (a, b)  # after a forget, a new message gets a new key
+
+
 def test_the_keystore_keeps_keys_across_processes_and_a_forget_destroys_exactly_what_it_names(tmp_path: Path) -> None:
     ks = Keystore(tmp_path / "keys", fsync=False)
     a, b, c = ks.get_or_create(ALICE, M1), ks.get_or_create(ALICE, M2), ks.get_or_create("default:bob", M1)
