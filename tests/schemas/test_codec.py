@@ -68,7 +68,7 @@ CORRECTED = MemoryCorrected(
 # checks them against Java itself.
 JAVA_HEADERS = {  # schema version 2 of ChatMessage and MessageAnalyzed (the `sealed` fields, issue 14)
     ChatMessage.SCHEMA: "c3 01 e4 9d 78 78 83 35 b6 04",  # parsingFingerprint64 = 0x04b6358378789de4
-    MessageAnalyzed.SCHEMA: "c3 01 a2 0b eb 9d c1 cc 9c 1b",  # 0x1b9cccc19deb0ba2
+    MessageAnalyzed.SCHEMA: "c3 01 cd e0 84 ff e6 37 86 bc",  # 0xbc8637e6ff84e0cd
     MemoryForgotten.SCHEMA: "c3 01 e4 b6 a4 fa 4b ea 06 a1",  # 0xa106ea4bfaa4b6e4
     MemoryCorrected.SCHEMA: "c3 01 bd 01 da 2a 7d 64 73 6b",  # 0x6b73647d2ada01bd
 }
