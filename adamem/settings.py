@@ -35,7 +35,7 @@ class Settings:
         "ADAMEM_KEYSTORE",
         "",
         "Folder of the message keys (crypto-shredding); default: <log folder>.keys beside an embedded log, "
-        "./data/keys/<topic prefix> for Kafka.",
+        "~/.adamem/keys/<topic prefix> for Kafka.",
     )
     kafka_timeout_s: float = _env("ADAMEM_KAFKA_TIMEOUT", 15.0, "Seconds to wait for the broker before failing.")
     extractor: str = _env(

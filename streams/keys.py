@@ -13,7 +13,7 @@ message keys with an owner key stored beside them would add nothing (whoever rea
 other); a KMS-held wrapping key is where that would help, and is not offered.
 
 **Layout** (a folder, ``ADAMEM_KEYSTORE``; by default ``<log folder>.keys`` beside an embedded log,
-``./data/keys/<topic prefix>`` for Kafka): ``<sha256(owner key)>.keys`` per owner, a header
+``~/.adamem/keys/<topic prefix>`` for Kafka): ``<sha256(owner key)>.keys`` per owner, a header
 ``ADAMEMK1`` + the owner key's length (2 bytes, big-endian) + the owner key, then 48-byte entries,
 the message event id (16 bytes) and its key (32 bytes). New keys are appended and fsynced
 (``flush``) before the events sealed with them go on the log, so no event is written that its key
@@ -251,8 +251,8 @@ def keystore_path(log_url: str, settings: Settings) -> Path | None:
         return Path(settings.keystore)
     if log_url.startswith("memory://"):
         return None
-    if log_url.startswith("kafka://"):
-        return Path("data") / "keys" / settings.topic_prefix
+    if log_url.startswith("kafka://"):  # not relative to the working folder: workers start anywhere
+        return Path.home() / ".adamem" / "keys" / settings.topic_prefix
     root = Path(log_url.removeprefix("file://")).resolve()
     if not root.name:
         raise ConfigError(f"log folder {log_url!r} has no name to put its keystore beside; set ADAMEM_KEYSTORE")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ __all__ = [
     "run_pipeline",
 ]
 
+_LOG = logging.getLogger("adamem.pipeline")
 SOURCE_HEADER = "adamem-source"
 ERROR_HEADER = "adamem-error"
 # On every analyses record: compact JSON {"<input topic>": next offset} of its partition, how far
@@ -355,8 +357,9 @@ async def _analyze_batch(
     for rec, event in decoded:
         tracker.handled(rec.topic, rec.offset)
         points = tracker.points()
-        if isinstance(event, ChatMessage) and event.shredded:
-            continue  # forgotten before it was analysed: nothing to read, nothing to write
+        if isinstance(event, ChatMessage) and event.shredded:  # forgotten before it was analysed, or the wrong keystore
+            _LOG.warning("message %s of %s has no key in %s: not analysed", event.event_id, event.owner_id, keys)
+            continue
         if isinstance(event, str):
             topic = settings.topic("deadletter")
             out = dead_letter_record(rec, event, points, settings.topic("analyses"))

@@ -244,7 +244,11 @@ def create_app(
             trackers[m.partition].handled(m.topic, m.offset)
             points = trackers[m.partition].points()
             if isinstance(decoded, ChatMessage) and decoded.shredded:
-                continue  # forgotten before it was analysed: nothing to read, nothing to write
+                # forgotten before it was analysed, or the wrong keystore
+                log.warning(
+                    "message %s of %s has no key in %s: not analysed", decoded.event_id, decoded.owner_id, keyring()
+                )
+                continue
             target = deadletter if isinstance(decoded, str) else analyses
             if target is not sending_to:  # in order: what is sent before a record is acked before it
                 for fut in sends:

@@ -98,7 +98,7 @@ def test_a_damaged_key_file_is_a_clear_error(tmp_path: Path) -> None:
 def test_the_keystore_is_beside_an_embedded_log_unless_set(tmp_path: Path) -> None:
     settings = Settings()
     assert keystore_path(str(tmp_path / "log"), settings) == (tmp_path / "log.keys").resolve()
-    assert keystore_path("kafka://h:1", settings) == Path("data/keys/adamem")
+    assert keystore_path("kafka://h:1", settings) == Path.home() / ".adamem" / "keys" / "adamem"
     assert keystore_path("memory://", settings) is None
     assert keystore_path("kafka://h:1", dataclasses.replace(settings, keystore=str(tmp_path / "k"))) == tmp_path / "k"
 
