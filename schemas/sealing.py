@@ -111,10 +111,13 @@ def seal_message(message: ChatMessage, keys: KeyRing) -> ChatMessage:
 
 def open_message(message: ChatMessage, keys: KeyRing | None) -> ChatMessage:
     """The message with its free text opened; ``shredded`` when its key is not there. Unsealed: as it is."""
-    if message.sealed is None or not message.shredded:
+    if message.sealed is None or not message.shredded or keys is None:
         return message
-    key = keys.get(message.owner_id, message.event_id) if keys is not None else None
-    if key is None:
+    return _open_message(message, keys.get(message.owner_id, message.event_id))
+
+
+def _open_message(message: ChatMessage, key: bytes | None) -> ChatMessage:
+    if message.sealed is None or not message.shredded or key is None:
         return message
     r = _open(key, message.sealed, MESSAGE_CONTENT, message.owner_id, message.event_id)
     metadata = r["metadata"]
@@ -155,13 +158,17 @@ def seal_analysis(analysis: MessageAnalyzed, keys: KeyRing) -> MessageAnalyzed:
 
 def open_analysis(analysis: MessageAnalyzed, keys: KeyRing | None) -> MessageAnalyzed:
     """The analysis with its message and derived fields opened; its message ``shredded`` when the key is not there."""
-    message = open_message(analysis.message, keys)
+    original = analysis.message
+    sealed_message = original.sealed is not None and original.shredded
+    if keys is None or (analysis.sealed is None and not sealed_message):
+        return analysis
+    key = keys.get(original.owner_id, original.event_id)  # one key opens the message and what was derived
+    message = _open_message(original, key)
     if analysis.sealed is None:
-        return analysis if message is analysis.message else dataclasses.replace(analysis, message=message)
+        return analysis if message is original else dataclasses.replace(analysis, message=message)
     if message.shredded:
         return analysis
-    key = keys.get(message.owner_id, message.event_id) if keys is not None else None
-    if key is None:  # an analysis sealed, its message not: the key went between the two reads
+    if key is None:  # an analysis sealed, its message not (another producer's): no key, nothing derived is known
         return dataclasses.replace(analysis, message=dataclasses.replace(message, shredded=True))
     r = _open(key, analysis.sealed, ANALYSIS_CONTENT, message.owner_id, analysis.event_id)
     facts, attributes, events, vector = r["facts"], r["attributes"], r["events"], r["vector"]
