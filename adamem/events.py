@@ -27,6 +27,7 @@ __all__ = [
     "MemoryCorrected",
     "MemoryForgotten",
     "MessageAnalyzed",
+    "Sealed",
     "Speaker",
     "analysis_event_id",
     "message_event_id",
@@ -68,6 +69,24 @@ class Speaker:
 
 
 @dataclass(frozen=True, slots=True)
+class Sealed:
+    """An AEAD ciphertext of an event's free text, as it is on the log (see ``adamem.schemas.sealing``)."""
+
+    scheme: str
+    nonce: bytes
+    ciphertext: bytes
+
+    def to_record(self) -> dict[str, Any]:
+        """The Avro record of the ciphertext."""
+        return {"scheme": self.scheme, "nonce": self.nonce, "ciphertext": self.ciphertext}
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any] | None) -> Sealed | None:
+        """Build from a decoded Avro record (None stays None)."""
+        return None if r is None else cls(str(r["scheme"]), bytes(r["nonce"]), bytes(r["ciphertext"]))
+
+
+@dataclass(frozen=True, slots=True)
 class ChatMessage:
     """A chat message, appended to the messages topic keyed by ``user_id``."""
 
@@ -83,6 +102,11 @@ class ChatMessage:
     tenant: str = "default"
     metadata: dict[str, str] = field(default_factory=dict)
     schema_version: int = 1
+    # The ciphertext of text, speaker name and metadata as on the log (None: written in the clear).
+    sealed: Sealed | None = None
+    # Sealed, and its key was not there to open it (forgotten, lost, or no keystore given): the
+    # text, speaker name and metadata are empty and unknowable.
+    shredded: bool = False
 
     @property
     def owner_id(self) -> str:
@@ -90,7 +114,8 @@ class ChatMessage:
         return owner_key(self.tenant, self.user_id)
 
     def to_record(self) -> dict[str, Any]:
-        """The Avro record of this event."""
+        """The Avro record of this event; a sealed message's free text is only in its ciphertext."""
+        sealed = self.sealed is not None
         return {
             "schema_version": self.schema_version,
             "event_id": self.event_id,
@@ -98,10 +123,11 @@ class ChatMessage:
             "user_id": self.user_id,
             "conversation_id": self.conversation_id,
             "message_id": self.message_id,
-            "speaker": {"role": self.speaker.role, "name": self.speaker.name},
-            "text": self.text,
+            "speaker": {"role": self.speaker.role, "name": "" if sealed else self.speaker.name},
+            "text": "" if sealed else self.text,
             "occurred_at": self.occurred_at,
-            "metadata": dict(self.metadata),
+            "metadata": {} if sealed else dict(self.metadata),
+            "sealed": None if self.sealed is None else self.sealed.to_record(),
         }
 
     @classmethod
@@ -118,6 +144,8 @@ class ChatMessage:
             occurred_at=_ms(r["occurred_at"]),
             metadata=dict(r.get("metadata") or {}),
             schema_version=int(r.get("schema_version", 1)),
+            sealed=Sealed.from_record(r.get("sealed")),
+            shredded=r.get("sealed") is not None,
         )
 
 
@@ -208,6 +236,13 @@ class MessageAnalyzed:
     events: tuple[ExtractedEvent, ...] = ()
     entities: tuple[str, ...] = ()
     schema_version: int = 1
+    # The ciphertext of the derived fields and the vector as on the log (None: written in the clear).
+    sealed: Sealed | None = None
+
+    @property
+    def shredded(self) -> bool:
+        """Sealed content that could not be opened: the message and what was derived from it are unknowable."""
+        return self.message.shredded
 
     @property
     def user_id(self) -> str:
@@ -230,7 +265,23 @@ class MessageAnalyzed:
         return self.message.event_id
 
     def to_record(self) -> dict[str, Any]:
-        """The Avro record of this event."""
+        """The Avro record of this event; a sealed analysis's derived fields are only in its ciphertext."""
+        if self.sealed is not None:
+            return {
+                **self.content_record(),
+                "summary": "",
+                "topics": [],
+                "facts": [],
+                "attributes": [],
+                "events": [],
+                "entities": [],
+                "embedding": {"model": self.embedding.model, "vector": []},
+                "sealed": self.sealed.to_record(),
+            }
+        return {**self.content_record(), "sealed": None}
+
+    def content_record(self) -> dict[str, Any]:
+        """The Avro record of this event with its derived fields in the clear (never the wire form of a sealed one)."""
         return {
             "schema_version": self.schema_version,
             "event_id": self.event_id,
@@ -282,6 +333,7 @@ class MessageAnalyzed:
             ),
             entities=tuple(r.get("entities", ())),
             schema_version=int(r.get("schema_version", 1)),
+            sealed=Sealed.from_record(r.get("sealed")),
         )
 
 

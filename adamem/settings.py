@@ -31,6 +31,12 @@ class Settings:
     default_tenant: str = _env("ADAMEM_TENANT", "default", "Tenant given to messages that name none.")
     publish_batch: int = _env("ADAMEM_PUBLISH_BATCH", 500, "Messages per publish batch.")
     fsync: bool = _env("ADAMEM_FSYNC", True, "fsync the embedded log after every append.")
+    keystore: str = _env(
+        "ADAMEM_KEYSTORE",
+        "",
+        "Folder of the message keys (crypto-shredding); default: <log folder>.keys beside an embedded log, "
+        "~/.adamem/keys/<topic prefix> for Kafka.",
+    )
     kafka_timeout_s: float = _env("ADAMEM_KAFKA_TIMEOUT", 15.0, "Seconds to wait for the broker before failing.")
     extractor: str = _env(
         "ADAMEM_EXTRACTOR", "rules", "First-generation extractor of a store: rules, openai, none or pkg.mod:factory."

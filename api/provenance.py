@@ -13,6 +13,7 @@ from adamem.retrieval.errors import UnknownOwner
 from adamem.retrieval.service import Retriever
 from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
+from adamem.streams.keys import KeyRingLike, keystore_for
 from adamem.streams.log import EventLog
 from adamem.streams.pipeline import SOURCE_HEADER
 
@@ -28,7 +29,7 @@ class ItemNotFound(UnknownOwner):
         AdaMemError.__init__(self, f"user {self.user_id!r} has no memory item {item!r}")
 
 
-async def _analysis(log: EventLog, m: MessageRow) -> dict[str, Any]:
+async def _analysis(log: EventLog, m: MessageRow, keys: KeyRingLike) -> dict[str, Any]:
     """The recorded analysis at the message row's position, decoded, with the message's own offset."""
     out: dict[str, Any] = {"topic": m.source_topic, "partition": m.source_partition, "offset": m.source_offset}
     async for rec in log.read(
@@ -36,7 +37,7 @@ async def _analysis(log: EventLog, m: MessageRow) -> dict[str, Any]:
         from_offsets={m.source_partition: m.source_offset},
         until={m.source_partition: m.source_offset + 1},
     ):
-        event = decode_event(rec.value)
+        event = decode_event(rec.value, keys)  # sealed: opened with the log's keystore
         if isinstance(event, MessageAnalyzed):
             out.update(
                 event_id=event.event_id,
@@ -88,7 +89,7 @@ async def trace(retriever: Retriever, log: EventLog | None, settings: Settings, 
             },
         }
         if log is not None:
-            entry["analysis"] = await _analysis(log, m)
+            entry["analysis"] = await _analysis(log, m, keystore_for(log, settings))
         chain.append(entry)
     content = getattr(row, "content", None) or getattr(row, "value", None) or getattr(row, "label", None) or row.text
     tenant, user_id = split_owner(user)

@@ -393,13 +393,18 @@ async def run_forget(
     everything: bool,
     reason: str,
 ) -> int:
-    """Publish a MemoryForgotten control event for an item, a message, or the whole owner ``(tenant, user)``."""
+    """Publish a MemoryForgotten control event for an item, a message, or the whole owner ``(tenant, user)``.
+
+    A message or owner forget then destroys the keys it names in the log's keystore: from that
+    moment no copy of the message (or of any of the owner's messages) on the log can be read.
+    """
     import time
     import uuid
 
     from adamem.events import MemoryForgotten
     from adamem.schemas.serde import encode_event
     from adamem.streams.factory import open_log
+    from adamem.streams.keys import destroy_keys, keystore_for
     from adamem.streams.log import OutgoingRecord
 
     chosen = [x for x in (item, message) if x is not None]
@@ -421,12 +426,20 @@ async def run_forget(
         if message is not None or everything:
             _check_forget_target(await _owner_messages(log, settings, tenant, user), message, user, tenant, log.url)
         [(p, off)] = await log.append(settings.topic("control"), [OutgoingRecord(user, encode_event(event))])
+        keys = keystore_for(log, settings)
+        destroyed = destroy_keys(keys, event)  # after the event is on the log: the projection destroys them too
     finally:
         await log.stop()
     print(
         f"published MemoryForgotten({scope}) {event.event_id} for {user} of tenant {tenant}"
         f" at {settings.topic('control')} p{p}:{off}"
     )
+    if scope == "item":
+        print("an item forget erases the item from the store; its messages stay readable on the log (forget them)")
+    else:
+        what = "key was" if scope == "message" else "keys were"
+        state = "destroyed" if destroyed else "not there (already destroyed, or never made)"
+        print(f"the {what} {state} in {getattr(keys, 'root', 'the keystore')}: the log's copies cannot be read")
     return 0
 
 
@@ -464,40 +477,59 @@ def _check_forget_target(messages: dict[str, str], message: str | None, user: st
     )
 
 
-def run_forget_verify(settings: Settings, texts: list[str]) -> int:
-    """``adamem forget --verify``: every place in the store and the embedded log a text remains; 1 if any."""
+async def run_forget_verify(settings: Settings, texts: list[str]) -> int:
+    """``adamem forget --verify``: every place in the store, the log and the keystore a text remains; 1 if any.
+
+    An embedded log is searched file by file; a Kafka log record by record, every topic of the
+    deployment, read from the broker. Sealed events are opened with the keystore.
+    """
     from pathlib import Path
 
     from adamem.projections.store.base import store_folder
-    from adamem.streams.erasure import find_text
+    from adamem.streams.erasure import Trace, find_text, find_text_in_log
+    from adamem.streams.factory import open_log
+    from adamem.streams.keys import Keystore, keystore_path
 
     if not texts:
         raise ConfigError("say what to look for: --verify --text TEXT (repeatable)")
     url = settings.log_url
-    if "://" in url and not url.startswith("file://"):
-        raise ConfigError(
-            f"`adamem forget --verify` reads the files of an embedded log (a folder), not {url!r}; "
-            "a Kafka broker's segment files are on the broker"
-        )
-    log_root, store_root = Path(url.removeprefix("file://")), Path(store_folder(settings.store_url))
-    roots = [r for r in (log_root, store_root) if r.is_dir()]
-    if not roots:
-        raise ConfigError(f"neither the log {log_root} nor the store {store_root} exists")
+    kafka = url.startswith("kafka://")
+    if "://" in url and not url.startswith("file://") and not kafka:
+        raise ConfigError(f"`adamem forget --verify` searches an embedded log (a folder) or kafka://, not {url!r}")
+    log_root = None if kafka else Path(url.removeprefix("file://"))
+    store_root = Path(store_folder(settings.store_url))
+    keys_root = keystore_path(url, settings)
+    keys = Keystore(keys_root, fsync=False) if keys_root is not None else None
+    roots = [r for r in (log_root, store_root, keys_root) if r is not None and r.is_dir()]
+    if not roots and not kafka:
+        raise ConfigError(f"none of the log {log_root}, the store {store_root}, the keystore {keys_root} exists")
+    log = open_log(url, settings) if kafka else None
+    if log is not None:
+        await log.start()
     found = 0
-    for text in texts:
-        traces = find_text(
-            text,
-            log_root=log_root if log_root in roots else None,
-            store_root=store_root if store_root in roots else None,
-        )
-        found += len(traces)
-        searched = " and ".join(str(r) for r in roots)
-        if not traces:
-            print(f"{text!r}: found nowhere in {searched} (every file, decoded and raw)")
-            continue
-        print(f"{text!r}: remains in {len(traces)} place(s):")
-        for trace in traces:
-            print(f"  {'MAY REMAIN' if trace.unverifiable else 'FOUND'} {trace}")
+    try:
+        for text in texts:
+            traces: list[Trace] = []
+            if log is not None:
+                traces += await find_text_in_log(log, settings, text, keys)
+            traces += find_text(
+                text,
+                log_root=log_root if log_root in roots else None,
+                store_root=store_root if store_root in roots else None,
+                keys_root=keys_root if keys_root in roots else None,
+                keys=keys,
+            )
+            found += len(traces)
+            searched = " and ".join([*([url] if kafka else []), *(str(r) for r in roots)])
+            if not traces:
+                print(f"{text!r}: found nowhere in {searched} (every file and record, decoded, opened and raw)")
+                continue
+            print(f"{text!r}: remains in {len(traces)} place(s):")
+            for trace in traces:
+                print(f"  {'MAY REMAIN' if trace.unverifiable else 'FOUND'} {trace}")
+    finally:
+        if log is not None:
+            await log.stop()
     return 1 if found else 0
 
 

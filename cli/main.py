@@ -151,7 +151,7 @@ async def _forget(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     if args.verify:
-        return run_forget_verify(settings, args.text)
+        return await run_forget_verify(settings, args.text)
     if args.text:
         raise ConfigError("--text is what `--verify` looks for; give --verify too")
     require_log(settings)  # a forget names what the log holds
@@ -320,7 +320,7 @@ async def _log(args: argparse.Namespace) -> int:
     try:
         tail = args.lines if args.action == "tail" else None
         async for row in read_as_json(
-            log, settings.topic(args.topic), from_offset=args.from_offset, user=args.user, tail=tail
+            log, settings.topic(args.topic), from_offset=args.from_offset, user=args.user, tail=tail, settings=settings
         ):
             print(json.dumps(row, ensure_ascii=False))
     finally:

@@ -1,12 +1,19 @@
-"""Encode and decode event models to and from framed Avro bytes (the bytes on the log)."""
+"""Encode and decode event models to and from framed Avro bytes (the bytes on the log).
+
+With a key ring (``keys``), messages and analyses are sealed on encoding and opened on decoding
+(``adamem.schemas.sealing``); without one they are written in the clear, and sealed ones decode
+``shredded`` (their free text empty). An analysis of a sealed message is never written in the
+clear: encoding one without a key ring is a ``SchemaError``.
+"""
 
 from __future__ import annotations
 
 from typing import TypeVar
 
-from adamem.errors import DecodeError
+from adamem.errors import DecodeError, SchemaError
 from adamem.events import ChatMessage, Event, MemoryCorrected, MemoryForgotten, MessageAnalyzed
 from adamem.schemas import default_registry
+from adamem.schemas.sealing import KeyRing, open_analysis, open_message, seal_analysis, seal_message
 
 __all__ = ["decode_as", "decode_event", "encode_event", "reframe"]
 
@@ -17,27 +24,48 @@ _MODELS: dict[str, type[ChatMessage] | type[MessageAnalyzed] | type[MemoryForgot
 E = TypeVar("E", ChatMessage, MessageAnalyzed, MemoryForgotten, MemoryCorrected)
 
 
-def encode_event(event: Event) -> bytes:
-    """Single-object-encode an event with its current schema."""
+def encode_event(event: Event, keys: KeyRing | None = None) -> bytes:
+    """Single-object-encode an event with its current schema; with ``keys``, seal its free text."""
+    if keys is not None:
+        if isinstance(event, ChatMessage):
+            event = seal_message(event, keys)
+        elif isinstance(event, MessageAnalyzed):
+            event = seal_analysis(event, keys)
+    elif isinstance(event, MessageAnalyzed) and event.message.sealed is not None and event.sealed is None:
+        raise SchemaError(
+            f"analysis {event.event_id} is of a sealed message: encode it with the keystore, never in the clear"
+        )
     return default_registry().encode(event.SCHEMA, event.to_record())
 
 
-def decode_event(data: bytes) -> Event:
-    """Decode framed bytes into the event model its writer schema names."""
+def _opened(event: Event, keys: KeyRing | None) -> Event:
+    if isinstance(event, MessageAnalyzed):
+        return open_analysis(event, keys)
+    if isinstance(event, ChatMessage):
+        return open_message(event, keys)
+    return event
+
+
+def decode_event(data: bytes, keys: KeyRing | None = None) -> Event:
+    """Decode framed bytes into the event model its writer schema names; with ``keys``, open what is sealed."""
     name, record = default_registry().decode(data)
     try:
-        return _MODELS[name].from_record(record)
+        event = _MODELS[name].from_record(record)
     except (KeyError, TypeError, ValueError) as exc:
         raise DecodeError(f"{name} record does not build a model: {exc}") from exc
+    return _opened(event, keys)
 
 
-def decode_as(data: bytes, model: type[E]) -> E:
-    """Decode framed bytes that must hold an event of ``model``'s schema."""
+def decode_as(data: bytes, model: type[E], keys: KeyRing | None = None) -> E:
+    """Decode framed bytes that must hold an event of ``model``'s schema; with ``keys``, open what is sealed."""
     name, record = default_registry().decode(data, expected=model.SCHEMA)
     try:
-        return model.from_record(record)
+        event = model.from_record(record)
     except (KeyError, TypeError, ValueError) as exc:
         raise DecodeError(f"{name} record does not build a model: {exc}") from exc
+    opened = _opened(event, keys)
+    assert isinstance(opened, model)
+    return opened
 
 
 def reframe(data: bytes) -> bytes:

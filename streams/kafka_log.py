@@ -101,6 +101,20 @@ class KafkaLog:
         finally:
             await admin.close()
 
+    async def topics(self) -> list[str]:
+        """Every topic of this deployment on the broker (named with the topic prefix), e.g. for ``forget --verify``."""
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=self.bootstrap, request_timeout_ms=int(self._settings.kafka_timeout_s * 1000)
+        )
+        try:
+            await asyncio.wait_for(admin.start(), self._settings.kafka_timeout_s)
+            prefix = self._settings.topic_prefix + "."
+            return sorted(t for t in await admin.list_topics() if t.startswith(prefix))
+        except (TimeoutError, KafkaConnectionError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        finally:
+            await admin.close()
+
     async def stop(self) -> None:
         """Flush and disconnect."""
         if self._producer is not None:

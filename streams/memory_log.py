@@ -6,6 +6,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 
 from adamem.settings import Settings
+from adamem.streams.keys import InMemoryKeyRing
 from adamem.streams.log import TOPICS, LogRecord, OutgoingRecord, partition_for
 
 __all__ = ["InMemoryLog"]
@@ -19,6 +20,7 @@ class InMemoryLog:
         self._settings = settings
         self._n = settings.embedded_partitions
         self._topics: dict[str, list[list[LogRecord]]] = {}
+        self.keyring = InMemoryKeyRing()  # its keystore lives and dies with it (``streams.keys.keystore_for``)
 
     async def start(self) -> None:
         """Create the project's topics."""

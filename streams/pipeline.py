@@ -11,6 +11,15 @@ Faust worker must agree with. Both stages resume from the log itself:
 
 Control events are forwarded by the analyzer into the analyses topic, so the folds read one
 ordered stream per owner, and replay sees exactly the order live projection saw.
+
+Crypto-shredding (``streams.keys``): messages are read and analyses written through the log's
+keystore — an analysis is sealed under its message's key, and its new keys are flushed before it
+is appended. A forget destroys keys (the message's, or all of the owner's) before it is forwarded
+and again, idempotently, before it is folded, so a replay never reads what was forgotten. Live
+projection saw the message readable and replay will not, so after a batch that folded a message
+forget the owner is rebuilt in place from the log (``replay.rebuild_owner``, the forgotten
+message now shredded): the live state is then the state any replay gives. A shredded message is
+not analysed (there is nothing to read) and is folded as nothing.
 Undecodable or unprocessable records — and records on a partition other than their key's (the
 rule: every record is where Kafka's murmur2 partitioner puts its key) — go to the dead-letter topic,
 on the partition they arrived on, with the error and their source position; the stream goes on.
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +47,7 @@ from adamem.projections.projector import Projector
 from adamem.projections.store.base import MemoryStore
 from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
+from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 
 __all__ = [
@@ -50,11 +61,13 @@ __all__ = [
     "dead_letter",
     "pending_work",
     "project_pending",
+    "rebuild_after_forgets",
     "resume_header",
     "resume_points",
     "run_pipeline",
 ]
 
+_LOG = logging.getLogger("adamem.pipeline")
 SOURCE_HEADER = "adamem-source"
 ERROR_HEADER = "adamem-error"
 # On every analyses record: compact JSON {"<input topic>": next offset} of its partition, how far
@@ -305,10 +318,13 @@ async def analyze_pending(
 Handled = ChatMessage | MemoryForgotten | MemoryCorrected | str  # an input event, or why it is dead-lettered
 
 
-def classify(rec: LogRecord, partitions: int) -> Handled:
-    """An input record's event, or the error it is dead-lettered with (both runners use this)."""
+def classify(rec: LogRecord, partitions: int, keys: KeyRingLike | None = None) -> Handled:
+    """An input record's event, or the error it is dead-lettered with (both runners use this).
+
+    With ``keys`` a sealed message is opened (or comes back ``shredded``: its key is gone).
+    """
     try:
-        event = decode_event(rec.value)
+        event = decode_event(rec.value, keys)
     except AdaMemError as exc:
         return f"{type(exc).__name__}: {exc}"
     if isinstance(event, MessageAnalyzed):
@@ -332,8 +348,9 @@ async def _analyze_batch(
     each record, either kind, carries its source and the ``tracker``'s points just after it, so
     whatever is on the log when the process dies says exactly what is handled.
     """
-    decoded = [(rec, classify(rec, log.partitions(rec.topic))) for rec in records]
-    messages = [e for _, e in decoded if isinstance(e, ChatMessage)]
+    keys = keystore_for(log, settings)
+    decoded = [(rec, classify(rec, log.partitions(rec.topic), keys)) for rec in records]
+    messages = [e for _, e in decoded if isinstance(e, ChatMessage) and not e.shredded]
     try:
         analyses = iter(agent.analyze(messages))
     except AdaMemError as exc:
@@ -343,6 +360,9 @@ async def _analyze_batch(
     for rec, event in decoded:
         tracker.handled(rec.topic, rec.offset)
         points = tracker.points()
+        if isinstance(event, ChatMessage) and event.shredded:  # forgotten before it was analysed, or the wrong keystore
+            _LOG.warning("message %s of %s has no key in %s: not analysed", event.event_id, event.owner_id, keys)
+            continue
         if isinstance(event, str):
             topic = settings.topic("deadletter")
             out = dead_letter_record(rec, event, points, settings.topic("analyses"))
@@ -351,8 +371,10 @@ async def _analyze_batch(
         else:
             topic = settings.topic("analyses")
             headers = ((SOURCE_HEADER, source_of(rec)), (RESUME_HEADER, resume_header(points)))
+            if isinstance(event, MemoryForgotten):
+                destroy_keys(keys, event)  # before it is forwarded: no replay can read what it names
             value = (
-                encode_event(next(analyses)) if isinstance(event, ChatMessage) else reframe(rec.value)
+                encode_event(next(analyses), keys) if isinstance(event, ChatMessage) else reframe(rec.value)
             )  # spec's order
             out = OutgoingRecord(event.user_id, value, headers)
             if isinstance(event, ChatMessage):
@@ -362,11 +384,13 @@ async def _analyze_batch(
                 stats.forwarded += 1
                 metrics.EVENTS_FORWARDED.inc()
         if run and topic != run_topic:
+            keys.flush()  # the keys of what is appended are durable first
             await log.append(run_topic, run)  # acked before anything after it claims it
             run = []
         run_topic = topic
         run.append(out)
     if run:
+        keys.flush()
         await log.append(run_topic, run)
 
 
@@ -385,12 +409,13 @@ async def project_pending(
     end = (await log.end_offsets(topic)).get(partition, 0)
     _refuse_lost(log, topic, partition, start, end, f"the store {projector.store.url}")
     dead_below: int | None = None  # read from the dead-letter topic when a record first needs it
+    keys = keystore_for(log, settings)
     while start < end:
         stop = min(end, start + batch)
         events: list[Positioned] = []
         async for rec in log.read(topic, from_offsets={partition: start}, until={partition: stop}):
             try:
-                event = decode_event(rec.value)
+                event = decode_event(rec.value, keys)
                 if isinstance(event, ChatMessage):
                     raise AdaMemError("a raw ChatMessage does not belong on the analyses topic")
             except AdaMemError as exc:
@@ -402,8 +427,12 @@ async def project_pending(
                     stats.dead_lettered += 1
                     metrics.DEAD_LETTERS.labels("project", metrics.dead_letter_reason(str(exc))).inc()
                 continue
+            if isinstance(event, MemoryForgotten):
+                destroy_keys(keys, event)  # forwarded by another analyzer, maybe without destroying them
             events.append(Positioned(event, rec.topic, rec.partition, rec.offset))
+        done = projector.store.checkpoint(partition).get(topic, 0)
         result = projector.apply_batch(partition, topic, events, upto=stop)
+        await rebuild_after_forgets(log, projector, settings, partition, [e for e in events if e.offset >= done])
         stats.applied += result.applied
         stats.skipped += result.skipped
         if progress is not None:
@@ -437,6 +466,33 @@ async def _record_lag(
     for topic in (settings.topic("messages"), settings.topic("control"), analyses):
         end = (await log.end_offsets(topic)).get(partition, 0)
         metrics.CONSUMER_LAG.labels(topic, str(partition)).set(max(0, end - done.get(topic, 0)))
+
+
+async def rebuild_after_forgets(
+    log: EventLog, projector: Projector, settings: Settings, partition: int, applied: Sequence[Positioned]
+) -> int:
+    """After a batch that folded message forgets: rebuild each such owner in place from the log; owners rebuilt.
+
+    The live fold saw the forgotten message readable, a replay sees it shredded; the folds agree on
+    what a forget removes but not on what the message changed in others (ids, routing, seq), so the
+    owner is folded again from the log, where the message is now shredded. Rows that changed are
+    committed, and the shard's history erased once more (they may hold the message's effects).
+    """
+    from adamem.streams.replay import rebuild_owner
+
+    owners = sorted(
+        {p.event.owner_id for p in applied if isinstance(p.event, MemoryForgotten) and p.event.scope == "message"}
+    )
+    if not owners:
+        return 0
+    changed = False
+    for owner in owners:
+        report = await rebuild_owner(log, projector.store, settings, owner, keys=keystore_for(log, settings))
+        changed = changed or report.switched
+    projector.forget_cache()  # the states cached for these owners are not their rows any more
+    if changed:
+        projector.store.erase_history(partition)
+    return len(owners)
 
 
 async def run_pipeline(

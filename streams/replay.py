@@ -42,6 +42,7 @@ from adamem.projections.store.lance import LanceStore, current_view, list_views,
 from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
 from adamem.streams.generations import generation_record
+from adamem.streams.keys import KeyRingLike, keystore_for
 from adamem.streams.log import EventLog
 
 __all__ = [
@@ -168,6 +169,7 @@ async def _fold_range(
     after a view as of an offset: what was forgotten later stays forgotten in the past too).
     """
     topic = settings.topic("analyses")
+    keys = keystore_for(log, settings)
     folded = 0
     pos = start
     while pos < end:
@@ -175,7 +177,7 @@ async def _fold_range(
         events: list[Positioned] = []
         async for rec in log.read(topic, from_offsets={partition: pos}, until={partition: stop}, key=user):
             try:
-                event = decode_event(rec.value)
+                event = decode_event(rec.value, keys)  # a forgotten message comes back shredded
             except AdaMemError:
                 continue  # dead-lettered when it was first projected
             if isinstance(event, ChatMessage) or not _keep(event, until_time):
@@ -313,6 +315,7 @@ async def rebuild_owner(
     *,
     layers: Sequence[str] | None = None,
     verify_only: bool = False,
+    keys: KeyRingLike | None = None,
 ) -> RebuildReport:
     """Fold one owner's recorded events again; report differences; replace their rows unless ``verify_only``.
 
@@ -327,9 +330,10 @@ async def rebuild_owner(
     upto = store.checkpoint(p).get(topic, 0)
     state = OwnerMemory(user)
     count = 0
+    ring = keys if keys is not None else keystore_for(log, settings)
     async for rec in log.read(topic, from_offsets={p: 0}, until={p: upto}, key=partition_key(user)):
         try:
-            event = decode_event(rec.value)
+            event = decode_event(rec.value, ring)
         except AdaMemError:
             continue
         if isinstance(event, ChatMessage) or event.owner_id != user:

@@ -28,11 +28,12 @@ import faust
 from adamem import metrics
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import AdaMemError
-from adamem.events import ChatMessage
+from adamem.events import ChatMessage, MemoryForgotten
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
 from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
+from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
 from adamem.streams.log import EventLog, LogRecord
 from adamem.streams.metrics import ConsumerPositions
 from adamem.streams.pipeline import (
@@ -44,6 +45,7 @@ from adamem.streams.pipeline import (
     ResumeTracker,
     classify,
     dead_lettered_below,
+    rebuild_after_forgets,
     resume_header,
     resume_points,
 )
@@ -156,6 +158,14 @@ def create_app(
 
         return KafkaLog(bootstrap, settings)
 
+    rings: dict[str, KeyRingLike] = {}
+
+    def keyring() -> KeyRingLike:
+        """The keystore of the log (crypto-shredding): messages are opened and analyses sealed with it."""
+        if "keys" not in rings:
+            rings["keys"] = keystore_for(reader(), settings)
+        return rings["keys"]
+
     def switched_generation() -> str | None:
         """The active view's generation when it is no longer this worker's (a reanalysis was switched to)."""
         record = projector().store.generation()
@@ -199,7 +209,7 @@ def create_app(
         except UnicodeDecodeError as exc:
             return f"UnicodeDecodeError: the record key is not UTF-8 ({exc})"
         rec = LogRecord(m.topic, m.partition, m.offset, key, m.value or b"", m.timestamp or 0)
-        return classify(rec, settings.partitions)
+        return classify(rec, settings.partitions, keyring())
 
     @app.agent(inputs, name="analyze")
     async def analyze(stream: Any) -> None:
@@ -228,7 +238,7 @@ def create_app(
             waiting = [(e.message.topic, e.message.offset) for e in todo if e.message.partition == p]
             trackers[p] = ResumeTracker(await accounted(p), waiting)
         handled = [(event, _classify(event)) for event in todo]
-        messages = [d for _, d in handled if isinstance(d, ChatMessage)]
+        messages = [d for _, d in handled if isinstance(d, ChatMessage) and not d.shredded]
         results = iter(await asyncio.to_thread(memory_agent().analyze, messages) if messages else [])
         metrics.EVENTS_ANALYSED.inc(len(messages))
         metrics.EVENTS_FORWARDED.inc(sum(1 for _, d in handled if not isinstance(d, (str, ChatMessage))))
@@ -238,6 +248,12 @@ def create_app(
             m = event.message
             trackers[m.partition].handled(m.topic, m.offset)
             points = trackers[m.partition].points()
+            if isinstance(decoded, ChatMessage) and decoded.shredded:
+                # forgotten before it was analysed, or the wrong keystore
+                log.warning(
+                    "message %s of %s has no key in %s: not analysed", decoded.event_id, decoded.owner_id, keyring()
+                )
+                continue
             target = deadletter if isinstance(decoded, str) else analyses
             if target is not sending_to:  # in order: what is sent before a record is acked before it
                 for fut in sends:
@@ -246,7 +262,10 @@ def create_app(
             if isinstance(decoded, str):
                 sends.append(await to_deadletter(event, decoded, points, settings.topic("analyses")))
                 continue
-            value = encode_event(next(results)) if isinstance(decoded, ChatMessage) else reframe(m.value)
+            if isinstance(decoded, MemoryForgotten):
+                destroy_keys(keyring(), decoded)  # before it is forwarded: no replay can read what it names
+            value = encode_event(next(results), keyring()) if isinstance(decoded, ChatMessage) else reframe(m.value)
+            keyring().flush()  # the keys of what is sent are durable first
             sends.append(
                 await analyses.send(
                     key=decoded.user_id.encode("utf-8"),
@@ -285,7 +304,7 @@ def create_app(
             if m.partition not in done:
                 done[m.partition] = (await asyncio.to_thread(projector().store.checkpoint, m.partition)).get(topic, 0)
             try:
-                decoded = decode_event(m.value or b"")
+                decoded = decode_event(m.value or b"", keyring())
                 if isinstance(decoded, ChatMessage):
                     raise AdaMemError("a raw ChatMessage does not belong on the analyses topic")
             except AdaMemError as exc:
@@ -293,6 +312,8 @@ def create_app(
                     dead.append(await to_deadletter(event, f"{type(exc).__name__}: {exc}", {topic: m.offset + 1}))
                     dead_letters[m.partition] = m.offset + 1
                 continue  # else dead-lettered already (a redelivery)
+            if isinstance(decoded, MemoryForgotten):
+                destroy_keys(keyring(), decoded)
             by_partition[m.partition].append(Positioned(decoded, m.topic, m.partition, m.offset))
         for fut in dead:
             await fut  # on the log before the checkpoint that passes them
@@ -304,6 +325,7 @@ def create_app(
                 # store was replaced): the store is the truth about progress, so fill the gap.
                 batch_events = await _gap(partition, done[partition], first) + batch_events
             await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
+            await rebuild_after_forgets(reader(), projector(), settings, partition, batch_events)
             positions.handled(topic, partition, reach[partition] - 1)
         counts["folded"] += len(events)
 
@@ -324,7 +346,7 @@ def create_app(
             settings.topic("analyses"), from_offsets={partition: start}, until={partition: end}
         ):
             try:
-                decoded = decode_event(rec.value)
+                decoded = decode_event(rec.value, keyring())
             except AdaMemError:
                 continue  # dead-lettered when it was first consumed
             if not isinstance(decoded, ChatMessage):

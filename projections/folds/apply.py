@@ -3,7 +3,9 @@
 ``MessageAnalyzed`` (the recorded analysis z_t, carrying its message):
 
 1. A message already archived (by message event id) or forgotten earlier → no changes; this makes
-   redelivery and duplicate publishes harmless.
+   redelivery and duplicate publishes harmless. A *shredded* message (sealed, its key destroyed by a
+   forget or lost: ``adamem.schemas.sealing``) → no changes either; the projector rebuilds an owner
+   after a message forget so that the live state is this fold's too (``streams.pipeline``).
 2. Session boundary: when the message's ``conversation_id`` differs from the owner's previous
    message, or its ``occurred_at`` is ``session_gap_ms`` or more after it (a gap in event time: a
    stream without conversation ids has sessions too), every working-memory entry not yet
@@ -91,6 +93,8 @@ def _handle(event: object, tx: Transaction, positioned: Positioned, params: Memo
 @_handle.register
 def _(event: MessageAnalyzed, tx: Transaction, positioned: Positioned, params: MemoryParameters) -> None:
     state, msg = tx.state, event.message
+    if msg.shredded:  # sealed, and its key is gone (forgotten, lost): nothing of it can be known, nothing is folded
+        return
     owner = state.owner
     if state.message(msg.event_id) is not None or (owner is not None and msg.event_id in owner.forgotten_message_ids):
         return

@@ -7,7 +7,8 @@ side at once, and the tests check its report:
   partitioner to two topic prefixes' messages topics, which ``adamem project`` and the Faust
   worker must each turn into memory, dead-lettering nothing;
 * it decodes every event type this project writes with stock ``BinaryMessageDecoder`` (and must
-  refuse the old reversed headers, which only this project reads);
+  refuse the old reversed headers, which only this project reads), sealed ones too (their
+  ciphertext is opaque bytes to it) and, decrypted here with the key, the Avro records inside;
 * avro-tools (``getschema``, ``count``, ``tojson``) reads an embedded log's container files.
 
 The whole module needs the broker, since the one JVM run produces to it.
@@ -29,15 +30,17 @@ import fastavro
 import pytest
 
 from adamem.cli import main
-from adamem.events import ChatMessage, Speaker, message_event_id
+from adamem.events import ChatMessage, MessageAnalyzed, Speaker, message_event_id
 from adamem.partitioning import partition_for
 from adamem.projections.store.lance import LanceStore
 from adamem.schemas import default_registry
 from adamem.schemas.codec import SCHEMA_DIR
-from adamem.schemas.serde import encode_event
+from adamem.schemas.sealing import ANALYSIS_CONTENT, MESSAGE_CONTENT, _aad
+from adamem.schemas.serde import decode_event, encode_event
 from adamem.settings import Settings
 from adamem.streams.embedded_log import ENTRY_SCHEMA
 from adamem.streams.factory import open_log
+from adamem.streams.keys import InMemoryKeyRing
 from tests.conftest import REPO
 from tests.schemas.test_codec import ANALYSIS, CORRECTED, FORGOT, JAVA_HEADERS, MSG
 from tests.streams.test_worker import _caught_up, _start_worker, _stop
@@ -53,6 +56,29 @@ TEXTS = (
     "Last week I started a new job as a nurse.",
 )
 OWNERS = ("ana", "chen", "dmitri", "eve")  # on every one of 3 partitions, and of 2
+
+
+def _sealed() -> list[tuple[str, bytes]]:
+    """A sealed message and analysis as this code writes them, and the plaintext records inside (decrypted)."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    keys = InMemoryKeyRing()
+    message, analysis = encode_event(MSG, keys), encode_event(ANALYSIS, keys)
+    key = keys.get(MSG.owner_id, MSG.event_id)
+    opened_message, opened_analysis = decode_event(message), decode_event(analysis)
+    assert key is not None and isinstance(opened_message, ChatMessage) and isinstance(opened_analysis, MessageAnalyzed)
+    assert opened_message.sealed is not None and opened_analysis.sealed is not None
+    inner = [
+        (name, AESGCM(key).decrypt(s.nonce, s.ciphertext, _aad(name, MSG.owner_id, event_id)))
+        for name, s, event_id in (
+            (MESSAGE_CONTENT, opened_message.sealed, MSG.event_id),
+            (ANALYSIS_CONTENT, opened_analysis.sealed, ANALYSIS.event_id),
+        )
+    ]
+    return [(ChatMessage.SCHEMA, message), (MessageAnalyzed.SCHEMA, analysis), *inner]
+
+
+SEALED = _sealed()
 
 
 def _messages() -> list[ChatMessage]:
@@ -158,7 +184,8 @@ def java(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Java
             "topics": [by_project.topic("messages"), by_worker.topic("messages")],
             "messages": [m.to_record() for m in messages],
         },
-        "decode": [{"schema": e.SCHEMA, "hex": encode_event(e).hex()} for e in (MSG, ANALYSIS, FORGOT, CORRECTED)],
+        "decode": [{"schema": e.SCHEMA, "hex": encode_event(e).hex()} for e in (MSG, ANALYSIS, FORGOT, CORRECTED)]
+        + [{"schema": name, "hex": data.hex()} for name, data in SEALED],
         "refuse": legacy,
         "container_files": [str(p) for p in _container_files(embedded) + _container_files(LEGACY / "log")],
     }
@@ -223,6 +250,32 @@ def test_java_s_decoder_reads_every_event_type_we_write(java: Java, index: int) 
     assert row["schema"] == event.SCHEMA
     assert row["record"] == _as_json(event.to_record())  # every field's value, as Java read it
     assert bytes.fromhex(row["reencoded_hex"]) == encode_event(event)  # and Java writes it back byte for byte
+
+
+@pytest.mark.parametrize(
+    "index", range(4), ids=["sealed ChatMessage", "sealed MessageAnalyzed", "MessageContent", "AnalysisContent"]
+)
+def test_java_s_decoder_reads_sealed_events_and_the_records_inside_byte_for_byte(java: Java, index: int) -> None:
+    name, data = SEALED[index]
+    row = java.report["decoded"][4 + index]
+    assert row["schema"] == name
+    assert bytes.fromhex(row["reencoded_hex"]) == data  # Java writes back exactly what we wrote
+    record = row["record"]
+    if name == ChatMessage.SCHEMA:  # without the key: ids and times, no text
+        assert (record["event_id"], record["text"], record["speaker"]["name"]) == (MSG.event_id, "", "")
+        assert record["sealed"]["scheme"] == "aes256gcm/1" and record["metadata"] == {}
+    elif name == MessageAnalyzed.SCHEMA:
+        assert (record["summary"], record["facts"], record["embedding"]["vector"]) == ("", [], [])
+        assert record["message"]["text"] == "" and record["sealed"]["scheme"] == "aes256gcm/1"
+    elif name == MESSAGE_CONTENT:  # what the key opens: Avro, read by Java from message_content.avsc
+        assert (record["text"], record["speaker_name"], record["metadata"]) == (
+            MSG.text,
+            MSG.speaker.name,
+            MSG.metadata,
+        )
+    else:
+        assert record["summary"] == ANALYSIS.summary and record["vector"] == [0.5, -0.25, 0.125]
+        assert [a["value"] for a in record["attributes"]] == [a.value for a in ANALYSIS.attributes]
 
 
 def test_java_s_decoder_refuses_the_old_reversed_header(java: Java) -> None:

@@ -1,4 +1,8 @@
-"""Erasure: after a forget is projected and replayed, the store holds the forgotten text nowhere."""
+"""Erasure: after a forget is projected and replayed, neither the store nor the log holds the forgotten text.
+
+The store by deleting it (and every older table version and view); the log by crypto-shredding:
+the message and its analysis are sealed under the message's key, which the forget destroys.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.erasure import find_text, text_forms
 from adamem.streams.factory import open_log
+from adamem.streams.keys import Keystore
 from adamem.streams.log import EventLog, OutgoingRecord
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
@@ -39,6 +44,12 @@ SECRET = {
     "occurred_at": "2024-04-20T09:00:00Z",
 }
 ALL = {"owners", "messages", "episodic", "persona", "graph_nodes", "graph_edges"}
+CONTROL = "我喜欢吃辣的"  # xiaoming's, never forgotten: it must still be found (opened with the keystore)
+
+
+def _every_byte(*roots: Path) -> list[tuple[Path, bytes]]:
+    """Every file under the roots, whole: what a grep of the disk would read."""
+    return [(p, p.read_bytes()) for root in roots for p in sorted(root.rglob("*")) if p.is_file()]
 
 
 @functools.cache
@@ -92,11 +103,18 @@ def test_text_forms_cover_the_ways_a_text_is_stored() -> None:
 
 async def test_the_scan_finds_the_text_in_every_copy_before_a_forget(settings: Settings, tmp_path: Path) -> None:
     log, log_root, store = await _built(settings, tmp_path)
-    traces = find_text(MARKER, log_root=log_root, store_root=store)
+    keys = Keystore(tmp_path / "log.keys")
+    traces = find_text(MARKER, log_root=log_root, store_root=store, keys_root=keys.root, keys=keys)
     # the message and its analysis on the log, read through the log's reader (the blocks are snappy)
+    # and opened with the keystore: on the log they are sealed, so only their key makes them text
     decoded = {(t.path.parent.name, t.where.split(": ")[-1]) for t in traces if t.where.startswith("offset")}
-    assert (settings.topic("messages"), "value") in decoded and (settings.topic("analyses"), "value") in decoded
+    opened = "value opened with the keystore"
+    assert (settings.topic("messages"), opened) in decoded and (settings.topic("analyses"), opened) in decoded
+    assert not any(where == "value" for _, where in decoded), decoded  # the sealed bytes do not hold it
+    assert not [t for t in traces if t.path.is_relative_to(log_root) and "raw bytes" in t.where]
     assert any("column text" in t.where for t in traces if t.path.name == "messages.lance")
+    # without the keystore the log's copies are opaque bytes
+    assert not [t for t in find_text(MARKER, log_root=log_root, store_root=None) if t.path.is_relative_to(log_root)]
     await log.stop()
 
 
@@ -125,6 +143,21 @@ async def test_a_forget_leaves_no_copy_in_the_store(settings: Settings, tmp_path
 
     traces = find_text(MARKER, log_root=None, store_root=store)
     assert traces == [], "\n".join(map(str, traces))
+    # ... and the log: every copy of the message on it (messages, analyses) is sealed under a key
+    # the forget destroyed; with every key that is left nothing opens to it, and no byte of any
+    # file of the log, the keystore or the store holds it in any form
+    log_root, keys = tmp_path / "log", Keystore(tmp_path / "log.keys")
+    traces = find_text(MARKER, log_root=log_root, store_root=store, keys_root=keys.root, keys=keys)
+    assert traces == [], "\n".join(map(str, traces))
+    files = _every_byte(log_root, keys.root, store)
+    assert len(files) > 50 and any(p.suffix == ".keys" for p, _ in files)
+    for form in text_forms(MARKER):
+        assert not [p for p, data in files if form in data], form
+    control = find_text(CONTROL, log_root=log_root, store_root=store, keys_root=keys.root, keys=keys)
+    assert {t.path.parent.name for t in control if "opened with the keystore" in t.where} >= {
+        settings.topic("messages"),
+        settings.topic("analyses"),
+    }  # another owner's text is still there, readable with its key
     reader = LanceStore(str(store), read_only=True)
     assert rows_checksum(store_rows(reader, ALL, ["default:xiaoming"])) == others
     assert reader.rows("messages", "default:alice")  # the rest of alice's memory stays
@@ -143,13 +176,17 @@ async def test_forget_verify_names_every_place_the_text_remains(
     before = capsys.readouterr().out
     assert "messages.lance" in before and f"{settings.topic('messages')}/" in before
 
+    assert "value opened with the keystore" in before  # the log's copies, opened with their key
+
     log = open_log(str(log_root), settings)
     await log.start()
     await _forget_secret(log, settings, store)
     await log.stop()
-    assert await asyncio.to_thread(main, argv) == 1  # the log keeps the message: the store no longer does
+    assert await asyncio.to_thread(main, argv) == 0  # the store deleted it, the log's copies are shredded
     after = capsys.readouterr().out
-    found = [line for line in after.splitlines() if line.strip().startswith("FOUND")]
-    assert found and all(str(log_root) in line for line in found), after
+    assert "found nowhere" in after and "log.keys" in after, after
+    assert await asyncio.to_thread(main, [*argv[:4], CONTROL, *argv[5:]]) == 1  # not forgotten: still found
+    control = capsys.readouterr().out
+    assert "opened with the keystore" in control and "messages.lance" in control, control
     assert await asyncio.to_thread(main, [*argv[:4], "nothing-like-this-anywhere", *argv[5:]]) == 0
     assert "found nowhere" in capsys.readouterr().out

@@ -79,13 +79,14 @@ def faust_apps() -> Iterator[list[Any]]:
 async def test_analyze_agent_records_analyses_and_dead_letters_garbage(
     settings: Settings, tmp_path: Path, faust_apps: list[Any]
 ) -> None:
+    empty = InMemoryLog(settings)  # its key ring seals the analyses
     app = create_app(
         settings,
         "127.0.0.1:1",
         agent,
         lambda: Projector(open_store(str(tmp_path / "s"))),
         within_s=0.1,
-        log_reader=lambda: InMemoryLog(settings),  # an empty log: nothing analysed yet
+        log_reader=lambda: empty,  # an empty log: nothing analysed yet
     )
     app.finalize()
     faust_apps.append(app)
@@ -103,7 +104,7 @@ async def test_analyze_agent_records_analyses_and_dead_letters_garbage(
             if len(sent) + len(dead) == 4:
                 break
             await asyncio.sleep(0.1)
-    analyses = [decode_event(s["value"]) for s in sent]
+    analyses = [decode_event(s["value"], empty.keyring) for s in sent]  # sealed: opened with the log's keys
     assert [a.message.event_id for a in analyses if isinstance(a, MessageAnalyzed)] == [
         m.event_id for m in messages[:2]
     ]

@@ -56,7 +56,9 @@ public final class Conformance {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final HexFormat HEX = HexFormat.of();
   private static final String[] SCHEMA_FILES = {
-    "chat_message.avsc", "message_analyzed.avsc", "memory_forgotten.avsc", "memory_corrected.avsc"
+    "chat_message.avsc", "message_analyzed.avsc", "memory_forgotten.avsc", "memory_corrected.avsc",
+    // The plaintext records inside the sealed ciphertexts (crypto-shredding); they name MessageAnalyzed's types.
+    "message_content.avsc", "analysis_content.avsc"
   };
 
   private Conformance() {}
@@ -94,7 +96,7 @@ public final class Conformance {
     JSON.writerWithDefaultPrettyPrinter().writeValue(new File(args[1]), report);
   }
 
-  /** The project's .avsc files, parsed by one parser (MessageAnalyzed names ChatMessage). */
+  /** The project's .avsc files, parsed by one parser (MessageAnalyzed names ChatMessage; AnalysisContent its types). */
   private static Map<String, Schema> parseSchemas(File folder) throws Exception {
     Schema.Parser parser = new Schema.Parser();
     Map<String, Schema> out = new LinkedHashMap<>();
