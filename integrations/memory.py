@@ -261,11 +261,18 @@ class AgentMemory:
                 self._loop = loop
         return asyncio.run_coroutine_threadsafe(work, self._loop)
 
-    async def _write(self, topic: str, records: Sequence[OutgoingRecord]) -> dict[str, dict[int, int]]:
-        return await asyncio.wrap_future(self._submit(self._write_here(topic, records)))
+    async def _write(
+        self, topic: str, records: Sequence[OutgoingRecord] = (), *, messages: Sequence[ChatMessage] = ()
+    ) -> dict[str, dict[int, int]]:
+        """Append ``records``, or ``messages`` sealed under their own keys in the log's keystore, and wait."""
+        return await asyncio.wrap_future(self._submit(self._write_here(topic, records, messages)))
 
-    async def _write_here(self, topic: str, records: Sequence[OutgoingRecord]) -> dict[str, dict[int, int]]:
+    async def _write_here(
+        self, topic: str, records: Sequence[OutgoingRecord], messages: Sequence[ChatMessage]
+    ) -> dict[str, dict[int, int]]:
+        from adamem.schemas.serde import encode_event
         from adamem.streams.factory import open_log
+        from adamem.streams.keys import keystore_for
 
         if self._writing is None:
             self._writing = asyncio.Lock()
@@ -273,6 +280,10 @@ class AgentMemory:
             if self._log is None:
                 self._log = open_log(self.settings.log_url, self.settings)
                 await self._log.start()
+            if messages:  # the text is sealed as `adamem publish` seals it, so a forget can shred it
+                keys = keystore_for(self._log, self.settings)
+                records = [OutgoingRecord(m.user_id, encode_event(m, keys)) for m in messages]
+                keys.flush()
             return await publish_and_wait(
                 self._log, self.store, self.settings, topic, records, timeout_s=self.wait_timeout_s
             )
@@ -282,7 +293,6 @@ class AgentMemory:
     ) -> Remembered:
         """Publish messages of one owner (each: ``text`` and optionally ``speaker``, ``role``, ``occurred_at``,
         ``conversation_id``, ``message_id``); return once they are visible. Raises ``InputError``."""
-        from adamem.schemas.serde import encode_event
 
         tenant = tenant or self.settings.default_tenant
         if not messages:
@@ -290,7 +300,7 @@ class AgentMemory:
         data = _message_lines(user_id, tenant, messages, int(time.time() * 1000))
         parsed: list[ChatMessage] = load_messages(data, self.settings, "messages", "jsonl")
         topic = self.settings.topic("messages")
-        positions = await self._write(topic, [OutgoingRecord(m.user_id, encode_event(m)) for m in parsed])
+        positions = await self._write(topic, messages=parsed)
         return Remembered(tuple(m.event_id for m in parsed), positions)
 
     async def aforget(

@@ -96,3 +96,26 @@ async def test_a_write_nobody_projects_ends_with_a_clear_error(settings: Setting
             timeout_s=0.3,
         )
     assert sum((await log.end_offsets(settings.topic("messages"))).values()) == 1  # the write itself stands
+
+
+def test_remembered_text_is_sealed_on_the_log_and_a_forget_shreds_it(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``remember`` seals like ``adamem publish``: the log's files never hold the text, and a message
+    forget destroys its key (nothing of it is readable afterwards, by any replay)."""
+    from pathlib import Path
+
+    from adamem.integrations.memory import AgentMemory
+    from tests.api.conftest import build_store
+
+    built = build_store(tmp_path_factory.mktemp("sealed"))
+    marker = "my locker code is zebra-4471"
+    handle = AgentMemory(built)
+    try:
+        done = handle.remember("alice", [{"text": marker}])
+        [event_id] = done.event_ids
+        log_bytes = b"".join(p.read_bytes() for p in Path(built.log_url).rglob("*") if p.is_file())
+        assert marker.encode() not in log_bytes and b"zebra-4471" not in log_bytes
+        assert any(marker in item.content for item in handle.recall("alice", "What is my locker code?").items)
+        handle.forget("alice", message=event_id)
+        assert not any("zebra" in item.content for item in handle.recall("alice", "What is my locker code?").items)
+    finally:
+        handle.close()
