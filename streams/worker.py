@@ -26,7 +26,7 @@ from typing import Any
 import faust
 
 from adamem.analysis.agent import MemoryAgent
-from adamem.errors import AdaMemError
+from adamem.errors import AdaMemError, StoreFenced
 from adamem.events import ChatMessage
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
@@ -295,7 +295,14 @@ def create_app(
                 # The store is behind the consumer group (a rebuilt view was switched to, or the
                 # store was replaced): the store is the truth about progress, so fill the gap.
                 batch_events = await _gap(partition, done[partition], first) + batch_events
-            await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
+            try:
+                await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
+            except StoreFenced as exc:
+                # This worker lost the partition (a rebalance while it was busy or paused): its commit was
+                # refused and the new owner folds the batch. Reopening the shard later claims it anew.
+                log.warning("gave up a batch of p%d: %s", partition, exc)
+                projector().forget_cache()
+                projector().store.release([partition])
 
     # partition -> how far the analyses topic is dead-lettered (read from the dead-letter topic once per assignment)
     dead_letters: dict[int, int] = {}

@@ -28,6 +28,21 @@ commit can fetch only what changed (``owner_changes``); the last ``CHANGE_HISTOR
 kept. A shard's change token is the view and the commit count of its checkpoint; readers re-read
 the checkpoint only when its table's version folder changed (``_Shard.committed``).
 
+Fencing: each shard has exactly one writer at a time, also while a consumer group rebalances. A
+writer opening a shard *claims* it: it raises the owner epoch in the checkpoint row by one and
+writes that row with a compare-and-set (a Lance ``Overwrite`` committed with ``read_version`` = the
+checkpoint version it read; Lance refuses it if any other commit came in between, locally and on
+object stores alike). Every later checkpoint of that writer is written the same way, on top of the
+version it wrote last, and carries its epoch and name (host:pid). So once a newer writer has
+claimed the shard, every checkpoint of the older one is refused (``StoreFenced``): a worker that
+lost its partition — revoked, or paused past its session timeout — cannot commit to the shard,
+and what it wrote is never visible (readers see the tables as of the checkpoint). The older writer
+also checks the fence before writing any table; a table version it still wrote after the claim
+(it was paused between that check and the write) is rolled back by the owner before the owner's
+next write (every table is compared with the owner's checkpoint first), and a foreign version
+interleaved with the owner's own writes is caught by counting versions (each write adds exactly
+one) and the commit is redone on the restored tables.
+
 Erasure: LanceDB deletes by marking rows, and every older version keeps its files, so a forgotten
 row stays on disk. After a commit that applied a forget, ``erase_history`` rewrites every fragment
 that has deleted rows (compaction with ``materialize_deletions_threshold=0``), brings the indexes
@@ -39,8 +54,10 @@ reading an older version of that shard at that moment fails its call and reads t
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,11 +65,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import lance
 import lancedb
 import pyarrow as pa
+from lance.commit import CommitConflictError
 from lancedb.index import FTS, BTree, IvfHnswSq
 
-from adamem.errors import StoreError
+from adamem.errors import StoreError, StoreFenced
 from adamem.partitioning import owner_partition
 from adamem.projections.folds.changes import Change, Upsert
 from adamem.projections.folds.rows import TABLES, Row
@@ -85,8 +104,19 @@ _CKPT_SCHEMA = pa.schema(
         pa.field("offsets", pa.string()),
         pa.field("versions", pa.string()),
         pa.field("commits", pa.int64()),
+        pa.field("epoch", pa.int64()),  # the owner epoch of the writer that wrote it (see Fencing)
+        pa.field("writer", pa.string()),  # that writer, host:pid (diagnostics)
     ]
 )
+_CKPT_EMPTY: dict[str, Any] = {"id": "checkpoint", "offsets": "{}", "versions": "{}", "commits": 0, "epoch": 0}
+_COMMIT_ATTEMPTS = 3  # a commit interleaved with a fenced writer's late table write is redone this often
+log = logging.getLogger("adamem.store")
+
+
+def _writer_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 _CHANGES_SCHEMA = pa.schema([pa.field("commit", pa.int64(), nullable=False), pa.field("entry", pa.string())])
 
 
@@ -143,6 +173,11 @@ class _Shard:
         self.fts_ready: set[str] = set()
         self.commits = 0
         self._stamp: tuple[int, int] | None = None  # readers: the checkpoint folder's state when last read
+        # writers: the owner epoch claimed, the checkpoint row last written and its table version
+        self.epoch = 0
+        self.ckpt: dict[str, Any] | None = None
+        self.ckpt_version = 0
+        self.changes_version: int | None = None  # writers: the change log's version after their last commit
         names = set(self.db.list_tables(limit=1000).tables)
         for name in (*TABLES, CHECKPOINTS, CHANGES):
             if name in names:
@@ -157,6 +192,7 @@ class _Shard:
         # bulk, all tables found empty: every owner this writer has written rows of (others have none)
         self.owners_written: set[str] | None = None
         if writer:
+            self._claim()
             self._recover()
             if bulk:
                 self.written = {n: set() for n in TABLES if n not in self.tables or not self.tables[n].count_rows()}
@@ -282,13 +318,91 @@ class _Shard:
         return self.tables[name]
 
     def checkpoint_row(self) -> dict[str, Any] | None:
+        """The last checkpoint (a writer's own: the one it wrote last, or found when it claimed the shard)."""
+        if self.writer and self.ckpt is not None:
+            return self.ckpt
         table = self.get(CHECKPOINTS)
         if table is None:
             return None
         rows = table.to_arrow().to_pylist()
         return rows[0] if rows else None
 
-    def _recover(self) -> None:
+    def _claim(self) -> None:
+        """Become the shard's one writer: raise the owner epoch by one, compare-and-set (module notes)."""
+        for _ in range(100):
+            table = self.get(CHECKPOINTS)
+            if table is None:
+                row = {**_CKPT_EMPTY, "epoch": 1, "writer": _writer_name()}
+                try:
+                    table = self.db.create_table(CHECKPOINTS, data=pa.Table.from_pylist([row], schema=_CKPT_SCHEMA))
+                except (ValueError, OSError):  # another writer made it first: claim on top of its row
+                    time.sleep(0.01)
+                    continue
+                self.tables[CHECKPOINTS] = table
+                self.ckpt, self.ckpt_version, self.epoch = row, table.version, 1
+                return
+            table.checkout_latest()
+            found = table.to_arrow().to_pylist()
+            row = {**_CKPT_EMPTY, **(found[0] if found else {})}
+            row["epoch"] = int(row["epoch"] or 0) + 1
+            row["writer"] = _writer_name()
+            try:
+                self._put_checkpoint(row, table.version)
+            except StoreFenced:  # claimed by another writer at the same moment: claim again above it
+                continue
+            return
+        raise StoreError(f"could not claim shard {self.path}: other writers kept claiming it")
+
+    def _put_checkpoint(self, row: dict[str, Any], read_version: int) -> None:
+        """Write the checkpoint row as the version after ``read_version``, or raise ``StoreFenced``."""
+        table = self.table(CHECKPOINTS)
+        uri = table.to_lance().uri
+        data = pa.Table.from_pylist([row], schema=_CKPT_SCHEMA)
+        fragments = lance.fragment.write_fragments(data, uri, schema=_CKPT_SCHEMA)
+        try:
+            written = lance.LanceDataset.commit(
+                uri, lance.LanceOperation.Overwrite(_CKPT_SCHEMA, fragments), read_version=read_version
+            )
+        except CommitConflictError as exc:
+            raise self._fenced(int(row["epoch"] or 0)) from exc
+        table.checkout_latest()
+        self.ckpt, self.ckpt_version, self.epoch = row, written.version, int(row["epoch"] or 0)
+
+    def _fenced(self, epoch: int) -> StoreFenced:
+        table = self.tables[CHECKPOINTS]
+        table.checkout_latest()
+        found = table.to_arrow().to_pylist()
+        owner = found[0] if found else {}
+        return StoreFenced(
+            f"shard {self.path} was claimed by {owner.get('writer') or 'another writer'} (owner epoch "
+            f"{owner.get('epoch')}) after this writer ({_writer_name()}, epoch {epoch}); this writer lost "
+            "its partition and may no longer commit to the shard"
+        )
+
+    def _check_fence(self) -> None:
+        """Writers: raise ``StoreFenced`` when another writer wrote the checkpoint since this one's last."""
+        table = self.tables[CHECKPOINTS]
+        table.checkout_latest()
+        if table.version != self.ckpt_version:
+            raise self._fenced(self.epoch)
+
+    def _guard(self) -> None:
+        """Before a writer writes: the fence holds, and every table is as of its checkpoint.
+
+        A table ahead of the checkpoint was written by a fenced writer after this one claimed the
+        shard (or by this writer in a commit that failed): it is restored to the checkpoint first.
+        """
+        self._check_fence()
+        for name in TABLES:
+            table = self.get(name)
+            if table is not None:
+                table.checkout_latest()
+        changes = self.get(CHANGES)
+        if changes is not None:
+            changes.checkout_latest()
+        self._recover(quiet=False)
+
+    def _recover(self, *, quiet: bool = True) -> None:
         """Roll every table back to the versions the last checkpoint recorded."""
         ckpt = self.checkpoint_row()
         versions: dict[str, int] = json.loads(ckpt["versions"]) if ckpt else {}
@@ -300,15 +414,46 @@ class _Shard:
             want = versions.get(name)
             if want is None:
                 if table.count_rows():
+                    if not quiet:
+                        log.warning("%s/%s: removing rows no checkpoint covers", self.path, name)
                     table.delete("true")  # written after the last checkpoint: none of it counts
             elif table.version != want:
+                if not quiet:
+                    log.warning(
+                        "%s/%s: rolling back versions %d-%d to %d", self.path, name, want + 1, table.version, want
+                    )
                 table.restore(want)
         changes = self.tables.get(CHANGES)
-        if changes is not None:
+        if changes is not None and changes.version != self.changes_version:
             changes.delete(f"commit > {self.commits}")  # logged by a commit that never reached its checkpoint
+            self.changes_version = changes.version
 
-    def commit(self, changes: Sequence[Change], offsets: dict[str, int], optimize_every: int) -> None:
+    def commit(
+        self, changes: Sequence[Change], offsets: dict[str, int], optimize_every: int, *, guarded: bool = False
+    ) -> None:
+        """Write the changes, then the checkpoint (compare-and-set); ``guarded``: ``_guard`` ran already."""
         net = final_rows(changes)
+        for attempt in range(_COMMIT_ATTEMPTS):
+            if not guarded or attempt:
+                self._guard()
+            try:
+                self._commit(net, offsets, optimize_every)
+                return
+            except _Interleaved as exc:
+                log.warning("%s; writing the commit again", exc)
+        raise StoreError(f"commit to {self.path} was interleaved with another writer's {_COMMIT_ATTEMPTS} times")
+
+    def _commit(self, net: dict[str, dict[str, Row | None]], offsets: dict[str, int], optimize_every: int) -> None:
+        commits = self.commits
+        try:
+            self._commit_tables(net, offsets, optimize_every)
+        except BaseException:
+            self.commits = commits  # this commit did not happen: the next one has the same number
+            raise
+
+    def _commit_tables(
+        self, net: dict[str, dict[str, Row | None]], offsets: dict[str, int], optimize_every: int
+    ) -> None:
         with _Writes() as writes:  # every table written (or failed) before the checkpoint
             if CHECKPOINTS not in self.tables:
                 writes.submit(self.table, CHECKPOINTS)
@@ -331,7 +476,7 @@ class _Shard:
         self.commits += 1
         if not self.bulk:  # nobody holds rows of a view being rebuilt: no reader needs its changes
             entry = {"commit": self.commits, "entry": json.dumps(change_entry(net))}
-            self.table(CHANGES).add(pa.Table.from_pylist([entry], _CHANGES_SCHEMA))
+            self.changes_version = self.table(CHANGES).add(pa.Table.from_pylist([entry], _CHANGES_SCHEMA)).version
         if optimize_every and self.commits % optimize_every == 0:
             # before the checkpoint, so that it covers the compacted, indexed versions: readers see
             # them at once (after it, they read 50 small fragments per table until the next commit)
@@ -344,11 +489,10 @@ class _Shard:
             "offsets": json.dumps(merged_offsets, sort_keys=True),
             "versions": json.dumps(versions, sort_keys=True),
             "commits": self.commits,
+            "epoch": self.epoch,
+            "writer": _writer_name(),
         }
-        ckpt_table = self.table(CHECKPOINTS)
-        ckpt_table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
-            pa.Table.from_pylist([row], schema=_CKPT_SCHEMA)
-        )
+        self._put_checkpoint(row, self.ckpt_version)
 
     def _schema(self, name: str) -> pa.Schema:
         """The Arrow schema of a table's rows: the table's own (read once), or the one it will be made with."""
@@ -363,12 +507,18 @@ class _Shard:
     def _write(self, name: str, gone: list[str], appended: pa.Table | None, merged: pa.Table | None) -> None:
         """One table's part of a commit (making the table first if need be): delete, append, merge by id."""
         table = self.table(name)
+        before, writes = table.version, 0
         for start in range(0, len(gone), 500):
             table.delete("id IN (" + ", ".join(_quote(i) for i in gone[start : start + 500]) + ")")
+            writes += 1
         if appended is not None:
             table.add(appended)
+            writes += 1
         if merged is not None:
             table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(merged)
+            writes += 1
+        if table.version != before + writes:  # each write adds one version: another writer's came between
+            raise _Interleaved(f"{self.path}/{name}: versions {before}-{table.version} hold a write of another writer")
 
     def _split(self, name: str, rows: list[Row]) -> tuple[list[Row], list[Row]]:
         """Rows to append and rows to merge by id: in bulk mode, ids never written to a table found empty append."""
@@ -436,13 +586,14 @@ class _Shard:
 
     def erase_history(self) -> None:
         """Rewrite fragments holding deleted rows, checkpoint the new versions, remove every older version."""
+        self._guard()
         with _Writes() as writes:
             for name in (*TABLES, CHANGES):
                 table = self.tables.get(name)
                 if table is not None:
                     writes.submit(_materialize_deletions, table)
         self.optimize(0 if self.bulk else self.vector_index_min_rows)
-        self.commit([], {}, 0)  # the checkpoint now names the rewritten versions, the only ones kept
+        self.commit([], {}, 0, guarded=True)  # the checkpoint now names the rewritten versions, the only ones kept
         with _Writes() as writes:
             for name in (*TABLES, CHECKPOINTS, CHANGES):
                 table = self.tables.get(name)
@@ -460,6 +611,10 @@ def _drop_old_versions(table: Any) -> None:
     """Remove the files of every version but the latest (the shard's one writer is the caller)."""
     table.to_lance().cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
     table.checkout_latest()
+
+
+class _Interleaved(StoreError):
+    """A table write of this commit found another writer's version between its own (the commit is redone)."""
 
 
 class _Writes:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import lancedb
 import pytest
 
-from adamem.errors import StoreError
+from adamem.errors import StoreError, StoreFenced
 from adamem.partitioning import owner_partition, partition_for
 from adamem.projections.folds.changes import Delete, Upsert
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
@@ -551,3 +553,89 @@ def test_lancedb_readers_see_a_periodic_optimize_at_once(tmp_path: Path) -> None
     table = reader._owner_shard("default:alice").visible("messages")  # type: ignore[union-attr]
     assert {ix.index_type for ix in table.list_indices()} == {"FTS", "BTree"}  # the checkpoint covers the optimize
     assert [r.id for r in reader.rows("messages", "default:alice")] == ["m0", "m1"]
+
+
+# ---- fencing: one writer per shard at a time ------------------------------------------------------
+
+
+def _checkpoint_row(root: str) -> dict[str, Any]:
+    reader = LanceStore(root, read_only=True)
+    shard = reader._shard(0, create=False)
+    assert shard is not None
+    row = shard.checkpoint_row()
+    assert row is not None
+    return row
+
+
+def test_lancedb_a_writer_that_lost_its_shard_cannot_commit_to_it(tmp_path: Path) -> None:
+    root = str(tmp_path / "store")
+    old = LanceStore(root)
+    old.bind(1)
+    old.commit(0, [Upsert("messages", message("default:alice", "m1", "first", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    old_epoch = _checkpoint_row(root)["epoch"]
+    new = LanceStore(root)  # the partition moved: the new owner opens (claims) the shard
+    assert new.checkpoint(0) == {"analyses": 1}
+    assert _checkpoint_row(root)["epoch"] == old_epoch + 1
+    with pytest.raises(StoreFenced, match="may no longer commit"):
+        old.commit(0, [Upsert("messages", message("default:alice", "m2", "stale", (0.0, 1.0, 0.0)))], {"analyses": 2})
+    new.commit(0, [Upsert("messages", message("default:alice", "m2", "owner", (0.0, 1.0, 0.0)))], {"analyses": 2})
+    with pytest.raises(StoreFenced):  # and it stays fenced: it never gets the shard back by committing
+        old.commit(0, [], {"analyses": 3})
+    reader = LanceStore(root, read_only=True)
+    assert [(r.id, r.text) for r in reader.rows("messages", "default:alice")] == [("m1", "first"), ("m2", "owner")]  # type: ignore[union-attr]
+    assert reader.checkpoint(0) == {"analyses": 2}
+    row = _checkpoint_row(root)
+    assert row["epoch"] == old_epoch + 1 and row["writer"].endswith(f":{os.getpid()}")
+
+
+def test_lancedb_a_table_write_of_a_fenced_writer_is_rolled_back_by_the_owner(tmp_path: Path) -> None:
+    """The old writer passed its fence check, then was paused; it writes a table after the claim."""
+    root = str(tmp_path / "store")
+    old = LanceStore(root)
+    old.bind(1)
+    old.commit(0, [Upsert("messages", message("default:alice", "m1", "first", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    new = LanceStore(root)
+    new.checkpoint(0)  # claimed
+    shard = old._shard(0, create=False)
+    assert shard is not None
+    shard.table("messages").add(  # the late write (what the old writer's commit would do after its check)
+        lance_store.rows_to_arrow(
+            "messages", [message("default:alice", "zombie", "late", (0.0, 0.0, 1.0))], shard._schema("messages")
+        )
+    )
+    reader = LanceStore(root, read_only=True)
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1"]  # never visible: not checkpointed
+    new.commit(0, [Upsert("messages", message("default:alice", "m2", "owner", (0.0, 1.0, 0.0)))], {"analyses": 2})
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1", "m2"]
+    assert [r.id for r in LanceStore(root).rows("messages", "default:alice")] == ["m1", "m2"]
+
+
+def test_lancedb_a_foreign_write_interleaved_with_a_commit_is_caught_and_the_commit_redone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = str(tmp_path / "store")
+    owner = LanceStore(root)
+    owner.bind(1)
+    owner.commit(0, [Upsert("messages", message("default:alice", "m1", "first", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    shard = owner._shard(0, create=False)
+    assert shard is not None
+    original = shard.table
+    foreign = lancedb.connect(str(Path(root) / "views" / "main" / "p0")).open_table("messages")
+    late = lance_store.rows_to_arrow(
+        "messages", [message("default:alice", "zombie", "late", (0.0, 0.0, 1.0))], shard._schema("messages")
+    )
+    interleaved = []
+
+    def write_between(name: str) -> Any:
+        table = original(name)
+        if name == "messages" and not interleaved:  # once: after the owner's guard, before its own write
+            foreign.add(late)
+            interleaved.append(name)
+        return table
+
+    monkeypatch.setattr(shard, "table", write_between)
+    owner.commit(0, [Upsert("messages", message("default:alice", "m2", "owner", (0.0, 1.0, 0.0)))], {"analyses": 2})
+    assert interleaved == ["messages"]
+    reader = LanceStore(root, read_only=True)
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1", "m2"]
+    assert reader.checkpoint(0) == {"analyses": 2}
