@@ -36,7 +36,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     ``sync=True``, the convention of ``adamem.cli``.
     """
     import adamem.bench.report as report
-    from adamem.bench import HELP, footprint, ingest, latency, locomo, replay
+    from adamem.bench import HELP, footprint, ingest, latency, locomo, objectstore, replay
 
     bench = subparsers.add_parser("bench", help=HELP)
     sub = bench.add_subparsers(dest="bench_command", required=True)
@@ -46,6 +46,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("replay", replay, "rebuild all layers from recorded analyses: events/s and ratio to live ingest"),
         ("latency", latency, "query latency per route, in-process and over HTTP with concurrent clients"),
         ("footprint", footprint, "disk per message per layer, process memory, vector index compression"),
+        ("objectstore", objectstore, "commit and read latency a store on s3:// adds, against a local folder"),
         ("report", report, "write bench/results/README.md and the plots from the latest results"),
     )
     for name, module, help_text in parts:

@@ -56,7 +56,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -89,6 +88,7 @@ from adamem.projections.store.base import (
     rows_from_arrow,
     rows_to_arrow,
 )
+from adamem.projections.store.location import Location
 from adamem.text import search_text
 
 __all__ = ["DEFAULT_VIEW", "LanceStore", "current_view", "list_views", "remove_other_views", "switch_view"]
@@ -147,9 +147,10 @@ def _names_owner_by_user_id(table: Any) -> bool:
 class LegacyStore(StoreError):
     """A store view written before owners were ``(tenant, user_id)``: rebuild it from the log."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         super().__init__(
-            f"the store view at {path.parent} was built by AdaMem Stream 0.1, whose memory owners were bare user ids; "
+            f"the store view at {path.rsplit('/', 1)[0]} was built by AdaMem Stream 0.1, "
+            "whose memory owners were bare user ids; "
             "owners are now (tenant, user_id). Rebuild it from the log, which keeps every tenant: "
             "`adamem replay --log LOG --store STORE` (without --verify: the old view cannot be compared)"
         )
@@ -158,11 +159,18 @@ class LegacyStore(StoreError):
 class _Shard:
     """One partition's LanceDB database and its open tables."""
 
-    def __init__(self, path: Path, dim: int, *, writer: bool, bulk: bool = False) -> None:
-        path.mkdir(parents=True, exist_ok=True)
+    def __init__(self, loc: Location, rel: str, dim: int, *, writer: bool, bulk: bool = False) -> None:
+        local = loc.local(rel)
+        if local is not None:
+            local.mkdir(parents=True, exist_ok=True)
+        self.loc, self.rel = loc, rel
+        self.path = loc.uri(rel)
         # Readers check for new versions on every query: a query after a commit never sees stale rows.
-        self.db = lancedb.connect(str(path), read_consistency_interval=None if writer else timedelta(0))
-        self.path = path
+        self.db = lancedb.connect(
+            self.path,
+            read_consistency_interval=None if writer else timedelta(0),
+            storage_options=loc.options or None,
+        )
         self.dim = dim
         self.tables: dict[str, Any] = {}
         self.schemas: dict[str, pa.Schema] = {}
@@ -185,7 +193,7 @@ class _Shard:
         # Rows of 0.1 named their owner by the bare user id: such a view is read by nothing but a rebuild.
         self.legacy = any(_names_owner_by_user_id(self.tables[n]) for n in TABLES if n in self.tables)
         if self.legacy and writer:
-            raise LegacyStore(path)
+            raise LegacyStore(self.path)
         self.bulk = bulk
         # bulk: per table this writer found empty, every id it has written there (a superset of its ids)
         self.written: dict[str, set[str]] | None = None
@@ -234,9 +242,10 @@ class _Shard:
         """
         if self.writer:
             return self.commits
-        try:
-            st = os.stat(self.path / f"{CHECKPOINTS}.lance" / "_versions")
-            stamp: tuple[int, int] | None = (st.st_ino, st.st_mtime_ns)
+        folder = self.loc.local(f"{self.rel}/{CHECKPOINTS}.lance/_versions")
+        try:  # (on an object store there is no such stamp: the checkpoint is read every time)
+            st = os.stat(folder) if folder is not None else None
+            stamp: tuple[int, int] | None = (st.st_ino, st.st_mtime_ns) if st is not None else None
         except OSError:
             stamp = None
         if stamp is not None and stamp == self._stamp:
@@ -358,10 +367,14 @@ class _Shard:
         table = self.table(CHECKPOINTS)
         uri = table.to_lance().uri
         data = pa.Table.from_pylist([row], schema=_CKPT_SCHEMA)
-        fragments = lance.fragment.write_fragments(data, uri, schema=_CKPT_SCHEMA)
+        options = self.loc.options or None
+        fragments = lance.fragment.write_fragments(data, uri, schema=_CKPT_SCHEMA, storage_options=options)
         try:
             written = lance.LanceDataset.commit(
-                uri, lance.LanceOperation.Overwrite(_CKPT_SCHEMA, fragments), read_version=read_version
+                uri,
+                lance.LanceOperation.Overwrite(_CKPT_SCHEMA, fragments),
+                read_version=read_version,
+                storage_options=options,
             )
         except CommitConflictError as exc:
             raise self._fenced(int(row["epoch"] or 0)) from exc
@@ -644,40 +657,34 @@ class _Writes:
 DEFAULT_VIEW = "main"
 
 
-def current_view(root: str | Path) -> str:
-    """Name of the active view of a store folder (``main`` when none was switched to)."""
-    path = Path(root) / "CURRENT"
-    try:
-        name = path.read_text().strip()
-    except FileNotFoundError:
-        return DEFAULT_VIEW
+def _loc(root: str | Path | Location) -> Location:
+    return root if isinstance(root, Location) else Location(root)
+
+
+def current_view(root: str | Path | Location) -> str:
+    """Name of the active view of a store (``main`` when none was switched to)."""
+    name = (_loc(root).read_text("CURRENT") or "").strip()
     return name or DEFAULT_VIEW
 
 
-def list_views(root: str | Path) -> list[str]:
-    """Views present in a store folder."""
-    folder = Path(root) / "views"
-    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+def list_views(root: str | Path | Location) -> list[str]:
+    """Views present in a store."""
+    return _loc(root).dirs("views")
 
 
-def switch_view(root: str | Path, name: str) -> None:
-    """Make ``name`` the active view, atomically (write a temp file, fsync, rename)."""
+def switch_view(root: str | Path | Location, name: str) -> None:
+    """Make ``name`` the active view, atomically (a local temp file fsynced and renamed, or one PUT)."""
     if name not in list_views(root):
         raise StoreError(f"store {root} has no view {name!r}; views: {list_views(root)}")
-    tmp = Path(root) / "CURRENT.tmp"
-    with tmp.open("w") as fo:
-        fo.write(name + "\n")
-        fo.flush()
-        os.fsync(fo.fileno())
-    tmp.replace(Path(root) / "CURRENT")
+    _loc(root).write_text("CURRENT", name + "\n")
 
 
-def remove_other_views(root: str | Path, keep: str) -> list[str]:
+def remove_other_views(root: str | Path | Location, keep: str) -> list[str]:
     """Delete every view but ``keep`` (after a forget they may hold what was forgotten); their names."""
     removed = []
     for name in list_views(root):
         if name != keep:
-            shutil.rmtree(Path(root) / "views" / name, ignore_errors=True)
+            _loc(root).remove_tree(f"views/{name}")
             removed.append(name)
     return removed
 
@@ -694,48 +701,56 @@ class LanceStore:
         view: str | None = None,
         vector_index_min_rows: int = 10_000,
         bulk: bool = False,
+        storage_options: dict[str, str] | None = None,
     ) -> None:
-        """``bulk``: write a view nobody reads yet (a rebuild); see the module's notes. Call ``optimize`` at the end."""
-        self.root = Path(root)
-        self.url = str(self.root)
+        """``bulk``: write a view nobody reads yet (a rebuild); see the module's notes. Call ``optimize`` at the end.
+
+        ``root``: a folder, or ``s3://bucket/prefix`` with the object store's ``storage_options``.
+        """
+        self.loc = Location(root, storage_options)
+        self.root = self.loc.local() or Path(self.loc.base)  # (an object store's: for messages only)
+        self.url = self.loc.url
         self._read_only = read_only
         self._optimize_every = optimize_every
         self._vector_index_min_rows = vector_index_min_rows
         self._bulk = bulk
         self._pinned = view
-        self.view = view or current_view(self.root)
+        self.view = view or current_view(self.loc)
         self._shards: dict[int, _Shard] = {}
         self._meta = self._read_meta()
 
     @property
     def dir(self) -> Path:
-        """Folder of the view this store reads and writes."""
-        return self.root / "views" / self.view
+        """Folder of the view this store reads and writes (a local store's)."""
+        folder = self.loc.local(f"views/{self.view}")
+        if folder is None:
+            raise StoreError(f"store {self.url} is on an object store: it has no local folder")
+        return folder
 
     def _follow(self) -> None:
         """Follow a switch of ``CURRENT`` (unless the view was pinned): drop handles of the old view."""
         if self._pinned is None:
-            active = current_view(self.root)
+            active = current_view(self.loc)
             if active != self.view:
                 self.view = active
                 self._shards.clear()
                 self._meta = self._read_meta()
 
     def _read_meta(self) -> dict[str, Any]:
-        path = self.dir / "meta.json"
-        if not path.exists():
-            return {}
+        path = f"views/{self.view}/meta.json"
         try:
-            meta: dict[str, Any] = json.loads(path.read_text())
+            text = self.loc.read_text(path)
+            if text is None:
+                return {}
+            meta: dict[str, Any] = json.loads(text)
         except (OSError, json.JSONDecodeError) as exc:
-            raise StoreError(f"{path} is unreadable ({exc}); rebuild the store with `adamem replay`") from exc
+            raise StoreError(
+                f"{self.loc.uri(path)} is unreadable ({exc}); rebuild the store with `adamem replay`"
+            ) from exc
         return meta
 
     def _write_meta(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / "meta.json.tmp"
-        tmp.write_text(json.dumps(self._meta, sort_keys=True))
-        tmp.replace(self.dir / "meta.json")
+        self.loc.write_text(f"views/{self.view}/meta.json", json.dumps(self._meta, sort_keys=True))
 
     def _current_meta(self) -> dict[str, Any]:
         """The active view's meta; read again while it names no shard count (a writer elsewhere may
@@ -774,10 +789,10 @@ class LanceStore:
         """The shard's handles; a writable store opens it as writer (recovering it to its checkpoint)."""
         shard = self._shards.get(partition)
         if shard is None:
-            path = self.dir / f"p{partition}"
-            if not create and not path.exists():
+            rel = f"views/{self.view}/p{partition}"
+            if not create and not self.loc.exists(rel):
                 return None
-            shard = _Shard(path, self._meta.get("dim", 0), writer=not self._read_only, bulk=self._bulk)
+            shard = _Shard(self.loc, rel, self._meta.get("dim", 0), writer=not self._read_only, bulk=self._bulk)
             shard.vector_index_min_rows = self._vector_index_min_rows
             self._shards[partition] = shard
         return shard
@@ -861,9 +876,9 @@ class LanceStore:
                 shard.erase_history()
         except (OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
             raise StoreError(f"erasing old versions of shard p{partition} of view {self.view} failed: {exc}") from exc
-        if self._bulk or self.view != current_view(self.root):
+        if self._bulk or self.view != current_view(self.loc):
             return []
-        return remove_other_views(self.root, self.view)
+        return remove_other_views(self.loc, self.view)
 
     def load_owner(self, owner_id: str) -> list[Row]:
         """Every row of an owner, every table as of one checkpoint (none, without a query, for an owner
@@ -887,8 +902,10 @@ class LanceStore:
         """Owners with any memory."""
         found: set[str] = set()
         self._follow()
-        for path in sorted(self.dir.glob("p*")):
-            shard = self._shard(int(path.name[1:]), create=False)
+        for name in self.loc.dirs(f"views/{self.view}"):
+            if not (name.startswith("p") and name[1:].isdigit()):
+                continue
+            shard = self._shard(int(name[1:]), create=False)
             if shard is not None and shard.legacy:
                 raise LegacyStore(shard.path)
             table = shard.visible("owners") if shard else None

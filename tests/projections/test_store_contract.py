@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import typing
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,10 @@ from adamem.projections.store import memory as memory_store
 from adamem.projections.store.base import OwnerChanges
 from adamem.projections.store.factory import open_store
 from adamem.projections.store.lance import LanceStore, switch_view
+from tests.conftest import s3_store_env
 
 PARTITIONS = 2
-ADAPTERS = ["memory", "lancedb"]
+ADAPTERS = ["memory", "lancedb", pytest.param("s3", marks=pytest.mark.s3)]
 
 
 def make(cls: type[Row], **values: Any) -> Row:
@@ -42,9 +44,22 @@ def message(user: str, id_: str, text: str, vector: tuple[float, ...]) -> Row:
     return make(MessageRow, id=id_, owner_id=user, text=text, speaker="Ann", vector=vector, topics=["t"], seq=1)
 
 
+def _s3_url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh prefix on the S3-compatible server, with the settings that reach it in the environment."""
+    endpoint = request.getfixturevalue("s3_endpoint")
+    for name, value in s3_store_env(endpoint).items():
+        monkeypatch.setenv(name, value)
+    return f"s3://adamem/contract-{uuid.uuid4().hex}"
+
+
 @pytest.fixture(params=ADAPTERS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
-    s = open_store("memory://" if request.param == "memory" else str(tmp_path / "store"))
+def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore]:
+    """Every adapter: in-memory, LanceDB in a folder, LanceDB on an S3-compatible object store."""
+    if request.param == "s3":
+        url = _s3_url(request, monkeypatch)
+    else:
+        url = "memory://" if request.param == "memory" else str(tmp_path / "store")
+    s = open_store(url)
     s.bind(PARTITIONS)
     yield s
     s.close()
@@ -559,7 +574,8 @@ def test_lancedb_readers_see_a_periodic_optimize_at_once(tmp_path: Path) -> None
 
 
 def _checkpoint_row(root: str) -> dict[str, Any]:
-    reader = LanceStore(root, read_only=True)
+    reader = open_store(root, read_only=True)
+    assert isinstance(reader, LanceStore)
     shard = reader._shard(0, create=False)
     assert shard is not None
     row = shard.checkpoint_row()
@@ -567,13 +583,21 @@ def _checkpoint_row(root: str) -> dict[str, Any]:
     return row
 
 
-def test_lancedb_a_writer_that_lost_its_shard_cannot_commit_to_it(tmp_path: Path) -> None:
-    root = str(tmp_path / "store")
-    old = LanceStore(root)
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def lance_root(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A LanceDB store root: a folder, or a prefix on the S3-compatible server (its settings in the env)."""
+    return _s3_url(request, monkeypatch) if request.param == "s3" else str(tmp_path / "store")
+
+
+def test_lancedb_a_writer_that_lost_its_shard_cannot_commit_to_it(lance_root: str) -> None:
+    """Also on an object store: the compare-and-set of the checkpoint is Lance's commit there too."""
+    root = lance_root
+    old = open_store(root)
+    assert isinstance(old, LanceStore)
     old.bind(1)
     old.commit(0, [Upsert("messages", message("default:alice", "m1", "first", (1.0, 0.0, 0.0)))], {"analyses": 1})
     old_epoch = _checkpoint_row(root)["epoch"]
-    new = LanceStore(root)  # the partition moved: the new owner opens (claims) the shard
+    new = open_store(root)  # the partition moved: the new owner opens (claims) the shard
     assert new.checkpoint(0) == {"analyses": 1}
     assert _checkpoint_row(root)["epoch"] == old_epoch + 1
     with pytest.raises(StoreFenced, match="may no longer commit"):
@@ -581,7 +605,7 @@ def test_lancedb_a_writer_that_lost_its_shard_cannot_commit_to_it(tmp_path: Path
     new.commit(0, [Upsert("messages", message("default:alice", "m2", "owner", (0.0, 1.0, 0.0)))], {"analyses": 2})
     with pytest.raises(StoreFenced):  # and it stays fenced: it never gets the shard back by committing
         old.commit(0, [], {"analyses": 3})
-    reader = LanceStore(root, read_only=True)
+    reader = open_store(root, read_only=True)
     assert [(r.id, r.text) for r in reader.rows("messages", "default:alice")] == [("m1", "first"), ("m2", "owner")]  # type: ignore[union-attr]
     assert reader.checkpoint(0) == {"analyses": 2}
     row = _checkpoint_row(root)
