@@ -523,17 +523,55 @@ def run_query(
     return 0
 
 
-def run_serve(settings: Settings, *, with_log: bool) -> int:
-    """Serve the HTTP API (uvicorn) until interrupted."""
+def run_serve(settings: Settings, *, with_log: bool, workers: int = 1) -> int:
+    """Serve the HTTP API (uvicorn) until interrupted; ``workers`` > 1: that many query processes.
+
+    Each worker process is a replica with its own caches over the same store; they follow the
+    store's commits by its change tokens (``retrieval/cache.py``), so none answers from memory older
+    than the last commit it could see. Worker processes rebuild the service from the environment.
+    """
+    import os
+
     import uvicorn
 
+    if workers > 1:
+        os.environ.update(
+            {
+                "ADAMEM_STORE": settings.store_url,
+                "ADAMEM_LOG": settings.log_url,
+                "ADAMEM_API_KEYS": settings.api_keys,
+                _SERVE_WITH_LOG: "1" if with_log else "",
+            }
+        )
+        uvicorn.run(
+            "adamem.cli.commands:service_app",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=workers,
+            log_level="warning",
+        )
+        return 0
+    uvicorn.run(_service(settings, with_log=with_log), host=settings.host, port=settings.port, log_level="warning")
+    return 0
+
+
+_SERVE_WITH_LOG = "ADAMEM_SERVE_WITH_LOG"  # set by ``run_serve`` for its worker processes only
+
+
+def _service(settings: Settings, *, with_log: bool) -> Any:
     from adamem.api.app import create_app
     from adamem.streams.factory import open_log
 
     log = open_log(settings.log_url, settings) if with_log else None
-    app = create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
-    return 0
+    return create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys)
+
+
+def service_app() -> Any:
+    """The query service of one ``adamem serve --workers N`` process (uvicorn's app factory)."""
+    import os
+
+    return _service(Settings.from_env(), with_log=bool(os.environ.get(_SERVE_WITH_LOG)))
 
 
 async def run_provenance(settings: Settings, user: str, item: str, *, as_json: bool) -> int:

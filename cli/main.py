@@ -145,7 +145,8 @@ def _serve(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_serve
 
     settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
-    return run_serve(settings, with_log=args.log is not None or "ADAMEM_LOG" in __import__("os").environ)
+    with_log = args.log is not None or "ADAMEM_LOG" in __import__("os").environ
+    return run_serve(settings, with_log=with_log, workers=args.workers)
 
 
 async def _provenance(args: argparse.Namespace) -> int:
@@ -313,6 +314,9 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--log", help="log to publish to and measure lag against (optional)")
     p.add_argument("--host", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")
+    p.add_argument(
+        "--workers", type=int, default=1, help="query processes on the port (replicas with their own caches; default 1)"
+    )
     p.set_defaults(run=_serve, sync=True)
 
     p = sub.add_parser("query", help="ask a question about a user's memory")
