@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import random
 import statistics
 import sys
@@ -44,14 +45,20 @@ def _stats(xs: Sequence[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(xs) * 1000, 2), "p95_ms": round(_pct(xs, 0.95) * 1000, 2), "n": len(xs)}
 
 
+@functools.cache
+def _defaults(cls: Any) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {
+        f.name: {str: "", int: 0, float: 0.0, bool: False}.get(
+            hints[f.name], () if typing.get_origin(hints[f.name]) is tuple else []
+        )
+        for f in dataclasses.fields(cls)
+    }
+
+
 def _make(cls: Any, **values: Any) -> Any:
     """A row with every field defaulted by its type, then the given values."""
-    defaults: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        hint = typing.get_type_hints(cls)[f.name]
-        origin = typing.get_origin(hint)
-        defaults[f.name] = {str: "", int: 0, float: 0.0, bool: False}.get(hint, () if origin is tuple else [])
-    return cls(**{**defaults, **values})
+    return cls(**{**_defaults(cls), **values})
 
 
 def _vector(rng: random.Random) -> tuple[float, ...]:

@@ -186,6 +186,7 @@ class _Shard:
         self.ckpt: dict[str, Any] | None = None
         self.ckpt_version = 0
         self.changes_version: int | None = None  # writers: the change log's version after their last commit
+        self.own: dict[str, int] = {}  # writers: table versions of their own not yet checkpointed (``optimize``)
         names = set(self.db.list_tables(limit=1000).tables)
         for name in (*TABLES, CHECKPOINTS, CHANGES):
             if name in names:
@@ -380,6 +381,7 @@ class _Shard:
             raise self._fenced(int(row["epoch"] or 0)) from exc
         table.checkout_latest()
         self.ckpt, self.ckpt_version, self.epoch = row, written.version, int(row["epoch"] or 0)
+        self.own = {}
 
     def _fenced(self, epoch: int) -> StoreFenced:
         table = self.tables[CHECKPOINTS]
@@ -425,6 +427,8 @@ class _Shard:
             if table is None:
                 continue
             want = versions.get(name)
+            if name in self.own and table.version == self.own[name]:
+                continue  # this writer's own optimisation since its checkpoint: the next checkpoint names it
             if want is None:
                 if table.count_rows():
                     if not quiet:
@@ -862,6 +866,8 @@ class LanceStore:
         """Compact and index every open shard (a bulk writer leaves the vector index to the next writer)."""
         for shard in self._shards.values():
             shard.optimize(0 if self._bulk else self._vector_index_min_rows)
+            if shard.writer:
+                shard.own = {name: shard.tables[name].version for name in TABLES if name in shard.tables}
 
     def erase_history(self, partition: int) -> list[str]:
         """After a forget reached shard ``partition``: no copy of deleted rows stays (module notes); views removed.
