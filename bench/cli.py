@@ -36,7 +36,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     ``sync=True``, the convention of ``adamem.cli``.
     """
     import adamem.bench.report as report
-    from adamem.bench import HELP, footprint, ingest, latency, locomo, objectstore, replay
+    from adamem.bench import HELP, footprint, ingest, latency, locomo, objectstore, replay, scale
 
     bench = subparsers.add_parser("bench", help=HELP)
     sub = bench.add_subparsers(dest="bench_command", required=True)
@@ -47,6 +47,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("latency", latency, "query latency per route, in-process and over HTTP with concurrent clients"),
         ("footprint", footprint, "disk per message per layer, process memory, vector index compression"),
         ("objectstore", objectstore, "commit and read latency a store on s3:// adds, against a local folder"),
+        ("scale", scale, "query latency and memory as an owner and the owner count grow (synthetic rows)"),
         ("report", report, "write bench/results/README.md and the plots from the latest results"),
     )
     for name, module, help_text in parts:
