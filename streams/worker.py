@@ -27,7 +27,7 @@ import faust
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import AdaMemError, StoreFenced
-from adamem.events import ChatMessage
+from adamem.events import ChatMessage, MessageAnalyzed
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
 from adamem.schemas.serde import decode_event, encode_event, reframe
@@ -219,6 +219,7 @@ def create_app(
             await stop_for(changed)
             return
         epoch = assignment["epoch"]
+        fresh = {e.message.partition for e in events} - set(resume)  # their tail is read in this batch
         todo = [event for event in events if not await already_analysed(event)]
         trackers: dict[int, ResumeTracker] = {}
         for p in sorted({e.message.partition for e in todo}):
@@ -227,9 +228,11 @@ def create_app(
         handled = [(event, _classify(event)) for event in todo]
         messages = [d for _, d in handled if isinstance(d, ChatMessage)]
         results = iter(await asyncio.to_thread(memory_agent().analyze, messages) if messages else [])
+        paired = [(e, d, next(results) if isinstance(d, ChatMessage) else None) for e, d in handled]
+        paired = await _analysed_meanwhile(paired, fresh, trackers)
         sends: list[Any] = []
         sending_to = None
-        for event, decoded in handled:
+        for event, decoded, result in paired:
             m = event.message
             trackers[m.partition].handled(m.topic, m.offset)
             points = trackers[m.partition].points()
@@ -241,7 +244,7 @@ def create_app(
             if isinstance(decoded, str):
                 sends.append(await to_deadletter(event, decoded, points, settings.topic("analyses")))
                 continue
-            value = encode_event(next(results)) if isinstance(decoded, ChatMessage) else reframe(m.value)
+            value = encode_event(result) if result is not None else reframe(m.value)
             sends.append(
                 await analyses.send(
                     key=decoded.user_id.encode("utf-8"),
@@ -255,6 +258,33 @@ def create_app(
         if assignment["epoch"] == epoch:  # else resume was cleared: the next event reads the log again
             for p, tracker in trackers.items():
                 resume[p] = tracker.points()
+
+    async def _analysed_meanwhile(
+        paired: list[tuple[Any, Handled, MessageAnalyzed | None]], fresh: set[int], trackers: dict[int, ResumeTracker]
+    ) -> list[tuple[Any, Handled, MessageAnalyzed | None]]:
+        """Drop what another worker put on the log while this batch ran, for partitions just assigned.
+
+        When a partition moves, its old owner may still send the batch it began before the move; the
+        new owner read the partition's tail before that landed, and then ran the model (seconds, the
+        first time). Reading the tail again just before sending catches that batch: its records are
+        skipped here, not analysed twice. (A batch landing later still can; the folds absorb it.)
+        """
+        for p in sorted(fresh & set(trackers)):
+            found = await resume_points(reader(), settings, p)
+            before = resume.get(p, {})
+            now = {
+                t: max(before.get(t, 0), found.get(t, 0))
+                for t in (settings.topic("messages"), settings.topic("control"))
+            }
+            if now == {t: before.get(t, 0) for t in now}:
+                continue
+            kept = [x for x in paired if x[0].message.partition != p or x[0].message.offset >= now[x[0].message.topic]]
+            log.info("p%d: %d record(s) were analysed by another worker meanwhile", p, len(paired) - len(kept))
+            paired = kept
+            resume[p] = now
+            waiting = [(e.message.topic, e.message.offset) for e, _, _ in paired if e.message.partition == p]
+            trackers[p] = ResumeTracker(now, waiting)
+        return paired
 
     @app.agent(analyses, name="project")
     async def project(stream: Any) -> None:

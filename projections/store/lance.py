@@ -852,9 +852,9 @@ class LanceStore:
             dim = next((len(v) for v in vectors if v), 0)  # vectors of other lengths do not fit the column
             if dim:
                 self._meta["dim"] = dim
+                for open_shard in self._shards.values():  # first: a failed meta write must not leave them at 0
+                    open_shard.dim = dim
                 self._write_meta()
-                for open_shard in self._shards.values():
-                    open_shard.dim = self._meta["dim"]
         shard = self._shard(partition, create=True)
         assert shard is not None
         try:

@@ -10,6 +10,7 @@ object store a file is replaced by one PUT (atomic for readers); a local file by
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 from pyarrow import fs as pafs
@@ -75,7 +76,7 @@ class Location:
             return
         path = Path(self._path(rel))
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # writers never share one
         with tmp.open("w") as fo:
             fo.write(text)
             fo.flush()
