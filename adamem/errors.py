@@ -9,6 +9,7 @@
     ├── LogError                the event log (embedded files or Kafka) cannot do what was asked
     │   └── BrokerUnavailable   no Kafka broker answers at the bootstrap address
     ├── StoreError              a projection store cannot do what was asked
+    │   └── StoreFenced         a newer writer owns the shard; this one may no longer commit to it
     ├── NotFound                a log, store, file, item or message that was named does not exist
     │   └── UnknownOwner        a query named an owner with no memory (HTTP 404)
     └── ModelError              an extractor or embedder model failed
@@ -34,6 +35,7 @@ __all__ = [
     "NotFound",
     "SchemaError",
     "StoreError",
+    "StoreFenced",
     "UnknownOwner",
     "UnknownSchemaError",
 ]
@@ -81,6 +83,15 @@ class BrokerUnavailable(LogError):
 
 class StoreError(AdaMemError):
     """A projection store failed."""
+
+
+class StoreFenced(StoreError):
+    """A newer writer claimed the shard (its owner epoch is higher): this writer's commit was refused.
+
+    The worker that owned the partition lost it (a rebalance, or it was paused past its session
+    timeout); nothing of the refused commit is visible, and the new owner rolls back any table
+    version the old one wrote after the claim.
+    """
 
 
 class ModelError(AdaMemError):

@@ -53,6 +53,15 @@ class Settings:
     api_keys: str = _env("ADAMEM_API_KEYS", "", "Query service keys as tenant:key,tenant:key; empty runs it open.")
     host: str = _env("ADAMEM_HOST", "127.0.0.1", "Address the query service listens on.")
     port: int = _env("ADAMEM_PORT", 8000, "Port the query service listens on.")
+    store_endpoint: str = _env(
+        "ADAMEM_STORE_ENDPOINT", "", "Object-store endpoint of an s3:// store (MinIO, SeaweedFS, ...); empty: AWS."
+    )
+    store_region: str = _env("ADAMEM_STORE_REGION", "us-east-1", "Region of an s3:// store.")
+    store_access_key: str = _env(
+        "ADAMEM_STORE_ACCESS_KEY", "", "Access key of an s3:// store (empty: AWS's own chain)."
+    )
+    store_secret_key: str = _env("ADAMEM_STORE_SECRET_KEY", "", "Secret key of an s3:// store.")
+    store_allow_http: bool = _env("ADAMEM_STORE_ALLOW_HTTP", False, "Let an s3:// store's endpoint be plain http.")
     worker_session_timeout_s: float = _env(
         "ADAMEM_WORKER_SESSION_TIMEOUT", 10.0, "Seconds before the group drops a dead worker and rebalances."
     )
@@ -94,6 +103,18 @@ class Settings:
     def describe(cls) -> list[tuple[str, str, Any, str]]:
         """(field, env var, default, doc) for every setting, for the README and --help."""
         return [(f.name, f.metadata["env"], f.default, f.metadata["doc"]) for f in fields(cls) if f.metadata["env"]]
+
+    def store_options(self) -> dict[str, str]:
+        """Lance/LanceDB storage options of an object-store store (``s3://bucket/prefix``)."""
+        options = {"region": self.store_region}
+        if self.store_endpoint:
+            options["endpoint"] = self.store_endpoint
+        if self.store_access_key:
+            options["access_key_id"] = self.store_access_key
+            options["secret_access_key"] = self.store_secret_key
+        if self.store_allow_http:
+            options["allow_http"] = "true"
+        return options
 
     def topic(self, name: str) -> str:
         """Full topic name of ``messages``, ``analyses``, ``control`` or ``deadletter``.

@@ -40,6 +40,8 @@ EXAMPLES = {
     "metrics_overhead": "adamem bench metrics_overhead --rounds 40",
     "footprint": "adamem bench footprint",
     "visible": "adamem bench visible --samples 100 --preload 400",
+    "objectstore": "bash deploy/s3.sh start && adamem bench objectstore --s3 127.0.0.1:9000",
+    "scale": "adamem bench scale --per-owner 1000 10000 --owners 1000 10000",
     "report": "adamem bench report",
 }
 """One example per benchmark, at the end of its ``--help``."""
@@ -52,7 +54,18 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     ``sync=True``, the convention of ``adamem.cli``.
     """
     import adamem.bench.report as report
-    from adamem.bench import HELP, footprint, ingest, latency, locomo, metrics_overhead, replay, visible
+    from adamem.bench import (
+        HELP,
+        footprint,
+        ingest,
+        latency,
+        locomo,
+        metrics_overhead,
+        objectstore,
+        replay,
+        scale,
+        visible,
+    )
 
     bench = subparsers.add_parser("bench", help=HELP)
     sub = bench.add_subparsers(dest="bench_command", required=True)
@@ -64,6 +77,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("metrics_overhead", metrics_overhead, "query p95 of adamem serve with and without Prometheus metrics"),
         ("footprint", footprint, "disk per message per layer, process memory, vector index compression"),
         ("visible", visible, "publish → visible over HTTP on the embedded default (one adamem serve), p50/p95"),
+        ("objectstore", objectstore, "commit and read latency a store on s3:// adds, against a local folder"),
+        ("scale", scale, "query latency and memory as an owner and the owner count grow (synthetic rows)"),
         ("report", report, "write bench/results/README.md and the plots from the latest results"),
     )
     for name, module, help_text in parts:

@@ -185,8 +185,9 @@ def over_http(
     connections: int,
     log_dir: Path,
     routes: Sequence[str] = ROUTES,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """Latency over HTTP of a fresh ``adamem serve`` process on the store, per route, cold then warm."""
+    """Latency over HTTP of a fresh ``adamem serve`` (``--workers``: its query processes), per route, cold then warm."""
     port = free_port()
     exe = Path(sys.executable).with_name("adamem")
     env = {
@@ -200,7 +201,18 @@ def over_http(
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / "serve.log").open("ab") as fo:
         proc = subprocess.Popen(
-            [str(exe), "serve", "--read-only", "--no-access-log", "--store", store_url, "--port", str(port)],
+            [
+                str(exe),
+                "serve",
+                "--read-only",
+                "--no-access-log",
+                "--store",
+                store_url,
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+            ],
             env=env,
             stdout=fo,
             stderr=subprocess.STDOUT,
@@ -211,6 +223,7 @@ def over_http(
     try:
         if not wait_port(port, 120):
             raise RuntimeError(f"adamem serve did not listen on {port}; see {log_dir / 'serve.log'}")
+        _wait_healthy(f"http://127.0.0.1:{port}", proc)  # with --workers, the port listens before they are ready
         out["rss_idle"] = tree_memory(proc.pid)
         if warmup_owner is not None:
             import httpx
@@ -243,6 +256,21 @@ def over_http(
     return out
 
 
+def _wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout_s: float = 180.0) -> None:
+    """Until ``/health`` answers 200 (each query process has loaded its models)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(f"{base}/health", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"adamem serve at {base} did not become healthy")
+
+
 def run(
     data: str | Path,
     work: str | Path,
@@ -252,11 +280,13 @@ def run(
     connections: int = 8,
     http: bool = True,
     sweep: Sequence[int] = (),
+    serve_workers: Sequence[int] = (1,),
 ) -> dict[str, Any]:
     """Build or reuse the stores, then measure each in-process and over HTTP.
 
     ``sweep``: also the semantic route over HTTP with each of these numbers of clients, a fresh
-    service each time (so every level's first pass is cold): how latency grows with concurrency.
+    service each time (so every level's first pass is cold): how latency grows with concurrency;
+    once per ``serve_workers`` count of query processes (``adamem serve --workers``).
     """
     work = Path(work)
     qs = questions_by_route(data)
@@ -283,10 +313,14 @@ def run(
         if http:
             print(f"{name}: over HTTP …", file=sys.stderr, flush=True)
             entry["http"] = over_http(facts["store"], pairs, warm, connections, work / "logs")
-            for n in sweep:
-                print(f"{name}: semantic route over HTTP, {n} client(s) …", file=sys.stderr, flush=True)
-                one = over_http(facts["store"], pairs, warm, n, work / "logs", routes=(Route.SEMANTIC.value,))
-                entry.setdefault("http_sweep", {})[str(n)] = one[Route.SEMANTIC.value]
+            for w in serve_workers:
+                for n in sweep:
+                    print(f"{name}: semantic over HTTP, {n} client(s), {w} process(es) …", file=sys.stderr, flush=True)
+                    one = over_http(
+                        facts["store"], pairs, warm, n, work / "logs", routes=(Route.SEMANTIC.value,), workers=w
+                    )
+                    key = "http_sweep" if w == 1 else f"http_sweep_workers_{w}"
+                    entry.setdefault(key, {})[str(n)] = one[Route.SEMANTIC.value]
         result["stores"][name] = entry
     result["targets"] = TARGETS
     result["met"] = _met(result)
@@ -333,13 +367,16 @@ def latency_table(entry: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
 
 
 def sweep_table(entry: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
-    """Headers and rows of the concurrency sweep (semantic route over HTTP), or no rows without one."""
+    """Headers and rows of the concurrency sweeps (semantic route over HTTP), or no rows without one."""
     rows = []
-    for n, phases in sorted(entry.get("http_sweep", {}).items(), key=lambda kv: int(kv[0])):
-        for phase in ("cold", "warm"):
-            s = phases[phase]
-            rows.append([n, phase, s.get("p50"), s.get("p95"), s.get("p99"), s.get("qps"), s.get("errors")])
-    return ["clients", "phase", "p50 ms", "p95 ms", "p99 ms", "QPS", "errors"], rows
+    keys = sorted((k for k in entry if k == "http_sweep" or k.startswith("http_sweep_workers_")), key=len)
+    for key in keys:
+        procs = key.rsplit("_", 1)[1] if key != "http_sweep" else "1"
+        for n, phases in sorted(entry[key].items(), key=lambda kv: int(kv[0])):
+            for phase in ("cold", "warm"):
+                s = phases[phase]
+                rows.append([n, phase, s.get("p50"), s.get("p95"), s.get("p99"), s.get("qps"), s.get("errors"), procs])
+    return ["clients", "phase", "p50 ms", "p95 ms", "p99 ms", "QPS", "errors", "processes"], rows
 
 
 def print_report(result: dict[str, Any]) -> None:
@@ -375,6 +412,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="also the semantic route over HTTP with N clients each (a fresh service per N), e.g. --sweep 1 2 4",
     )
+    p.add_argument(
+        "--serve-workers",
+        nargs="+",
+        type=int,
+        default=[1],
+        metavar="W",
+        help="run the sweep once per W query processes (adamem serve --workers W), e.g. --serve-workers 1 2",
+    )
     p.add_argument("--json", dest="out", help="result file (default bench/results/latency.json)")
 
 
@@ -392,6 +437,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
             connections=args.connections,
             http=not args.no_http,
             sweep=args.sweep,
+            serve_workers=args.serve_workers,
         ),
         print_report,
     )

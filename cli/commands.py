@@ -675,14 +675,23 @@ def whose_text(whose: dict[str, Any]) -> str:
     return f"{text}; {reason}"
 
 
-def run_serve(settings: Settings, *, with_log: bool, read_only: bool = False, access_log: bool = True) -> int:
+def run_serve(
+    settings: Settings, *, with_log: bool, read_only: bool = False, access_log: bool = True, workers: int = 1
+) -> int:
     """Serve the HTTP API (uvicorn) until interrupted.
 
     On an embedded log (a folder) the service is the embedded default's one process: it holds the
     log's writer lock and analyses and projects in-process (mode ``embedded``). On a ``kafka://``
     log, or with ``read_only``, it only reads the store (mode ``read-only``); ``with_log`` then
     says whether it opens the log at all (to publish and to measure lag).
+
+    ``workers`` > 1: that many read-only query processes on the port. Each is a replica with its own
+    caches over the same store; they follow the store's commits by its change tokens
+    (``retrieval/cache.py``), so none answers from memory older than the last commit it could see.
+    Worker processes rebuild the service from the environment (``service_app``).
     """
+    import os
+
     import uvicorn
 
     from adamem.api.app import create_app
@@ -691,12 +700,43 @@ def run_serve(settings: Settings, *, with_log: bool, read_only: bool = False, ac
     from adamem.streams.follow import Follower
 
     embedded = not read_only and not settings.log_url.startswith("kafka://")
+    base = f"http://{settings.host}:{settings.port}"
+    if workers > 1:
+        if embedded:
+            raise ConfigError(
+                f"--workers {workers}: several query processes only read the store, and the embedded log has one "
+                "writer; add --read-only (another process projects: `adamem project --follow`) or use a kafka:// log"
+            )
+        os.environ.update(
+            {
+                "ADAMEM_STORE": settings.store_url,
+                "ADAMEM_LOG": settings.log_url,
+                "ADAMEM_API_KEYS": settings.api_keys,
+                _SERVE_WITH_LOG: "1" if with_log else "",
+            }
+        )
+        print(
+            f"adamem serve: listening on {base} (OpenAPI at {base}/docs)\n"
+            f"  mode  read-only: reads the store, {workers} query processes\n  store {settings.store_url}\n"
+            f"  log   {settings.log_url if with_log else '-'}",
+            file=sys.stderr,
+            flush=True,
+        )
+        uvicorn.run(
+            "adamem.cli.commands:service_app",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=workers,
+            log_level="info",
+            access_log=access_log,
+        )
+        return 0
     log = open_log(settings.log_url, settings) if (with_log or embedded) else None
     writer = Follower(log, settings, build_agent) if embedded and log is not None else None
     app = create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys, writer=writer)
     if writer is not None and isinstance(log, EmbeddedLog):  # after the keys' check: a bad key creates nothing
         log.hold_writer_lock()  # refused here, naming the folder, when another process writes to it
-    base = f"http://{settings.host}:{settings.port}"
     if writer is not None:
         mode = "embedded: ingests, analyses and projects in this process"
     elif log is not None:
@@ -711,6 +751,21 @@ def run_serve(settings: Settings, *, with_log: bool, read_only: bool = False, ac
     )
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", access_log=access_log)
     return 0
+
+
+_SERVE_WITH_LOG = "ADAMEM_SERVE_WITH_LOG"  # set by ``run_serve`` for its worker processes only
+
+
+def service_app() -> Any:
+    """The read-only query service of one ``adamem serve --workers N`` process (uvicorn's app factory)."""
+    import os
+
+    from adamem.api.app import create_app
+    from adamem.streams.factory import open_log
+
+    settings = Settings.from_env()
+    log = open_log(settings.log_url, settings) if os.environ.get(_SERVE_WITH_LOG) else None
+    return create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys)
 
 
 async def run_provenance(settings: Settings, user: str, item: str, *, as_json: bool) -> int:

@@ -215,7 +215,9 @@ def _serve(args: argparse.Namespace) -> int:
     read_only = args.read_only or store_only
     if store_only:
         require_store(settings)  # a read-only service over a store that is not there would answer 404 to all
-    return run_serve(settings, with_log=with_log, read_only=read_only, access_log=not args.no_access_log)
+    return run_serve(
+        settings, with_log=with_log, read_only=read_only, access_log=not args.no_access_log, workers=args.workers
+    )
 
 
 def _mcp(args: argparse.Namespace) -> int:
@@ -534,6 +536,9 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--no-access-log", action="store_true", help="no line per request on stderr")
     p.add_argument("--host", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")
+    p.add_argument(
+        "--workers", type=int, default=1, help="query processes on the port (replicas with their own caches; default 1)"
+    )
     p.set_defaults(run=_serve, sync=True)
 
     p = sub.add_parser(

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: install everything (and build the Java conformance check), start a real
 # single-node Kafka broker (KRaft) with the project's own script, run the whole suite against it
-# (plus ruff and mypy), stop the broker. The suite includes the OpenAPI fuzzer (Schemathesis, a
+# (plus ruff and mypy) and an S3-compatible server (deploy/s3.sh, moto) for the s3:// store tests,
+# stop both. The suite includes the OpenAPI fuzzer (Schemathesis, a
 # dev dependency) against a real `adamem serve`: tests/api/test_fuzz.py.
 # Extra arguments go to pytest, e.g. `bash deploy/test.sh -k embedded -x`.
 set -euo pipefail
@@ -48,7 +49,17 @@ if ! bash deploy/kafka.sh status >/dev/null 2>&1; then
     bash deploy/kafka.sh start
     started_here=1
 fi
-cleanup() { if [ "$started_here" = 1 ]; then bash deploy/kafka.sh stop || true; fi; }
+# The S3-compatible server (moto, an emulator) for the s3:// store tests (pytest -m s3).
+export ADAMEM_S3_PORT="${ADAMEM_S3_PORT:-9000}"
+s3_started_here=0
+if ! bash deploy/s3.sh status >/dev/null 2>&1; then
+    bash deploy/s3.sh start
+    s3_started_here=1
+fi
+cleanup() {
+    if [ "$started_here" = 1 ]; then bash deploy/kafka.sh stop || true; fi
+    if [ "$s3_started_here" = 1 ]; then bash deploy/s3.sh stop || true; fi
+}
 trap cleanup EXIT
 
 echo "test.sh: ruff"
@@ -58,5 +69,5 @@ echo "test.sh: ruff format --check"
 echo "test.sh: mypy --strict"
 .venv/bin/mypy
 echo "test.sh: pytest"
-ADAMEM_TEST_KAFKA="127.0.0.1:${ADAMEM_KAFKA_PORT:-9092}" .venv/bin/pytest -q -p no:cacheprovider "$@"
+ADAMEM_TEST_KAFKA="127.0.0.1:${ADAMEM_KAFKA_PORT:-9092}" ADAMEM_TEST_S3="127.0.0.1:$ADAMEM_S3_PORT" .venv/bin/pytest -q -p no:cacheprovider "$@"
 echo "test.sh: done in $(( $(date +%s) - t0 )) s"

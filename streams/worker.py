@@ -27,8 +27,8 @@ import faust
 
 from adamem import metrics
 from adamem.analysis.agent import MemoryAgent
-from adamem.errors import AdaMemError
-from adamem.events import ChatMessage, MemoryForgotten
+from adamem.errors import AdaMemError, StoreFenced
+from adamem.events import ChatMessage, MemoryForgotten, MessageAnalyzed
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
 from adamem.schemas.serde import decode_event, encode_event, reframe
@@ -232,6 +232,7 @@ def create_app(
             await stop_for(changed)
             return
         epoch = assignment["epoch"]
+        fresh = {e.message.partition for e in events} - set(resume)  # their tail is read in this batch
         todo = [event for event in events if not await already_analysed(event)]
         trackers: dict[int, ResumeTracker] = {}
         for p in sorted({e.message.partition for e in todo}):
@@ -242,9 +243,11 @@ def create_app(
         results = iter(await asyncio.to_thread(memory_agent().analyze, messages) if messages else [])
         metrics.EVENTS_ANALYSED.inc(len(messages))
         metrics.EVENTS_FORWARDED.inc(sum(1 for _, d in handled if not isinstance(d, (str, ChatMessage))))
+        paired = [(e, d, next(results) if isinstance(d, ChatMessage) and not d.shredded else None) for e, d in handled]
+        paired = await _analysed_meanwhile(paired, fresh, trackers)
         sends: list[Any] = []
         sending_to = None
-        for event, decoded in handled:
+        for event, decoded, result in paired:
             m = event.message
             trackers[m.partition].handled(m.topic, m.offset)
             points = trackers[m.partition].points()
@@ -264,7 +267,7 @@ def create_app(
                 continue
             if isinstance(decoded, MemoryForgotten):
                 destroy_keys(keyring(), decoded)  # before it is forwarded: no replay can read what it names
-            value = encode_event(next(results), keyring()) if isinstance(decoded, ChatMessage) else reframe(m.value)
+            value = encode_event(result, keyring()) if result is not None else reframe(m.value)
             keyring().flush()  # the keys of what is sent are durable first
             sends.append(
                 await analyses.send(
@@ -282,6 +285,33 @@ def create_app(
                 resume[p] = tracker.points()
         for event in events:
             positions.handled(event.message.topic, event.message.partition, event.message.offset)
+
+    async def _analysed_meanwhile(
+        paired: list[tuple[Any, Handled, MessageAnalyzed | None]], fresh: set[int], trackers: dict[int, ResumeTracker]
+    ) -> list[tuple[Any, Handled, MessageAnalyzed | None]]:
+        """Drop what another worker put on the log while this batch ran, for partitions just assigned.
+
+        When a partition moves, its old owner may still send the batch it began before the move; the
+        new owner read the partition's tail before that landed, and then ran the model (seconds, the
+        first time). Reading the tail again just before sending catches that batch: its records are
+        skipped here, not analysed twice. (A batch landing later still can; the folds absorb it.)
+        """
+        for p in sorted(fresh & set(trackers)):
+            found = await resume_points(reader(), settings, p)
+            before = resume.get(p, {})
+            now = {
+                t: max(before.get(t, 0), found.get(t, 0))
+                for t in (settings.topic("messages"), settings.topic("control"))
+            }
+            if now == {t: before.get(t, 0) for t in now}:
+                continue
+            kept = [x for x in paired if x[0].message.partition != p or x[0].message.offset >= now[x[0].message.topic]]
+            log.info("p%d: %d record(s) were analysed by another worker meanwhile", p, len(paired) - len(kept))
+            paired = kept
+            resume[p] = now
+            waiting = [(e.message.topic, e.message.offset) for e, _, _ in paired if e.message.partition == p]
+            trackers[p] = ResumeTracker(now, waiting)
+        return paired
 
     @app.agent(analyses, name="project")
     async def project(stream: Any) -> None:
@@ -324,8 +354,16 @@ def create_app(
                 # The store is behind the consumer group (a rebuilt view was switched to, or the
                 # store was replaced): the store is the truth about progress, so fill the gap.
                 batch_events = await _gap(partition, done[partition], first) + batch_events
-            await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
-            await rebuild_after_forgets(reader(), projector(), settings, partition, batch_events)
+            try:
+                await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
+                await rebuild_after_forgets(reader(), projector(), settings, partition, batch_events)
+            except StoreFenced as exc:
+                # This worker lost the partition (a rebalance while it was busy or paused): its commit was
+                # refused and the new owner folds the batch. Reopening the shard later claims it anew.
+                log.warning("gave up a batch of p%d: %s", partition, exc)
+                projector().forget_cache()
+                projector().store.release([partition])
+                continue
             positions.handled(topic, partition, reach[partition] - 1)
         counts["folded"] += len(events)
 

@@ -57,6 +57,33 @@ def kafka_bootstrap() -> str:
     return address
 
 
+@pytest.fixture(scope="session")
+def s3_endpoint() -> str:
+    """Address of the S3-compatible server (deploy/s3.sh); fails (not skips) when nothing listens there."""
+    address = os.environ.get("ADAMEM_TEST_S3", "127.0.0.1:9000")
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=3):
+            pass
+    except OSError as exc:
+        pytest.fail(
+            f"no S3-compatible server at {address} ({exc}). Start one with `bash deploy/s3.sh start` "
+            "or run the whole suite with `bash deploy/test.sh`; deselect with -m 'not s3'."
+        )
+    return address
+
+
+def s3_store_env(endpoint: str) -> dict[str, str]:
+    """The settings that reach the test server (its bucket ``adamem``; moto takes any keys)."""
+    return {
+        "ADAMEM_STORE_ENDPOINT": f"http://{endpoint}",
+        "ADAMEM_STORE_ALLOW_HTTP": "true",
+        "ADAMEM_STORE_REGION": "us-east-1",
+        "ADAMEM_STORE_ACCESS_KEY": "testing",
+        "ADAMEM_STORE_SECRET_KEY": "testing",
+    }
+
+
 @contextlib.contextmanager
 def serving(app: Any) -> Iterator[httpx.Client]:
     """The app on a real uvicorn server on a free loopback port, and an HTTP client for it."""

@@ -16,13 +16,22 @@ __all__ = ["open_store"]
 
 
 def open_store(url: str, *, read_only: bool = False) -> MemoryStore:
-    """The store for ``url``: ``memory://`` or a folder (LanceDB)."""
+    """The store for ``url``: ``memory://``, a folder or ``s3://bucket/prefix`` (LanceDB).
+
+    An ``s3://`` store takes its endpoint, region, keys and ``allow_http`` from the settings
+    (``ADAMEM_STORE_ENDPOINT`` …, ``Settings.store_options``).
+    """
     if url.startswith("memory://"):
         from adamem.projections.store.memory import InMemoryStore
 
         return InMemoryStore()
+    if url.startswith("s3://"):
+        from adamem.projections.store.lance import LanceStore
+        from adamem.settings import Settings
+
+        return LanceStore(url, read_only=read_only, storage_options=Settings.from_env().store_options())
     if "://" in url and not url.startswith(("file://", "lancedb://")):
-        raise ConfigError(f"store URL {url!r} is not memory://, lancedb://PATH or a folder path")
+        raise ConfigError(f"store URL {url!r} is not memory://, s3://BUCKET/PREFIX, lancedb://PATH or a folder path")
     from adamem.projections.store.lance import LanceStore
 
     return LanceStore(url.removeprefix("lancedb://").removeprefix("file://"), read_only=read_only)

@@ -28,6 +28,21 @@ commit can fetch only what changed (``owner_changes``); the last ``CHANGE_HISTOR
 kept. A shard's change token is the view and the commit count of its checkpoint; readers re-read
 the checkpoint only when its table's version folder changed (``_Shard.committed``).
 
+Fencing: each shard has exactly one writer at a time, also while a consumer group rebalances. A
+writer opening a shard *claims* it: it raises the owner epoch in the checkpoint row by one and
+writes that row with a compare-and-set (a Lance ``Overwrite`` committed with ``read_version`` = the
+checkpoint version it read; Lance refuses it if any other commit came in between, locally and on
+object stores alike). Every later checkpoint of that writer is written the same way, on top of the
+version it wrote last, and carries its epoch and name (host:pid). So once a newer writer has
+claimed the shard, every checkpoint of the older one is refused (``StoreFenced``): a worker that
+lost its partition — revoked, or paused past its session timeout — cannot commit to the shard,
+and what it wrote is never visible (readers see the tables as of the checkpoint). The older writer
+also checks the fence before writing any table; a table version it still wrote after the claim
+(it was paused between that check and the write) is rolled back by the owner before the owner's
+next write (every table is compared with the owner's checkpoint first), and a foreign version
+interleaved with the owner's own writes is caught by counting versions (each write adds exactly
+one) and the commit is redone on the restored tables.
+
 Erasure: LanceDB deletes by marking rows, and every older version keeps its files, so a forgotten
 row stays on disk. After a commit that applied a forget, ``erase_history`` rewrites every fragment
 that has deleted rows (compaction with ``materialize_deletions_threshold=0``), brings the indexes
@@ -39,8 +54,9 @@ reading an older version of that shard at that moment fails its call and reads t
 from __future__ import annotations
 
 import json
+import logging
 import os
-import shutil
+import socket
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,11 +64,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import lance
 import lancedb
 import pyarrow as pa
+from lance.commit import CommitConflictError
 from lancedb.index import FTS, BTree, IvfHnswSq
 
-from adamem.errors import StoreError
+from adamem.errors import StoreError, StoreFenced
 from adamem.partitioning import owner_partition
 from adamem.projections.folds.changes import Change, Upsert
 from adamem.projections.folds.rows import TABLES, Row
@@ -70,6 +88,7 @@ from adamem.projections.store.base import (
     rows_from_arrow,
     rows_to_arrow,
 )
+from adamem.projections.store.location import Location
 from adamem.text import search_text
 
 __all__ = ["DEFAULT_VIEW", "LanceStore", "current_view", "list_views", "remove_other_views", "switch_view"]
@@ -85,8 +104,19 @@ _CKPT_SCHEMA = pa.schema(
         pa.field("offsets", pa.string()),
         pa.field("versions", pa.string()),
         pa.field("commits", pa.int64()),
+        pa.field("epoch", pa.int64()),  # the owner epoch of the writer that wrote it (see Fencing)
+        pa.field("writer", pa.string()),  # that writer, host:pid (diagnostics)
     ]
 )
+_CKPT_EMPTY: dict[str, Any] = {"id": "checkpoint", "offsets": "{}", "versions": "{}", "commits": 0, "epoch": 0}
+_COMMIT_ATTEMPTS = 3  # a commit interleaved with a fenced writer's late table write is redone this often
+log = logging.getLogger("adamem.store")
+
+
+def _writer_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 _CHANGES_SCHEMA = pa.schema([pa.field("commit", pa.int64(), nullable=False), pa.field("entry", pa.string())])
 
 
@@ -117,9 +147,10 @@ def _names_owner_by_user_id(table: Any) -> bool:
 class LegacyStore(StoreError):
     """A store view written before owners were ``(tenant, user_id)``: rebuild it from the log."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         super().__init__(
-            f"the store view at {path.parent} was built by AdaMem Stream 0.1, whose memory owners were bare user ids; "
+            f"the store view at {path.rsplit('/', 1)[0]} was built by AdaMem Stream 0.1, "
+            "whose memory owners were bare user ids; "
             "owners are now (tenant, user_id). Rebuild it from the log, which keeps every tenant: "
             "`adamem replay --log LOG --store STORE` (without --verify: the old view cannot be compared)"
         )
@@ -128,11 +159,18 @@ class LegacyStore(StoreError):
 class _Shard:
     """One partition's LanceDB database and its open tables."""
 
-    def __init__(self, path: Path, dim: int, *, writer: bool, bulk: bool = False) -> None:
-        path.mkdir(parents=True, exist_ok=True)
+    def __init__(self, loc: Location, rel: str, dim: int, *, writer: bool, bulk: bool = False) -> None:
+        local = loc.local(rel)
+        if local is not None:
+            local.mkdir(parents=True, exist_ok=True)
+        self.loc, self.rel = loc, rel
+        self.path = loc.uri(rel)
         # Readers check for new versions on every query: a query after a commit never sees stale rows.
-        self.db = lancedb.connect(str(path), read_consistency_interval=None if writer else timedelta(0))
-        self.path = path
+        self.db = lancedb.connect(
+            self.path,
+            read_consistency_interval=None if writer else timedelta(0),
+            storage_options=loc.options or None,
+        )
         self.dim = dim
         self.tables: dict[str, Any] = {}
         self.schemas: dict[str, pa.Schema] = {}
@@ -143,6 +181,12 @@ class _Shard:
         self.fts_ready: set[str] = set()
         self.commits = 0
         self._stamp: tuple[int, int] | None = None  # readers: the checkpoint folder's state when last read
+        # writers: the owner epoch claimed, the checkpoint row last written and its table version
+        self.epoch = 0
+        self.ckpt: dict[str, Any] | None = None
+        self.ckpt_version = 0
+        self.changes_version: int | None = None  # writers: the change log's version after their last commit
+        self.own: dict[str, int] = {}  # writers: table versions of their own not yet checkpointed (``optimize``)
         names = set(self.db.list_tables(limit=1000).tables)
         for name in (*TABLES, CHECKPOINTS, CHANGES):
             if name in names:
@@ -150,13 +194,14 @@ class _Shard:
         # Rows of 0.1 named their owner by the bare user id: such a view is read by nothing but a rebuild.
         self.legacy = any(_names_owner_by_user_id(self.tables[n]) for n in TABLES if n in self.tables)
         if self.legacy and writer:
-            raise LegacyStore(path)
+            raise LegacyStore(self.path)
         self.bulk = bulk
         # bulk: per table this writer found empty, every id it has written there (a superset of its ids)
         self.written: dict[str, set[str]] | None = None
         # bulk, all tables found empty: every owner this writer has written rows of (others have none)
         self.owners_written: set[str] | None = None
         if writer:
+            self._claim()
             self._recover()
             if bulk:
                 self.written = {n: set() for n in TABLES if n not in self.tables or not self.tables[n].count_rows()}
@@ -198,9 +243,10 @@ class _Shard:
         """
         if self.writer:
             return self.commits
-        try:
-            st = os.stat(self.path / f"{CHECKPOINTS}.lance" / "_versions")
-            stamp: tuple[int, int] | None = (st.st_ino, st.st_mtime_ns)
+        folder = self.loc.local(f"{self.rel}/{CHECKPOINTS}.lance/_versions")
+        try:  # (on an object store there is no such stamp: the checkpoint is read every time)
+            st = os.stat(folder) if folder is not None else None
+            stamp: tuple[int, int] | None = (st.st_ino, st.st_mtime_ns) if st is not None else None
         except OSError:
             stamp = None
         if stamp is not None and stamp == self._stamp:
@@ -282,13 +328,96 @@ class _Shard:
         return self.tables[name]
 
     def checkpoint_row(self) -> dict[str, Any] | None:
+        """The last checkpoint (a writer's own: the one it wrote last, or found when it claimed the shard)."""
+        if self.writer and self.ckpt is not None:
+            return self.ckpt
         table = self.get(CHECKPOINTS)
         if table is None:
             return None
         rows = table.to_arrow().to_pylist()
         return rows[0] if rows else None
 
-    def _recover(self) -> None:
+    def _claim(self) -> None:
+        """Become the shard's one writer: raise the owner epoch by one, compare-and-set (module notes)."""
+        for _ in range(100):
+            table = self.get(CHECKPOINTS)
+            if table is None:
+                row = {**_CKPT_EMPTY, "epoch": 1, "writer": _writer_name()}
+                try:
+                    table = self.db.create_table(CHECKPOINTS, data=pa.Table.from_pylist([row], schema=_CKPT_SCHEMA))
+                except (ValueError, OSError):  # another writer made it first: claim on top of its row
+                    time.sleep(0.01)
+                    continue
+                self.tables[CHECKPOINTS] = table
+                self.ckpt, self.ckpt_version, self.epoch = row, table.version, 1
+                return
+            table.checkout_latest()
+            found = table.to_arrow().to_pylist()
+            row = {**_CKPT_EMPTY, **(found[0] if found else {})}
+            row["epoch"] = int(row["epoch"] or 0) + 1
+            row["writer"] = _writer_name()
+            try:
+                self._put_checkpoint(row, table.version)
+            except StoreFenced:  # claimed by another writer at the same moment: claim again above it
+                continue
+            return
+        raise StoreError(f"could not claim shard {self.path}: other writers kept claiming it")
+
+    def _put_checkpoint(self, row: dict[str, Any], read_version: int) -> None:
+        """Write the checkpoint row as the version after ``read_version``, or raise ``StoreFenced``."""
+        table = self.table(CHECKPOINTS)
+        uri = table.to_lance().uri
+        data = pa.Table.from_pylist([row], schema=_CKPT_SCHEMA)
+        options = self.loc.options or None
+        fragments = lance.fragment.write_fragments(data, uri, schema=_CKPT_SCHEMA, storage_options=options)
+        try:
+            written = lance.LanceDataset.commit(
+                uri,
+                lance.LanceOperation.Overwrite(_CKPT_SCHEMA, fragments),
+                read_version=read_version,
+                storage_options=options,
+            )
+        except CommitConflictError as exc:
+            raise self._fenced(int(row["epoch"] or 0)) from exc
+        table.checkout_latest()
+        self.ckpt, self.ckpt_version, self.epoch = row, written.version, int(row["epoch"] or 0)
+        self.own = {}
+
+    def _fenced(self, epoch: int) -> StoreFenced:
+        table = self.tables[CHECKPOINTS]
+        table.checkout_latest()
+        found = table.to_arrow().to_pylist()
+        owner = found[0] if found else {}
+        return StoreFenced(
+            f"shard {self.path} was claimed by {owner.get('writer') or 'another writer'} (owner epoch "
+            f"{owner.get('epoch')}) after this writer ({_writer_name()}, epoch {epoch}); this writer lost "
+            "its partition and may no longer commit to the shard"
+        )
+
+    def _check_fence(self) -> None:
+        """Writers: raise ``StoreFenced`` when another writer wrote the checkpoint since this one's last."""
+        table = self.tables[CHECKPOINTS]
+        table.checkout_latest()
+        if table.version != self.ckpt_version:
+            raise self._fenced(self.epoch)
+
+    def _guard(self) -> None:
+        """Before a writer writes: the fence holds, and every table is as of its checkpoint.
+
+        A table ahead of the checkpoint was written by a fenced writer after this one claimed the
+        shard (or by this writer in a commit that failed): it is restored to the checkpoint first.
+        """
+        self._check_fence()
+        for name in TABLES:
+            table = self.get(name)
+            if table is not None:
+                table.checkout_latest()
+        changes = self.get(CHANGES)
+        if changes is not None:
+            changes.checkout_latest()
+        self._recover(quiet=False)
+
+    def _recover(self, *, quiet: bool = True) -> None:
         """Roll every table back to the versions the last checkpoint recorded."""
         ckpt = self.checkpoint_row()
         versions: dict[str, int] = json.loads(ckpt["versions"]) if ckpt else {}
@@ -298,17 +427,50 @@ class _Shard:
             if table is None:
                 continue
             want = versions.get(name)
+            if name in self.own and table.version == self.own[name]:
+                continue  # this writer's own optimisation since its checkpoint: the next checkpoint names it
             if want is None:
                 if table.count_rows():
+                    if not quiet:
+                        log.warning("%s/%s: removing rows no checkpoint covers", self.path, name)
                     table.delete("true")  # written after the last checkpoint: none of it counts
             elif table.version != want:
+                if not quiet:
+                    log.warning(
+                        "%s/%s: rolling back versions %d-%d to %d", self.path, name, want + 1, table.version, want
+                    )
                 table.restore(want)
         changes = self.tables.get(CHANGES)
-        if changes is not None:
+        if changes is not None and changes.version != self.changes_version:
             changes.delete(f"commit > {self.commits}")  # logged by a commit that never reached its checkpoint
+            self.changes_version = changes.version
 
-    def commit(self, changes: Sequence[Change], offsets: dict[str, int], optimize_every: int) -> None:
+    def commit(
+        self, changes: Sequence[Change], offsets: dict[str, int], optimize_every: int, *, guarded: bool = False
+    ) -> None:
+        """Write the changes, then the checkpoint (compare-and-set); ``guarded``: ``_guard`` ran already."""
         net = final_rows(changes)
+        for attempt in range(_COMMIT_ATTEMPTS):
+            if not guarded or attempt:
+                self._guard()
+            try:
+                self._commit(net, offsets, optimize_every)
+                return
+            except _Interleaved as exc:
+                log.warning("%s; writing the commit again", exc)
+        raise StoreError(f"commit to {self.path} was interleaved with another writer's {_COMMIT_ATTEMPTS} times")
+
+    def _commit(self, net: dict[str, dict[str, Row | None]], offsets: dict[str, int], optimize_every: int) -> None:
+        commits = self.commits
+        try:
+            self._commit_tables(net, offsets, optimize_every)
+        except BaseException:
+            self.commits = commits  # this commit did not happen: the next one has the same number
+            raise
+
+    def _commit_tables(
+        self, net: dict[str, dict[str, Row | None]], offsets: dict[str, int], optimize_every: int
+    ) -> None:
         with _Writes() as writes:  # every table written (or failed) before the checkpoint
             if CHECKPOINTS not in self.tables:
                 writes.submit(self.table, CHECKPOINTS)
@@ -331,7 +493,7 @@ class _Shard:
         self.commits += 1
         if not self.bulk:  # nobody holds rows of a view being rebuilt: no reader needs its changes
             entry = {"commit": self.commits, "entry": json.dumps(change_entry(net))}
-            self.table(CHANGES).add(pa.Table.from_pylist([entry], _CHANGES_SCHEMA))
+            self.changes_version = self.table(CHANGES).add(pa.Table.from_pylist([entry], _CHANGES_SCHEMA)).version
         if optimize_every and self.commits % optimize_every == 0:
             # before the checkpoint, so that it covers the compacted, indexed versions: readers see
             # them at once (after it, they read 50 small fragments per table until the next commit)
@@ -344,11 +506,10 @@ class _Shard:
             "offsets": json.dumps(merged_offsets, sort_keys=True),
             "versions": json.dumps(versions, sort_keys=True),
             "commits": self.commits,
+            "epoch": self.epoch,
+            "writer": _writer_name(),
         }
-        ckpt_table = self.table(CHECKPOINTS)
-        ckpt_table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
-            pa.Table.from_pylist([row], schema=_CKPT_SCHEMA)
-        )
+        self._put_checkpoint(row, self.ckpt_version)
 
     def _schema(self, name: str) -> pa.Schema:
         """The Arrow schema of a table's rows: the table's own (read once), or the one it will be made with."""
@@ -363,12 +524,18 @@ class _Shard:
     def _write(self, name: str, gone: list[str], appended: pa.Table | None, merged: pa.Table | None) -> None:
         """One table's part of a commit (making the table first if need be): delete, append, merge by id."""
         table = self.table(name)
+        before, writes = table.version, 0
         for start in range(0, len(gone), 500):
             table.delete("id IN (" + ", ".join(_quote(i) for i in gone[start : start + 500]) + ")")
+            writes += 1
         if appended is not None:
             table.add(appended)
+            writes += 1
         if merged is not None:
             table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(merged)
+            writes += 1
+        if table.version != before + writes:  # each write adds one version: another writer's came between
+            raise _Interleaved(f"{self.path}/{name}: versions {before}-{table.version} hold a write of another writer")
 
     def _split(self, name: str, rows: list[Row]) -> tuple[list[Row], list[Row]]:
         """Rows to append and rows to merge by id: in bulk mode, ids never written to a table found empty append."""
@@ -436,13 +603,14 @@ class _Shard:
 
     def erase_history(self) -> None:
         """Rewrite fragments holding deleted rows, checkpoint the new versions, remove every older version."""
+        self._guard()
         with _Writes() as writes:
             for name in (*TABLES, CHANGES):
                 table = self.tables.get(name)
                 if table is not None:
                     writes.submit(_materialize_deletions, table)
         self.optimize(0 if self.bulk else self.vector_index_min_rows)
-        self.commit([], {}, 0)  # the checkpoint now names the rewritten versions, the only ones kept
+        self.commit([], {}, 0, guarded=True)  # the checkpoint now names the rewritten versions, the only ones kept
         with _Writes() as writes:
             for name in (*TABLES, CHECKPOINTS, CHANGES):
                 table = self.tables.get(name)
@@ -460,6 +628,10 @@ def _drop_old_versions(table: Any) -> None:
     """Remove the files of every version but the latest (the shard's one writer is the caller)."""
     table.to_lance().cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
     table.checkout_latest()
+
+
+class _Interleaved(StoreError):
+    """A table write of this commit found another writer's version between its own (the commit is redone)."""
 
 
 class _Writes:
@@ -489,40 +661,34 @@ class _Writes:
 DEFAULT_VIEW = "main"
 
 
-def current_view(root: str | Path) -> str:
-    """Name of the active view of a store folder (``main`` when none was switched to)."""
-    path = Path(root) / "CURRENT"
-    try:
-        name = path.read_text().strip()
-    except FileNotFoundError:
-        return DEFAULT_VIEW
+def _loc(root: str | Path | Location) -> Location:
+    return root if isinstance(root, Location) else Location(root)
+
+
+def current_view(root: str | Path | Location) -> str:
+    """Name of the active view of a store (``main`` when none was switched to)."""
+    name = (_loc(root).read_text("CURRENT") or "").strip()
     return name or DEFAULT_VIEW
 
 
-def list_views(root: str | Path) -> list[str]:
-    """Views present in a store folder."""
-    folder = Path(root) / "views"
-    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+def list_views(root: str | Path | Location) -> list[str]:
+    """Views present in a store."""
+    return _loc(root).dirs("views")
 
 
-def switch_view(root: str | Path, name: str) -> None:
-    """Make ``name`` the active view, atomically (write a temp file, fsync, rename)."""
+def switch_view(root: str | Path | Location, name: str) -> None:
+    """Make ``name`` the active view, atomically (a local temp file fsynced and renamed, or one PUT)."""
     if name not in list_views(root):
         raise StoreError(f"store {root} has no view {name!r}; views: {list_views(root)}")
-    tmp = Path(root) / "CURRENT.tmp"
-    with tmp.open("w") as fo:
-        fo.write(name + "\n")
-        fo.flush()
-        os.fsync(fo.fileno())
-    tmp.replace(Path(root) / "CURRENT")
+    _loc(root).write_text("CURRENT", name + "\n")
 
 
-def remove_other_views(root: str | Path, keep: str) -> list[str]:
+def remove_other_views(root: str | Path | Location, keep: str) -> list[str]:
     """Delete every view but ``keep`` (after a forget they may hold what was forgotten); their names."""
     removed = []
     for name in list_views(root):
         if name != keep:
-            shutil.rmtree(Path(root) / "views" / name, ignore_errors=True)
+            _loc(root).remove_tree(f"views/{name}")
             removed.append(name)
     return removed
 
@@ -539,48 +705,56 @@ class LanceStore:
         view: str | None = None,
         vector_index_min_rows: int = 10_000,
         bulk: bool = False,
+        storage_options: dict[str, str] | None = None,
     ) -> None:
-        """``bulk``: write a view nobody reads yet (a rebuild); see the module's notes. Call ``optimize`` at the end."""
-        self.root = Path(root)
-        self.url = str(self.root)
+        """``bulk``: write a view nobody reads yet (a rebuild); see the module's notes. Call ``optimize`` at the end.
+
+        ``root``: a folder, or ``s3://bucket/prefix`` with the object store's ``storage_options``.
+        """
+        self.loc = Location(root, storage_options)
+        self.root = self.loc.local() or Path(self.loc.base)  # (an object store's: for messages only)
+        self.url = self.loc.url
         self._read_only = read_only
         self._optimize_every = optimize_every
         self._vector_index_min_rows = vector_index_min_rows
         self._bulk = bulk
         self._pinned = view
-        self.view = view or current_view(self.root)
+        self.view = view or current_view(self.loc)
         self._shards: dict[int, _Shard] = {}
         self._meta = self._read_meta()
 
     @property
     def dir(self) -> Path:
-        """Folder of the view this store reads and writes."""
-        return self.root / "views" / self.view
+        """Folder of the view this store reads and writes (a local store's)."""
+        folder = self.loc.local(f"views/{self.view}")
+        if folder is None:
+            raise StoreError(f"store {self.url} is on an object store: it has no local folder")
+        return folder
 
     def _follow(self) -> None:
         """Follow a switch of ``CURRENT`` (unless the view was pinned): drop handles of the old view."""
         if self._pinned is None:
-            active = current_view(self.root)
+            active = current_view(self.loc)
             if active != self.view:
                 self.view = active
                 self._shards.clear()
                 self._meta = self._read_meta()
 
     def _read_meta(self) -> dict[str, Any]:
-        path = self.dir / "meta.json"
-        if not path.exists():
-            return {}
+        path = f"views/{self.view}/meta.json"
         try:
-            meta: dict[str, Any] = json.loads(path.read_text())
+            text = self.loc.read_text(path)
+            if text is None:
+                return {}
+            meta: dict[str, Any] = json.loads(text)
         except (OSError, json.JSONDecodeError) as exc:
-            raise StoreError(f"{path} is unreadable ({exc}); rebuild the store with `adamem replay`") from exc
+            raise StoreError(
+                f"{self.loc.uri(path)} is unreadable ({exc}); rebuild the store with `adamem replay`"
+            ) from exc
         return meta
 
     def _write_meta(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / "meta.json.tmp"
-        tmp.write_text(json.dumps(self._meta, sort_keys=True))
-        tmp.replace(self.dir / "meta.json")
+        self.loc.write_text(f"views/{self.view}/meta.json", json.dumps(self._meta, sort_keys=True))
 
     def _current_meta(self) -> dict[str, Any]:
         """The active view's meta; read again while it names no shard count (a writer elsewhere may
@@ -619,10 +793,10 @@ class LanceStore:
         """The shard's handles; a writable store opens it as writer (recovering it to its checkpoint)."""
         shard = self._shards.get(partition)
         if shard is None:
-            path = self.dir / f"p{partition}"
-            if not create and not path.exists():
+            rel = f"views/{self.view}/p{partition}"
+            if not create and not self.loc.exists(rel):
                 return None
-            shard = _Shard(path, self._meta.get("dim", 0), writer=not self._read_only, bulk=self._bulk)
+            shard = _Shard(self.loc, rel, self._meta.get("dim", 0), writer=not self._read_only, bulk=self._bulk)
             shard.vector_index_min_rows = self._vector_index_min_rows
             self._shards[partition] = shard
         return shard
@@ -678,9 +852,9 @@ class LanceStore:
             dim = next((len(v) for v in vectors if v), 0)  # vectors of other lengths do not fit the column
             if dim:
                 self._meta["dim"] = dim
+                for open_shard in self._shards.values():  # first: a failed meta write must not leave them at 0
+                    open_shard.dim = dim
                 self._write_meta()
-                for open_shard in self._shards.values():
-                    open_shard.dim = self._meta["dim"]
         shard = self._shard(partition, create=True)
         assert shard is not None
         try:
@@ -692,6 +866,8 @@ class LanceStore:
         """Compact and index every open shard (a bulk writer leaves the vector index to the next writer)."""
         for shard in self._shards.values():
             shard.optimize(0 if self._bulk else self._vector_index_min_rows)
+            if shard.writer:
+                shard.own = {name: shard.tables[name].version for name in TABLES if name in shard.tables}
 
     def erase_history(self, partition: int) -> list[str]:
         """After a forget reached shard ``partition``: no copy of deleted rows stays (module notes); views removed.
@@ -706,9 +882,9 @@ class LanceStore:
                 shard.erase_history()
         except (OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
             raise StoreError(f"erasing old versions of shard p{partition} of view {self.view} failed: {exc}") from exc
-        if self._bulk or self.view != current_view(self.root):
+        if self._bulk or self.view != current_view(self.loc):
             return []
-        return remove_other_views(self.root, self.view)
+        return remove_other_views(self.loc, self.view)
 
     def load_owner(self, owner_id: str) -> list[Row]:
         """Every row of an owner, every table as of one checkpoint (none, without a query, for an owner
@@ -732,8 +908,10 @@ class LanceStore:
         """Owners with any memory."""
         found: set[str] = set()
         self._follow()
-        for path in sorted(self.dir.glob("p*")):
-            shard = self._shard(int(path.name[1:]), create=False)
+        for name in self.loc.dirs(f"views/{self.view}"):
+            if not (name.startswith("p") and name[1:].isdigit()):
+                continue
+            shard = self._shard(int(name[1:]), create=False)
             if shard is not None and shard.legacy:
                 raise LegacyStore(shard.path)
             table = shard.visible("owners") if shard else None

@@ -13,7 +13,18 @@ def test_register_adds_every_subcommand() -> None:
     parser = argparse.ArgumentParser(prog="adamem")
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
-    for name in ("locomo", "ingest", "replay", "latency", "metrics_overhead", "footprint", "visible", "report"):
+    for name in (
+        "locomo",
+        "ingest",
+        "replay",
+        "latency",
+        "metrics_overhead",
+        "footprint",
+        "visible",
+        "objectstore",
+        "scale",
+        "report",
+    ):
         args = parser.parse_args(["bench", name])
         assert args.sync is True and callable(args.run) and args.bench_name == name
 

@@ -237,6 +237,9 @@ def test_sweep_table_orders_levels_by_number_and_shows_both_phases() -> None:
         ("8", "warm", 20),
     ]
     assert sweep_table({}) == (headers, [])
+    entry["http_sweep_workers_2"] = {"8": {"cold": s(150), "warm": s(12)}}  # adamem serve --workers 2
+    rows = sweep_table(entry)[1]
+    assert [(r[0], r[1], r[3], r[-1]) for r in rows[-2:]] == [("8", "cold", 150, "2"), ("8", "warm", 12, "2")]
 
 
 def test_wrk_plan_never_runs_more_threads_than_clients() -> None:

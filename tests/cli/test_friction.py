@@ -200,7 +200,19 @@ def test_every_command_has_an_example_in_its_help(command: str, capsys: pytest.C
 
 
 @pytest.mark.parametrize(
-    "command", ["locomo", "ingest", "replay", "latency", "metrics_overhead", "footprint", "visible", "report"]
+    "command",
+    [
+        "locomo",
+        "ingest",
+        "replay",
+        "latency",
+        "metrics_overhead",
+        "footprint",
+        "visible",
+        "objectstore",
+        "scale",
+        "report",
+    ],
 )
 def test_every_benchmark_has_an_example_in_its_help(command: str) -> None:
     env = {**os.environ}

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import lancedb
 import pytest
 
-from adamem.errors import StoreError
+from adamem.errors import StoreError, StoreFenced
 from adamem.partitioning import owner_partition, partition_for
 from adamem.projections.folds.changes import Delete, Upsert
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
@@ -20,9 +23,10 @@ from adamem.projections.store import memory as memory_store
 from adamem.projections.store.base import OwnerChanges
 from adamem.projections.store.factory import open_store
 from adamem.projections.store.lance import LanceStore, switch_view
+from tests.conftest import s3_store_env
 
 PARTITIONS = 2
-ADAPTERS = ["memory", "lancedb"]
+ADAPTERS = ["memory", "lancedb", pytest.param("s3", marks=pytest.mark.s3)]
 
 
 def make(cls: type[Row], **values: Any) -> Row:
@@ -40,9 +44,22 @@ def message(user: str, id_: str, text: str, vector: tuple[float, ...]) -> Row:
     return make(MessageRow, id=id_, owner_id=user, text=text, speaker="Ann", vector=vector, topics=["t"], seq=1)
 
 
+def _s3_url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh prefix on the S3-compatible server, with the settings that reach it in the environment."""
+    endpoint = request.getfixturevalue("s3_endpoint")
+    for name, value in s3_store_env(endpoint).items():
+        monkeypatch.setenv(name, value)
+    return f"s3://adamem/contract-{uuid.uuid4().hex}"
+
+
 @pytest.fixture(params=ADAPTERS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
-    s = open_store("memory://" if request.param == "memory" else str(tmp_path / "store"))
+def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore]:
+    """Every adapter: in-memory, LanceDB in a folder, LanceDB on an S3-compatible object store."""
+    if request.param == "s3":
+        url = _s3_url(request, monkeypatch)
+    else:
+        url = "memory://" if request.param == "memory" else str(tmp_path / "store")
+    s = open_store(url)
     s.bind(PARTITIONS)
     yield s
     s.close()
@@ -551,3 +568,98 @@ def test_lancedb_readers_see_a_periodic_optimize_at_once(tmp_path: Path) -> None
     table = reader._owner_shard("default:alice").visible("messages")  # type: ignore[union-attr]
     assert {ix.index_type for ix in table.list_indices()} == {"FTS", "BTree"}  # the checkpoint covers the optimize
     assert [r.id for r in reader.rows("messages", "default:alice")] == ["m0", "m1"]
+
+
+# ---- fencing: one writer per shard at a time ------------------------------------------------------
+
+
+def _checkpoint_row(root: str) -> dict[str, Any]:
+    reader = open_store(root, read_only=True)
+    assert isinstance(reader, LanceStore)
+    shard = reader._shard(0, create=False)
+    assert shard is not None
+    row = shard.checkpoint_row()
+    assert row is not None
+    return row
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def lance_root(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A LanceDB store root: a folder, or a prefix on the S3-compatible server (its settings in the env)."""
+    return _s3_url(request, monkeypatch) if request.param == "s3" else str(tmp_path / "store")
+
+
+def test_lancedb_a_writer_that_lost_its_shard_cannot_commit_to_it(lance_root: str) -> None:
+    """Also on an object store: the compare-and-set of the checkpoint is Lance's commit there too."""
+    root = lance_root
+    old = open_store(root)
+    assert isinstance(old, LanceStore)
+    old.bind(1)
+    old.commit(0, [Upsert("messages", message("default:alice", "m1", "first", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    old_epoch = _checkpoint_row(root)["epoch"]
+    new = open_store(root)  # the partition moved: the new owner opens (claims) the shard
+    assert new.checkpoint(0) == {"analyses": 1}
+    assert _checkpoint_row(root)["epoch"] == old_epoch + 1
+    with pytest.raises(StoreFenced, match="may no longer commit"):
+        old.commit(0, [Upsert("messages", message("default:alice", "m2", "stale", (0.0, 1.0, 0.0)))], {"analyses": 2})
+    new.commit(0, [Upsert("messages", message("default:alice", "m2", "owner", (0.0, 1.0, 0.0)))], {"analyses": 2})
+    with pytest.raises(StoreFenced):  # and it stays fenced: it never gets the shard back by committing
+        old.commit(0, [], {"analyses": 3})
+    reader = open_store(root, read_only=True)
+    assert [(r.id, r.text) for r in reader.rows("messages", "default:alice")] == [("m1", "first"), ("m2", "owner")]  # type: ignore[union-attr]
+    assert reader.checkpoint(0) == {"analyses": 2}
+    row = _checkpoint_row(root)
+    assert row["epoch"] == old_epoch + 1 and row["writer"].endswith(f":{os.getpid()}")
+
+
+def test_lancedb_a_table_write_of_a_fenced_writer_is_rolled_back_by_the_owner(tmp_path: Path) -> None:
+    """The old writer passed its fence check, then was paused; it writes a table after the claim."""
+    root = str(tmp_path / "store")
+    old = LanceStore(root)
+    old.bind(1)
+    old.commit(0, [Upsert("messages", message("default:alice", "m1", "first", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    new = LanceStore(root)
+    new.checkpoint(0)  # claimed
+    shard = old._shard(0, create=False)
+    assert shard is not None
+    shard.table("messages").add(  # the late write (what the old writer's commit would do after its check)
+        lance_store.rows_to_arrow(
+            "messages", [message("default:alice", "zombie", "late", (0.0, 0.0, 1.0))], shard._schema("messages")
+        )
+    )
+    reader = LanceStore(root, read_only=True)
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1"]  # never visible: not checkpointed
+    new.commit(0, [Upsert("messages", message("default:alice", "m2", "owner", (0.0, 1.0, 0.0)))], {"analyses": 2})
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1", "m2"]
+    assert [r.id for r in LanceStore(root).rows("messages", "default:alice")] == ["m1", "m2"]
+
+
+def test_lancedb_a_foreign_write_interleaved_with_a_commit_is_caught_and_the_commit_redone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = str(tmp_path / "store")
+    owner = LanceStore(root)
+    owner.bind(1)
+    owner.commit(0, [Upsert("messages", message("default:alice", "m1", "first", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    shard = owner._shard(0, create=False)
+    assert shard is not None
+    original = shard.table
+    foreign = lancedb.connect(str(Path(root) / "views" / "main" / "p0")).open_table("messages")
+    late = lance_store.rows_to_arrow(
+        "messages", [message("default:alice", "zombie", "late", (0.0, 0.0, 1.0))], shard._schema("messages")
+    )
+    interleaved = []
+
+    def write_between(name: str) -> Any:
+        table = original(name)
+        if name == "messages" and not interleaved:  # once: after the owner's guard, before its own write
+            foreign.add(late)
+            interleaved.append(name)
+        return table
+
+    monkeypatch.setattr(shard, "table", write_between)
+    owner.commit(0, [Upsert("messages", message("default:alice", "m2", "owner", (0.0, 1.0, 0.0)))], {"analyses": 2})
+    assert interleaved == ["messages"]
+    reader = LanceStore(root, read_only=True)
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1", "m2"]
+    assert reader.checkpoint(0) == {"analyses": 2}
