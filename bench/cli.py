@@ -40,7 +40,7 @@ EXAMPLES = {
     "metrics_overhead": "adamem bench metrics_overhead --rounds 40",
     "footprint": "adamem bench footprint",
     "visible": "adamem bench visible --samples 100 --preload 400",
-    "objectstore": "bash deploy/s3.sh start && adamem bench objectstore --s3 127.0.0.1:9000",
+    "objectstore": "adamem bench objectstore --s3 127.0.0.1:9000   # after bash deploy/s3.sh start",
     "scale": "adamem bench scale --per-owner 1000 10000 --owners 1000 10000",
     "report": "adamem bench report",
 }

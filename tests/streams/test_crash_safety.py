@@ -102,7 +102,8 @@ class Workers:
         exe = Path(sys.executable).with_name("adamem")
         with log_file.open("ab") as out:
             proc = subprocess.Popen(
-                [str(exe), "worker", "--store", str(store), "--loglevel", "info"],
+                # --verbose: Faust's log into log_file, which the tests read (else it goes to worker-<pid>.log)
+                [str(exe), "worker", "--store", str(store), "--loglevel", "info", "--verbose"],
                 env=env,
                 cwd=self.tmp_path,  # Faust's app directory (<app id>-data) goes here, not into the repo
                 stdout=out,
