@@ -54,7 +54,7 @@ from adamem.retrieval.fusion import (
 )
 from adamem.retrieval.graph import MemoryGraph, Reach, expand
 from adamem.retrieval.index import Vector
-from adamem.retrieval.route import RoutePlan, route_query
+from adamem.retrieval.route import AGGREGATE, RoutePlan, route_query
 from adamem.retrieval.snapshot import AsOf, MemoryRow, OwnerSnapshot, View
 from adamem.retrieval.whose import WhoseDecision, whose_memory
 from adamem.text import tokenize
@@ -285,8 +285,12 @@ class Retriever:
         reaches: dict[str, Reach] = {}
         candidates = {(c.table, c.row.id): c for c in base}
         if plan.route is Route.GRAPH or cfg.graph_all_routes:
-            reaches = self._expand(view, scorer, base, plan)
+            seeds = self._seeds(view, scorer, base)
+            reaches = self._expand(view, scorer, seeds, plan)
             self._add_reached(view, scorer, reaches, candidates)
+            if cfg.seed_self_graph and plan.route is not Route.GRAPH:
+                for node, score in seeds:  # a seed stands where its own score puts it
+                    reaches[node] = Reach(node, score, node, ())
         t4 = time.perf_counter()
         items = self._rank(view, scorer, candidates, reaches, plan, whose, windows, now, k, question)
         t5 = time.perf_counter()
@@ -364,7 +368,7 @@ class Retriever:
         return list(seeds.items())
 
     def _expand(
-        self, view: View, scorer: SemanticScorer, base: Sequence[Candidate], plan: RoutePlan
+        self, view: View, scorer: SemanticScorer, seeds: list[tuple[str, float]], plan: RoutePlan
     ) -> dict[str, Reach]:
         graph, snap = self._graph(view), view.snapshot
 
@@ -384,7 +388,7 @@ class Retriever:
 
         return expand(
             graph,
-            self._seeds(view, scorer, base),
+            seeds,
             self.config,
             plan.direction,
             executor=self._executor,
@@ -436,6 +440,11 @@ class Retriever:
         anchor_conversation = _conversation(top.row) if top is not None else ""
         anchor_said = _said_at(top.row) if top is not None else -1
         gap = self.memory_params.session_gap_ms
+        best_cosine = max((c.cosine for c in candidates.values()), default=0.0)
+        weights = cfg.fusion
+        if cfg.aggregate_graph > weights.graph and AGGREGATE.search(question) is not None:
+            shift = min(cfg.aggregate_graph - weights.graph, weights.semantic)
+            weights = replace(weights, semantic=weights.semantic - shift, graph=weights.graph + shift)
         for key in sorted(candidates):
             c = candidates[key]
             # said in the anchor's session: its conversation, and no session gap in event time away from it
@@ -449,13 +458,11 @@ class Retriever:
             graph_score = reach.score if reach is not None else 0.0
             if cfg.graph_relevance > 0 and not plan.causal:
                 graph_score *= 1.0 - cfg.graph_relevance + cfg.graph_relevance * c.semantic
-            parts = Breakdown(
-                c.semantic,
-                graph_score,
-                temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction, beside),
-                fact_support(c.row, view, cfg),
-            )
-            scored.append((fuse(parts, cfg.fusion), c, parts, reach))
+            temporal = temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction, beside)
+            if recency and not windows and anchor is None and cfg.recency_topic_margin > 0:
+                temporal *= min(1.0, max(0.0, 1.0 - (best_cosine - c.cosine) / cfg.recency_topic_margin))
+            parts = Breakdown(c.semantic, graph_score, temporal, fact_support(c.row, view, cfg))
+            scored.append((fuse(parts, weights), c, parts, reach))
         scored.sort(key=lambda s: (-s[0], s[1].table, s[1].row.id))
         if plan.route is not Route.GRAPH and cfg.current_first:
             # what a message stated and a newer message superseded is history: current evidence first
@@ -520,7 +527,7 @@ class Retriever:
         row, snap = c.row, view.snapshot
         provenance = tuple(Provenance.of(m) for m in self._sources(view, scorer, row))
         path: tuple[PathStep, ...] = ()
-        if reach is not None:
+        if reach is not None and reach.path:  # a seed's own score has no path
             steps = [PathStep(reach.seed, _ntype(snap, reach.seed), _label(snap, reach.seed))]
             steps += [
                 PathStep(h.node, _ntype(snap, h.node), _label(snap, h.node), h.edge_type, h.weight) for h in reach.path
