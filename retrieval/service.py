@@ -285,7 +285,9 @@ class Retriever:
         reaches: dict[str, Reach] = {}
         candidates = {(c.table, c.row.id): c for c in base}
         if plan.route is Route.GRAPH or cfg.graph_all_routes:
-            seeds = self._seeds(view, scorer, base)
+            aggregate = AGGREGATE.search(question) is not None
+            count = max(cfg.graph_seeds, cfg.aggregate_seeds) if aggregate and cfg.graph_seeds else cfg.graph_seeds
+            seeds = self._seeds(view, scorer, base, count)
             reaches = self._expand(view, scorer, seeds, plan)
             self._add_reached(view, scorer, reaches, candidates)
             if cfg.seed_self_graph and plan.route is not Route.GRAPH:
@@ -355,10 +357,12 @@ class Retriever:
             snap.graphs[key] = graph
         return graph
 
-    def _seeds(self, view: View, scorer: SemanticScorer, base: Sequence[Candidate]) -> list[tuple[str, float]]:
+    def _seeds(
+        self, view: View, scorer: SemanticScorer, base: Sequence[Candidate], count: int
+    ) -> list[tuple[str, float]]:
         snap = view.snapshot
         seeds: dict[str, float] = {}
-        for c in base[: self.config.graph_seeds]:
+        for c in base[:count]:
             if isinstance(c.row, PersonaRow):
                 nodes = [snap.node_of[m.id] for m in self._evidence(view, scorer, c.row) if m.id in snap.node_of]
             else:
