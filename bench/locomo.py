@@ -492,8 +492,6 @@ def run_lco(
                         cfg,
                         graph_relevance=0.0,
                         seed_self_graph=cfg0.seed_self_graph,
-                        aggregate_graph=cfg0.aggregate_graph,
-                        aggregate_seeds=cfg0.aggregate_seeds,
                         walk_other_edges=cfg0.walk_other_edges,
                         hub_fanout=cfg0.hub_fanout,
                         fusion=cfg0.fusion,  # no graph score to weigh

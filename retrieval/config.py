@@ -192,12 +192,6 @@ class RetrievalConfig:
     fitness question; added)."""
     graph_all_routes: bool = True
     """Also expand (with weight ``fusion.graph``) on the semantic and persona routes (added)."""
-    aggregate_seeds: int = 0
-    """Seeds of graph expansion on questions gathering evidence from several sessions (``route.AGGREGATE``), when
-    more than ``graph_seeds`` (0: ``graph_seeds``; added)."""
-    aggregate_graph: float = 0.0
-    """Fusion weight of the graph score on questions gathering evidence from several sessions (``route.AGGREGATE``:
-    "both", "what activities …", 哪些), taken from the semantic weight (0: the preset's weights; added)."""
 
     # Fusion
     fusion: FusionWeights = field(default_factory=lambda: FusionWeights(0.70, 0.15, 0.10, 0.05))

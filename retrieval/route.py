@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from adamem.retrieval.config import Direction, Route
 from adamem.retrieval.whose import strip_references
 
-__all__ = ["AGGREGATE", "CUES", "Cue", "RoutePlan", "route_query"]
+__all__ = ["CUES", "Cue", "RoutePlan", "route_query"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,15 +99,6 @@ CUES: tuple[Cue, ...] = (
     ),
 )
 """Every cue, in precedence order within a route (causal before temporal)."""
-
-
-AGGREGATE = re.compile(
-    r"\b(?:both|in common|how many|what (?:\w+ )?(?:activities|kinds|types|things|books|events|places|hobbies|ways"
-    r"|items|instruments|pets|sports|games|countries|cities)|has \w+ (?:done|been|made|taken|tried|visited))\b"
-    r"|哪些|几次|多少次|一共|分别",
-    re.I,
-)
-"""Questions whose answer gathers evidence from several sessions ("what activities has …", "both", 哪些)."""
 
 
 def _compile(cue: Cue) -> re.Pattern[str]:

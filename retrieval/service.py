@@ -54,7 +54,7 @@ from adamem.retrieval.fusion import (
 )
 from adamem.retrieval.graph import MemoryGraph, Reach, expand
 from adamem.retrieval.index import Vector
-from adamem.retrieval.route import AGGREGATE, RoutePlan, route_query
+from adamem.retrieval.route import RoutePlan, route_query
 from adamem.retrieval.snapshot import AsOf, MemoryRow, OwnerSnapshot, View
 from adamem.retrieval.whose import WhoseDecision, whose_memory
 from adamem.text import tokenize
@@ -285,9 +285,7 @@ class Retriever:
         reaches: dict[str, Reach] = {}
         candidates = {(c.table, c.row.id): c for c in base}
         if plan.route is Route.GRAPH or cfg.graph_all_routes:
-            aggregate = AGGREGATE.search(question) is not None
-            count = max(cfg.graph_seeds, cfg.aggregate_seeds) if aggregate and cfg.graph_seeds else cfg.graph_seeds
-            seeds = self._seeds(view, scorer, base, count)
+            seeds = self._seeds(view, scorer, base)
             reaches = self._expand(view, scorer, seeds, plan)
             self._add_reached(view, scorer, reaches, candidates)
             if cfg.seed_self_graph and plan.route is not Route.GRAPH:
@@ -357,12 +355,10 @@ class Retriever:
             snap.graphs[key] = graph
         return graph
 
-    def _seeds(
-        self, view: View, scorer: SemanticScorer, base: Sequence[Candidate], count: int
-    ) -> list[tuple[str, float]]:
+    def _seeds(self, view: View, scorer: SemanticScorer, base: Sequence[Candidate]) -> list[tuple[str, float]]:
         snap = view.snapshot
         seeds: dict[str, float] = {}
-        for c in base[:count]:
+        for c in base[: self.config.graph_seeds]:
             if isinstance(c.row, PersonaRow):
                 nodes = [snap.node_of[m.id] for m in self._evidence(view, scorer, c.row) if m.id in snap.node_of]
             else:
@@ -445,10 +441,6 @@ class Retriever:
         anchor_said = _said_at(top.row) if top is not None else -1
         gap = self.memory_params.session_gap_ms
         best_cosine = max((c.cosine for c in candidates.values()), default=0.0)
-        weights = cfg.fusion
-        if cfg.aggregate_graph > weights.graph and AGGREGATE.search(question) is not None:
-            shift = min(cfg.aggregate_graph - weights.graph, weights.semantic)
-            weights = replace(weights, semantic=weights.semantic - shift, graph=weights.graph + shift)
         for key in sorted(candidates):
             c = candidates[key]
             # said in the anchor's session: its conversation, and no session gap in event time away from it
@@ -466,7 +458,7 @@ class Retriever:
             if recency and not windows and anchor is None and cfg.recency_topic_margin > 0:
                 temporal *= min(1.0, max(0.0, 1.0 - (best_cosine - c.cosine) / cfg.recency_topic_margin))
             parts = Breakdown(c.semantic, graph_score, temporal, fact_support(c.row, view, cfg))
-            scored.append((fuse(parts, weights), c, parts, reach))
+            scored.append((fuse(parts, cfg.fusion), c, parts, reach))
         scored.sort(key=lambda s: (-s[0], s[1].table, s[1].row.id))
         if plan.route is not Route.GRAPH and cfg.current_first:
             # what a message stated and a newer message superseded is history: current evidence first
