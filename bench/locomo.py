@@ -386,8 +386,8 @@ def lco_grid(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, RetrievalConfig]
         "shipped": base,
         "rrf-30": replace(base, name=f"{base.name}/rrf30", rrf_k=30),
         "seed-self-graph-off": replace(base, name=f"{base.name}/seed-self-off", seed_self_graph=False),
+        "hub-fanout-10": replace(base, name=f"{base.name}/fanout10", hub_fanout=10),
         "hub-fanout-20": replace(base, name=f"{base.name}/fanout20", hub_fanout=20),
-        "hub-fanout-30": replace(base, name=f"{base.name}/fanout30", hub_fanout=30),
         "hub-fanout-40": replace(base, name=f"{base.name}/fanout40", hub_fanout=40),
     }
 
