@@ -389,7 +389,6 @@ def lco_grid(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, RetrievalConfig]
         "hub-fanout-10": replace(base, name=f"{base.name}/fanout10", hub_fanout=10),
         "hub-fanout-20": replace(base, name=f"{base.name}/fanout20", hub_fanout=20),
         "hub-fanout-40": replace(base, name=f"{base.name}/fanout40", hub_fanout=40),
-        "hub-fanout-deep-10": replace(base, name=f"{base.name}/fanout-deep10", hub_fanout_deep=10),
     }
 
 
@@ -495,7 +494,6 @@ def run_lco(
                         seed_self_graph=cfg0.seed_self_graph,
                         walk_other_edges=cfg0.walk_other_edges,
                         hub_fanout=cfg0.hub_fanout,
-                        hub_fanout_deep=cfg0.hub_fanout_deep,
                         fusion=cfg0.fusion,  # no graph score to weigh
                     )
                 if cfg in done:  # the same retrieval as an earlier variant: its scores

@@ -179,8 +179,6 @@ class RetrievalConfig:
     hub_fanout: int = 30
     """Messages a topic hub passes on to (added; 30 chosen leave-conversations-out in four folds of five, 40 in
     the fifth; 10 before: an entity shared across sessions now reaches the sessions of a multi-hop question)."""
-    hub_fanout_deep: int = 0
-    """Messages a hub passes on to when the path already went through another hub (0: ``hub_fanout``; added)."""
     hub_by_relevance: bool = True
     """Off the graph route, hubs pass on to their messages most similar to the question; on it (time and
     cause questions), and always when off, to those nearest in time to the entering node (added)."""

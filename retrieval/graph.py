@@ -237,11 +237,9 @@ def _expand_one(
             arcs = graph.arcs(u)
             if graph.node_type(u) == "topic":
                 entered = reach.path[-2].node if len(reach.path) >= 2 else seed
-                deeper = any(graph.node_type(h.node) == "topic" for h in reach.path[:-1])
-                fanout = config.hub_fanout_deep if deeper and config.hub_fanout_deep else config.hub_fanout
                 allowed = set(
                     graph.hub_neighbours(
-                        u, graph.time(entered), fanout, direction, limit, frozenset(visited), relevance
+                        u, graph.time(entered), config.hub_fanout, direction, limit, frozenset(visited), relevance
                     )
                 )
                 arcs = [a for a in arcs if a[1] in allowed]
