@@ -31,10 +31,14 @@ def main() -> None:
     p.add_argument("--store", required=True)
     p.add_argument("--owner", required=True, help="owner key, e.g. default:conv-43")
     p.add_argument("--data", default=str(DEFAULT_LOCOMO))
+    p.add_argument(
+        "--questions-of", help="ask the questions of this owner key (default --owner; e.g. for the 10k-message owner)"
+    )
     args = p.parse_args()
+    asked = args.questions_of or args.owner
     with open(args.data, encoding="utf-8") as f:
         docs = json.load(f)
-    questions = [str(q["question"]) for d in docs if f"default:{d['sample_id']}" == args.owner for q in d["qa"]]
+    questions = [str(q["question"]) for d in docs if f"default:{d['sample_id']}" == asked for q in d["qa"]]
     store = open_store(args.store, read_only=True)
     config = replace(SEED_DEFAULT, cache=replace(SEED_DEFAULT.cache, query_cache=False))
     retriever = Retriever(store, E5Embedder(), config)

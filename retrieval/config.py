@@ -176,8 +176,9 @@ class RetrievalConfig:
     """Also walk edge types not in ``edge_priority`` (speaker_related, same_topic, supersedes), after them (added)."""
     min_edge_weight: float = 0.6
     """Edges with a lower weight are pruned."""
-    hub_fanout: int = 10
-    """Messages a topic hub passes on to (added)."""
+    hub_fanout: int = 30
+    """Messages a topic hub passes on to (added; 30 chosen leave-conversations-out in four folds of five, 40 in
+    the fifth; 10 before: an entity shared across sessions now reaches the sessions of a multi-hop question)."""
     hub_by_relevance: bool = True
     """Off the graph route, hubs pass on to their messages most similar to the question; on it (time and
     cause questions), and always when off, to those nearest in time to the entering node (added)."""
@@ -185,6 +186,11 @@ class RetrievalConfig:
     """Share of an expanded item's graph score that depends on its own semantic score: ``graph × (1 − r + r ×
     semantic)``, so a node reached from a good seed but unrelated to the question gains less (0: the path
     alone counts; never on "why" questions, whose causes share no words with them; added)."""
+    seed_self_graph: bool = True
+    """Off the graph route, a seed's graph score is its own seed score (a seed reached at hop 0), not what the
+    other seeds pass on to it: expansion adds the rows the base hits lead to, and does not re-rank the base hits
+    by how many of them share a topic (three messages about a job outranked the one about running for a
+    fitness question; added)."""
     graph_all_routes: bool = True
     """Also expand (with weight ``fusion.graph``) on the semantic and persona routes (added)."""
 
@@ -201,6 +207,10 @@ class RetrievalConfig:
     """On "why" questions, rank items later than the event asked about (the best base hit) last (added)."""
     recency_half_life_days: float = 30.0
     """Half-life of the recency score used when a question names no time (added)."""
+    recency_topic_margin: float = 0.05
+    """Topical agreement before recency: an item's recency counts in proportion to how close its cosine is to
+    the best candidate's, ``1 − (best − cosine) / margin`` (clipped to [0, 1]), so a newer row about another
+    topic does not outrank the older row that answers the question (0: recency alone; added)."""
     fact_support_cap: int = 3
     """Supporting records/evidence at which fact support reaches 1 (added)."""
     dedupe_evidence: bool = True

@@ -76,12 +76,12 @@ CUES: tuple[Cue, ...] = (
     Cue(
         "when|what time|what date|which day|what day|what year|which year|what month|which month|how long|ago"
         "|since|until|yesterday|today|tonight|tomorrow|last week|last month|last year|this week|this month"
-        "|first time|last time|how often|recently|lately|date|during",
+        "|first time|last time|how often|date|during",
         _G,
     ),
     Cue(
         "什么时候|何时|哪天|哪一天|几号|几月|哪年|哪一年|多久|多长时间|多少天|几天|上周|上个月|上礼拜|去年|前年"
-        "|昨天|前天|今天|最近|刚才|那时|当时|第一次|上次|这周|本周|这个月|期间|几点",
+        "|昨天|前天|今天|刚才|那时|当时|第一次|上次|这周|本周|这个月|期间|几点",
         _G,
     ),
     # user attributes → persona first

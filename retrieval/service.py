@@ -301,8 +301,12 @@ class Retriever:
         reaches: dict[str, Reach] = {}
         candidates = {(c.table, c.row.id): c for c in base}
         if plan.route is Route.GRAPH or cfg.graph_all_routes:
-            reaches = self._expand(view, scorer, base, plan)
+            seeds = self._seeds(view, scorer, base)
+            reaches = self._expand(view, scorer, seeds, plan)
             self._add_reached(view, scorer, reaches, candidates)
+            if cfg.seed_self_graph and plan.route is not Route.GRAPH:
+                for node, score in seeds:  # a seed stands where its own score puts it
+                    reaches[node] = Reach(node, score, node, ())
         t4 = time.perf_counter()
         items = self._rank(view, scorer, candidates, reaches, plan, whose, windows, now, k, question)
         t5 = time.perf_counter()
@@ -380,7 +384,7 @@ class Retriever:
         return list(seeds.items())
 
     def _expand(
-        self, view: View, scorer: SemanticScorer, base: Sequence[Candidate], plan: RoutePlan
+        self, view: View, scorer: SemanticScorer, seeds: list[tuple[str, float]], plan: RoutePlan
     ) -> dict[str, Reach]:
         graph, snap = self._graph(view), view.snapshot
 
@@ -400,7 +404,7 @@ class Retriever:
 
         return expand(
             graph,
-            self._seeds(view, scorer, base),
+            seeds,
             self.config,
             plan.direction,
             executor=self._executor,
@@ -452,6 +456,7 @@ class Retriever:
         anchor_conversation = _conversation(top.row) if top is not None else ""
         anchor_said = _said_at(top.row) if top is not None else -1
         gap = self.memory_params.session_gap_ms
+        best_cosine = max((c.cosine for c in candidates.values()), default=0.0)
         for key in sorted(candidates):
             c = candidates[key]
             # said in the anchor's session: its conversation, and no session gap in event time away from it
@@ -465,12 +470,10 @@ class Retriever:
             graph_score = reach.score if reach is not None else 0.0
             if cfg.graph_relevance > 0 and not plan.causal:
                 graph_score *= 1.0 - cfg.graph_relevance + cfg.graph_relevance * c.semantic
-            parts = Breakdown(
-                c.semantic,
-                graph_score,
-                temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction, beside),
-                fact_support(c.row, view, cfg),
-            )
+            temporal = temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction, beside)
+            if recency and not windows and anchor is None and cfg.recency_topic_margin > 0:
+                temporal *= min(1.0, max(0.0, 1.0 - (best_cosine - c.cosine) / cfg.recency_topic_margin))
+            parts = Breakdown(c.semantic, graph_score, temporal, fact_support(c.row, view, cfg))
             scored.append((fuse(parts, cfg.fusion), c, parts, reach))
         scored.sort(key=lambda s: (-s[0], s[1].table, s[1].row.id))
         moved: dict[int, list[str]] = {}  # id of a scored entry -> the ordering rules that moved it, shown with it
@@ -551,7 +554,7 @@ class Retriever:
         row, snap = c.row, view.snapshot
         provenance = tuple(Provenance.of(m) for m in self._sources(view, scorer, row))
         path: tuple[PathStep, ...] = ()
-        if reach is not None:
+        if reach is not None and reach.path:  # a seed's own score has no path
             steps = [PathStep(reach.seed, _ntype(snap, reach.seed), _label(snap, reach.seed))]
             steps += [
                 PathStep(h.node, _ntype(snap, h.node), _label(snap, h.node), h.edge_type, h.weight) for h in reach.path

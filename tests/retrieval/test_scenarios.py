@@ -328,10 +328,7 @@ def _texts(answer: Any, memory: Any, owner: str) -> list[str]:
     return [" | ".join(text_of.get(p.message_id, "") for p in item.provenance) for item in answer.items]
 
 
-KNOWN_MISSES = {
-    "false-friend-zh": "not fixed: 最近 takes the graph route; the jobs session's messages are reached by expansion "
-    "(graph 0.49 against 0.22) and are newer, while the RRF semantic scores of all five user messages lie within 0.02",
-}
+KNOWN_MISSES: dict[str, str] = {}
 """Cases that still miss, each with what was measured; strict: a case that starts passing fails here until moved."""
 
 
