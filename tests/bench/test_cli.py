@@ -8,23 +8,26 @@ import pytest
 
 from adamem.bench.cli import build_parser, register
 
+BENCHMARKS = (
+    "locomo",
+    "ingest",
+    "replay",
+    "latency",
+    "metrics_overhead",
+    "footprint",
+    "visible",
+    "objectstore",
+    "scale",
+    "report",
+)
+"""Every ``adamem bench`` subcommand (tests/cli/test_friction.py asks each for an example too)."""
+
 
 def test_register_adds_every_subcommand() -> None:
     parser = argparse.ArgumentParser(prog="adamem")
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
-    for name in (
-        "locomo",
-        "ingest",
-        "replay",
-        "latency",
-        "metrics_overhead",
-        "footprint",
-        "visible",
-        "objectstore",
-        "scale",
-        "report",
-    ):
+    for name in BENCHMARKS:
         args = parser.parse_args(["bench", name])
         assert args.sync is True and callable(args.run) and args.bench_name == name
 

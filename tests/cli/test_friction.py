@@ -16,6 +16,7 @@ import pytest
 from adamem.cli import main
 from adamem.cli.errors import EXIT_CODES, OUTPUT_CLOSED
 from adamem.cli.main import EXAMPLES, build_parser
+from tests.bench.test_cli import BENCHMARKS
 
 REPO = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).with_name("adamem")
@@ -199,21 +200,7 @@ def test_every_command_has_an_example_in_its_help(command: str, capsys: pytest.C
     assert command in EXAMPLES and re.search(rf"^examples?:\n\s+adamem {command}\b", out, re.M), out[-600:]
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        "locomo",
-        "ingest",
-        "replay",
-        "latency",
-        "metrics_overhead",
-        "footprint",
-        "visible",
-        "objectstore",
-        "scale",
-        "report",
-    ],
-)
+@pytest.mark.parametrize("command", BENCHMARKS)
 def test_every_benchmark_has_an_example_in_its_help(command: str) -> None:
     env = {**os.environ}
     done = subprocess.run([str(EXE), "bench", command, "--help"], capture_output=True, text=True, env=env, timeout=120)
