@@ -17,5 +17,11 @@ fi
 extra=""
 [ "${1:-}" = "--dev" ] && extra="[dev]"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extra}"
-echo "setup.sh: installed into $ROOT/.venv"
+# The build backend's notes (setuptools prints an "Editable installation" note on every editable
+# install, even with --quiet) go to .venv/install.log; it is shown in full when pip fails.
+if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extra}" >.venv/install.log 2>&1; then
+    cat .venv/install.log >&2
+    echo "setup.sh: pip failed (the output above is in $ROOT/.venv/install.log)" >&2
+    exit 1
+fi
+echo "setup.sh: installed into $ROOT/.venv (pip's output: .venv/install.log)"
