@@ -190,7 +190,10 @@ class _Shard:
         names = set(self.db.list_tables(limit=1000).tables)
         for name in (*TABLES, CHECKPOINTS, CHANGES):
             if name in names:
-                self.tables[name] = self.db.open_table(name)
+                try:
+                    self.tables[name] = self.db.open_table(name)
+                except ValueError:  # listed, but its first version is still being written: ``get`` opens it later
+                    continue
         # Rows of 0.1 named their owner by the bare user id: such a view is read by nothing but a rebuild.
         self.legacy = any(_names_owner_by_user_id(self.tables[n]) for n in TABLES if n in self.tables)
         if self.legacy and writer:
@@ -860,6 +863,11 @@ class LanceStore:
         try:
             shard.commit(changes, offsets, self._optimize_every)
         except (OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
+            if "concurrent writers" in str(exc) or "CommitConflict" in str(exc):
+                # Lance gave up on a table another writer commits to as well: a shard has one writer, so
+                # this one (or the other) lost it. Fenced: the batch is dropped and the shard released;
+                # whoever owns the partition reopens it, claims it anew and fills the gap from the log.
+                raise StoreFenced(f"shard p{partition} of {self.root} has another writer: {exc}") from exc
             raise StoreError(f"commit to shard p{partition} of {self.root} failed: {exc}") from exc
 
     def optimize(self) -> None:
