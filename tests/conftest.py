@@ -41,36 +41,31 @@ def settings(tmp_path: Path) -> Settings:
     )
 
 
-@pytest.fixture(scope="session")
-def kafka_bootstrap() -> str:
-    """Address of the real broker; fails (not skips) when nothing listens there."""
-    address = os.environ.get("ADAMEM_TEST_KAFKA", "127.0.0.1:9092")
+def _listening(variable: str, default: str, what: str, script: str, marker: str) -> str:
+    """The address in ``variable`` (or ``default``), once something accepts connections there; else fail, not skip."""
+    address = os.environ.get(variable, default)
     host, port = address.rsplit(":", 1)
     try:
         with socket.create_connection((host, int(port)), timeout=3):
             pass
     except OSError as exc:
         pytest.fail(
-            f"no Kafka broker at {address} ({exc}). Start one with `bash deploy/kafka.sh start` "
-            "or run the whole suite with `bash deploy/test.sh`; deselect with -m 'not kafka'."
+            f"no {what} at {address} ({exc}). Start one with `bash {script} start` "
+            f"or run the whole suite with `bash deploy/test.sh`; deselect with -m 'not {marker}'."
         )
     return address
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """Address of the real broker; fails (not skips) when nothing listens there."""
+    return _listening("ADAMEM_TEST_KAFKA", "127.0.0.1:9092", "Kafka broker", "deploy/kafka.sh", "kafka")
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> str:
     """Address of the S3-compatible server (deploy/s3.sh); fails (not skips) when nothing listens there."""
-    address = os.environ.get("ADAMEM_TEST_S3", "127.0.0.1:9000")
-    host, port = address.rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=3):
-            pass
-    except OSError as exc:
-        pytest.fail(
-            f"no S3-compatible server at {address} ({exc}). Start one with `bash deploy/s3.sh start` "
-            "or run the whole suite with `bash deploy/test.sh`; deselect with -m 'not s3'."
-        )
-    return address
+    return _listening("ADAMEM_TEST_S3", "127.0.0.1:9000", "S3-compatible server", "deploy/s3.sh", "s3")
 
 
 def s3_store_env(endpoint: str) -> dict[str, str]:

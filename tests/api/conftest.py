@@ -148,16 +148,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, f"adamem serve exited: {log_file.read_text()}"
-            assert time.monotonic() < deadline, f"adamem serve did not answer on {port}: {log_file.read_text()}"
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
+        wait_healthy(process, url, log_file, 120)
         yield Service(url, port, process, settings, log_file)
     finally:
         process.terminate()
@@ -166,3 +157,17 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(30)
+
+
+def wait_healthy(process: subprocess.Popen[bytes], url: str, log_file: Path, timeout_s: float) -> None:
+    """Until ``url``'s /health answers 200; fails with the service's output when it exits or never answers."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert process.poll() is None, f"adamem serve exited: {log_file.read_text()}"
+        assert time.monotonic() < deadline, f"adamem serve did not answer at {url}: {log_file.read_text()}"
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
-from tests.api.conftest import build_store, embedder, free_port
+from tests.api.conftest import build_store, embedder, free_port, wait_healthy
 
 QUESTION = "Do I have a parrot?"
 NEW = {
@@ -58,19 +57,6 @@ def _serve(settings: Settings, root: Path, name: str, *extra: str) -> tuple[subp
     return proc, f"http://127.0.0.1:{port}"
 
 
-def _ready(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + 180
-    while True:
-        assert proc.poll() is None, f"adamem serve exited: {log.read_text()}"
-        assert time.monotonic() < deadline, f"adamem serve did not answer: {log.read_text()}"
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-
-
 def _contents(url: str) -> list[str]:
     r = httpx.post(f"{url}/v1/users/alice/query", json={"question": QUESTION, "top_k": 10}, timeout=60)
     assert r.status_code == 200, r.text
@@ -87,7 +73,7 @@ def replicas(tmp_path: Path) -> Iterator[tuple[Settings, list[str]]]:
     ]
     try:
         for (proc, url), name in zip(procs, ("replica-a", "replica-b", "replicas-workers"), strict=True):
-            _ready(proc, url, tmp_path / f"{name}.log")
+            wait_healthy(proc, url, tmp_path / f"{name}.log", 180)
         yield settings, [url for _, url in procs]
     finally:
         for proc, _ in procs:
