@@ -35,7 +35,10 @@ class Settings:
         "ADAMEM_KEYSTORE",
         "",
         "Folder of the message keys (crypto-shredding); default: <log folder>.keys beside an embedded log, "
-        "~/.adamem/keys/<topic prefix> for Kafka.",
+        "$ADAMEM_HOME/keys/<topic prefix> for Kafka.",
+    )
+    home: str = _env(
+        "ADAMEM_HOME", "~/.adamem", "The user's adamem folder: the Kafka deployments' keystores live here."
     )
     kafka_timeout_s: float = _env("ADAMEM_KAFKA_TIMEOUT", 15.0, "Seconds to wait for the broker before failing.")
     extractor: str = _env(

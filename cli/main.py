@@ -28,7 +28,8 @@ __all__ = ["main"]
 
 QUESTION_MAX = 2000  # characters, as the API's QueryBody allows
 LOG_HELP = """\
-tail, dump: the records of a topic as JSON Lines (any log).
+tail, dump: the records of a topic as JSON Lines (any log). --user keeps one user id's records
+(the log is keyed by the bare user id, so every tenant's); add --tenant for one tenant's events.
 
 check, repair (the embedded log): every block of the embedded log carries a checksum (Avro's
 snappy codec; files written before have none and stay readable), and each partition's
@@ -322,7 +323,13 @@ async def _log(args: argparse.Namespace) -> int:
     try:
         tail = args.lines if args.action == "tail" else None
         async for row in read_as_json(
-            log, settings.topic(args.topic), from_offset=args.from_offset, user=args.user, tail=tail, settings=settings
+            log,
+            settings.topic(args.topic),
+            from_offset=args.from_offset,
+            user=args.user,
+            tenant=args.tenant,
+            tail=tail,
+            settings=settings,
         ):
             print(json.dumps(row, ensure_ascii=False))
     finally:
@@ -486,7 +493,8 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--topic", default="messages", choices=["messages", "analyses", "control", "deadletter"])
     p.add_argument("--generation", default="g1", help="analysis generation of --topic analyses (g1, g2, ...)")
     p.add_argument("--from-offset", type=int, default=0, help="first offset to read, in every partition")
-    p.add_argument("--user", help="only this memory owner")
+    p.add_argument("--user", help="only this user id's records (of every tenant, unless --tenant)")
+    p.add_argument("--tenant", help="only events of this tenant (undecodable records name none and are left out)")
     p.add_argument("-n", "--lines", type=int, default=10, help="records shown by tail")
     p.set_defaults(run=_log)
 

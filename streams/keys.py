@@ -252,7 +252,7 @@ def keystore_path(log_url: str, settings: Settings) -> Path | None:
     if log_url.startswith("memory://"):
         return None
     if log_url.startswith("kafka://"):  # not relative to the working folder: workers start anywhere
-        return Path.home() / ".adamem" / "keys" / settings.topic_prefix
+        return Path(settings.home).expanduser() / "keys" / settings.topic_prefix
     root = Path(log_url.removeprefix("file://")).resolve()
     if not root.name:
         raise ConfigError(f"log folder {log_url!r} has no name to put its keystore beside; set ADAMEM_KEYSTORE")

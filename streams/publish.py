@@ -64,6 +64,11 @@ def record_to_json(rec: LogRecord, keys: KeyRingLike | None = None) -> dict[str,
     A sealed event is shown opened with ``keys``; without them, or once its key is destroyed, its
     free text is empty and ``"shredded": true`` says why.
     """
+    return _to_json(rec, keys)[0]
+
+
+def _to_json(rec: LogRecord, keys: KeyRingLike | None) -> tuple[dict[str, Any], str | None]:
+    """``record_to_json`` and the tenant the event names (None for an undecodable record)."""
     out: dict[str, Any] = {
         "topic": rec.topic,
         "partition": rec.partition,
@@ -76,7 +81,7 @@ def record_to_json(rec: LogRecord, keys: KeyRingLike | None = None) -> dict[str,
     except AdaMemError as exc:
         out["error"] = str(exc)
         out["raw_base64"] = base64.b64encode(rec.value).decode("ascii")
-        return out
+        return out, None
     if isinstance(event, MessageAnalyzed):
         record = event.content_record()
         record["message"] = _plain_message(event.message)
@@ -91,7 +96,7 @@ def record_to_json(rec: LogRecord, keys: KeyRingLike | None = None) -> dict[str,
         record["occurred_at"] = ms_to_iso(record["occurred_at"])
     out["type"] = event.SCHEMA.rsplit(".", 1)[-1]
     out["event"] = record
-    return out
+    return out, event.tenant
 
 
 def _plain_message(message: ChatMessage) -> dict[str, Any]:
@@ -110,18 +115,27 @@ async def read_as_json(
     *,
     from_offset: int = 0,
     user: str | None = None,
+    tenant: str | None = None,
     tail: int | None = None,
     settings: Settings | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
-    """Records of ``topic`` as JSON dicts; ``tail`` keeps only the last N (after the user filter)."""
+    """Records of ``topic`` as JSON dicts; ``tail`` keeps only the last N (after the filters).
+
+    ``user`` keeps the records keyed by that user id (every tenant's: the log's key is the bare
+    user id); ``tenant`` keeps the events that name that tenant, so an undecodable record, which
+    names none, is left out.
+    """
     ends = await log.end_offsets(topic)
     starts = {p: from_offset for p in ends}
     keys = keystore_for(log, settings) if settings is not None else None
-    kept: deque[LogRecord] = deque(maxlen=tail if tail is not None else None)
+    kept: deque[dict[str, Any]] = deque(maxlen=tail if tail is not None else None)
     async for rec in log.read(topic, from_offsets=starts, key=user, until=ends):
+        row, named = _to_json(rec, keys)
+        if tenant is not None and named != tenant:
+            continue
         if tail is None:
-            yield record_to_json(rec, keys)
+            yield row
         else:
-            kept.append(rec)
-    for rec in kept:
-        yield record_to_json(rec, keys)
+            kept.append(row)
+    for row in kept:
+        yield row

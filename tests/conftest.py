@@ -27,6 +27,21 @@ REPO = Path(__file__).resolve().parent.parent
 LOCOMO = Path(os.environ.get("ADAMEM_LOCOMO", REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _adamem_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Kafka keystores (``$ADAMEM_HOME/keys/<prefix>``) go to a temporary folder, never the user's home.
+
+    Set in the environment, so the ``adamem`` processes the tests start inherit it.
+    """
+    before = os.environ.get("ADAMEM_HOME")
+    os.environ["ADAMEM_HOME"] = str(tmp_path_factory.mktemp("adamem-home"))
+    yield
+    if before is None:
+        os.environ.pop("ADAMEM_HOME", None)
+    else:
+        os.environ["ADAMEM_HOME"] = before
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Settings with a unique topic prefix, so tests never see each other's events."""

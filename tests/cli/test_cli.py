@@ -43,6 +43,26 @@ def test_publish_then_dump(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert [r["offset"] for r in later] == [2]  # one partition: bob holds offset 1
 
 
+def test_dump_and_tail_keep_one_tenant_of_a_shared_user_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "log"
+    rows = [
+        {**LINES[0], "tenant": "acme"},
+        {**LINES[0], "tenant": "globex", "text": "globex's alice likes chess"},
+        {**LINES[2], "tenant": "acme"},
+    ]
+    assert main(["publish", str(_write(tmp_path / "in.jsonl", rows)), "--log", str(log)]) == 0
+    both = _dump(log, capsys, "--user", "alice")
+    assert len(both) == 3  # the log's key is the bare user id: both tenants' alice
+    acme = _dump(log, capsys, "--user", "alice", "--tenant", "acme")
+    assert [r["event"]["text"] for r in acme] == ["I love hiking", "I moved to Beijing"]  # type: ignore[index]
+    assert {r["event"]["tenant"] for r in acme} == {"acme"}  # type: ignore[index]
+    capsys.readouterr()
+    assert main(["log", "tail", "--log", str(log), "--tenant", "globex", "-n", "5"]) == 0
+    (row,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert row["event"]["text"] == "globex's alice likes chess"
+    assert _dump(log, capsys, "--tenant", "initech") == []
+
+
 def test_bad_batch_exits_non_zero_and_publishes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "log"
     bad = [*LINES, {"user_id": "carol", "speaker": "Carol", "text": "", "occurred_at": "2024-03-01"}]

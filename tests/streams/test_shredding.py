@@ -100,6 +100,10 @@ def test_the_keystore_is_beside_an_embedded_log_unless_set(tmp_path: Path) -> No
     assert keystore_path(str(tmp_path / "log"), settings) == (tmp_path / "log.keys").resolve()
     assert keystore_path("kafka://h:1", settings) == Path.home() / ".adamem" / "keys" / "adamem"
     assert keystore_path("memory://", settings) is None
+    assert (
+        keystore_path("kafka://h:1", dataclasses.replace(settings, home=str(tmp_path / "h")))
+        == tmp_path / "h" / "keys" / "adamem"
+    )
     assert keystore_path("kafka://h:1", dataclasses.replace(settings, keystore=str(tmp_path / "k"))) == tmp_path / "k"
 
 
