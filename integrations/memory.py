@@ -145,7 +145,9 @@ async def _wait_for_checkpoint(
             raise ProjectionTimeout(
                 f"written events {dict(written)} were not projected into {store.url} within {timeout_s:g} s "
                 f"(analysed up to {scanned} on {analyses}); are the workers (`adamem worker`) running? "
-                "A dead-lettered event is never projected: see `adamem log dump --topic deadletter`"
+                "A dead-lettered event is never projected: see `adamem log dump --topic deadletter`; nor is a message "
+                "whose key the workers cannot find (they log 'has no key': give every process one keystore, "
+                "ADAMEM_KEYSTORE or ADAMEM_HOME)"
             )
         await asyncio.sleep(poll_s)
 

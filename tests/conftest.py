@@ -53,6 +53,7 @@ def settings(tmp_path: Path) -> Settings:
         embedded_partitions=2,
         fsync=False,
         kafka_timeout_s=20.0,
+        home=os.environ.get("ADAMEM_HOME", "~/.adamem"),  # the session's temporary one (as the processes it starts)
     )
 
 
