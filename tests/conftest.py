@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -25,6 +26,18 @@ from adamem.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = Path(os.environ.get("ADAMEM_LOCOMO", REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"))
+
+
+def stop_process(process: subprocess.Popen[bytes], grace_s: float = 30) -> None:
+    """Stop a process a test started: SIGTERM, then SIGKILL after ``grace_s``."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(30)
 
 
 @pytest.fixture(scope="session", autouse=True)

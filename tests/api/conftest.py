@@ -33,6 +33,7 @@ from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
+from tests.conftest import stop_process
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
 ACME_KEY = "acme-key-0001-0001-0001"
@@ -151,12 +152,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         wait_healthy(process, url, log_file, 120)
         yield Service(url, port, process, settings, log_file)
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(30)
+        stop_process(process)
 
 
 def wait_healthy(process: subprocess.Popen[bytes], url: str, log_file: Path, timeout_s: float) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from adamem.integrations.memory import AgentMemory
 from adamem.settings import Settings
+from tests.conftest import stop_process
 
 pytestmark = pytest.mark.kafka
 
@@ -45,12 +46,7 @@ def worker(settings: Settings, kafka_bootstrap: str, tmp_path: Path) -> Iterator
     try:
         yield settings
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc)
 
 
 def test_remember_and_forget_wait_for_the_worker_on_a_kafka_log(worker: Settings) -> None:
