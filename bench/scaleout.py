@@ -9,12 +9,14 @@ Figures: the wall rate (messages/s; capped by the machine's 2 cores) and the **p
 messages per CPU-second of all worker processes (utime + stime from ``/proc/<pid>/stat``, read
 just before the messages are published and after the last is folded).
 
-Embedding dominates a worker's CPU (e5 ≈ 17 messages per CPU-second), so the grid's workers run
-with the e5 vectors **precomputed** (the turns repeat when cycled: each distinct text is embedded
-once by e5 before the grid, and the workers look the vectors up; everything else — Kafka, Faust,
-the rules extractor, the folds, LanceDB commits — runs as in ``adamem worker``). ``--e5-runs``
-adds runs with the real e5 embedder in the workers (plain ``adamem worker``), and the e5 cost
-per CPU-second is measured beside them, so the rate with the embedder included is stated too.
+Embedding dominates a worker's CPU (e5 ≈ 17 messages per CPU-second), so the grid's workers
+embed through an **embeddings service that holds e5's vectors precomputed**: the turns repeat
+when cycled, each distinct text is embedded once by e5 before the grid, and this process serves
+the vectors on an OpenAI-compatible ``/embeddings`` endpoint on the loopback; the workers are
+plain ``adamem worker`` processes with ``ADAMEM_EMBEDDER=openai`` pointed at it (so their CPU
+includes the HTTP client's, as with a real embeddings service, and not the model's). ``--e5-runs``
+adds runs with e5 inside the workers (the default embedder), and e5's cost per CPU-second is
+measured beside them, so the rate with the embedder included is stated too.
 
 Replay, per P: ``streams.replay.rebuild_view`` of the Kafka topics (after the grid's last run of
 that P) and of an embedded log with P partitions (built with the in-process pipeline, whose
@@ -55,7 +57,7 @@ from adamem.bench.common import (
 from adamem.events import ChatMessage
 from adamem.settings import Settings
 
-__all__ = ["PrecomputedEmbedder", "add_arguments", "execute", "main", "proc_cpu_s", "run"]
+__all__ = ["PrecomputedEmbedder", "VectorService", "add_arguments", "execute", "main", "proc_cpu_s", "run"]
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -87,6 +89,58 @@ class PrecomputedEmbedder:
     def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
         """Questions are not precomputed (the workers never embed one)."""
         raise KeyError("PrecomputedEmbedder holds passage vectors only")
+
+
+class VectorService:
+    """An OpenAI-compatible ``/v1/embeddings`` endpoint on the loopback serving precomputed vectors (a thread)."""
+
+    MODEL = "e5-precomputed"
+
+    def __init__(self, embedder: PrecomputedEmbedder) -> None:
+        import http.server
+        import json
+        import threading
+
+        vectors = embedder
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                try:
+                    got = vectors.embed(list(body["input"]))
+                except KeyError as exc:
+                    self._answer(400, {"error": {"message": str(exc)}})
+                    return
+                self._answer(200, {"data": [{"index": i, "embedding": v} for i, v in enumerate(got)]})
+
+            def _answer(self, code: int, doc: dict[str, Any]) -> None:
+                raw = json.dumps(doc).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.server.serve_forever, name="vector-service", daemon=True)
+        self._thread.start()
+
+    def env(self) -> dict[str, str]:
+        """The settings that point ``adamem worker`` at this service."""
+        return {
+            "ADAMEM_EMBEDDER": "openai",
+            "ADAMEM_EMBED_URL": self.url,
+            "ADAMEM_EMBED_MODEL": self.MODEL,
+            "ADAMEM_EMBED_DIM": "384",
+        }
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def precompute(messages: Sequence[ChatMessage], path: Path) -> dict[str, Any]:
@@ -154,8 +208,8 @@ async def _group(bootstrap: str, group: str) -> tuple[str, int]:
 class Workers:
     """W worker processes of one group on fresh topics, and where they stand."""
 
-    def __init__(self, settings: Settings, work: Path, count: int, vectors: Path | None) -> None:
-        self.settings, self.work, self.count, self.vectors = settings, work, count, vectors
+    def __init__(self, settings: Settings, work: Path, count: int, service: VectorService | None) -> None:
+        self.settings, self.work, self.count, self.service = settings, work, count, service
         self.store = work / "store"
         self.procs: list[subprocess.Popen[bytes]] = []
 
@@ -168,11 +222,9 @@ class Workers:
             "ADAMEM_PARTITIONS": str(self.settings.partitions),
             "ADAMEM_STORE": str(self.store),
             "ADAMEM_PROGRESS": "false",
+            **(self.service.env() if self.service is not None else {"ADAMEM_EMBEDDER": "e5"}),
         }
-        if self.vectors is None:  # the real thing: adamem worker with the e5 embedder
-            cmd = [str(Path(sys.executable).with_name("adamem")), "worker"]
-        else:
-            cmd = [sys.executable, "-m", "adamem.bench.scaleout", "--as-worker", str(self.vectors), "--", "worker"]
+        cmd = [str(Path(sys.executable).with_name("adamem")), "worker"]
         for i in range(self.count):
             with (self.work / f"worker{i}.out").open("ab") as fo:
                 self.procs.append(
@@ -256,7 +308,12 @@ async def _wait_stable(workers: Workers, timeout_s: float) -> float:
 
 
 async def _ingest(
-    settings: Settings, work: Path, count: int, vectors: Path | None, messages: Sequence[ChatMessage], timeout_s: float
+    settings: Settings,
+    work: Path,
+    count: int,
+    service: VectorService | None,
+    messages: Sequence[ChatMessage],
+    timeout_s: float,
 ) -> dict[str, Any]:
     from adamem.bench.common import tree_memory
     from adamem.streams.kafka_log import KafkaLog
@@ -264,7 +321,7 @@ async def _ingest(
 
     log = KafkaLog(kafka_bootstrap(settings), settings)
     await log.start()  # creates the topics with P partitions
-    workers = Workers(settings, work, count, vectors)
+    workers = Workers(settings, work, count, service)
     out: dict[str, Any] = {"partitions": settings.partitions, "workers": count, "messages": len(messages)}
     try:
         t = time.perf_counter()
@@ -373,6 +430,7 @@ def run(
     try:
         print(f"e5 on {len(base)} distinct texts …", file=sys.stderr, flush=True)
         result["e5"] = precompute(messages, vectors)
+        service = VectorService(PrecomputedEmbedder(vectors))
         result["kafka"], result["replay_kafka"], result["embedded"], result["replay_embedded"] = [], [], [], []
         for p in partitions:
             settings = None
@@ -385,7 +443,7 @@ def run(
                 work.mkdir()
                 print(f"kafka: {p} partition(s), {w} worker(s), {n} messages …", file=sys.stderr, flush=True)
                 try:
-                    r = asyncio.run(_ingest(settings, work, w, vectors, messages, timeout_s))
+                    r = asyncio.run(_ingest(settings, work, w, service, messages, timeout_s))
                     result["kafka"].append(r)
                     if w == workers[-1]:
                         print(f"replay from kafka, {p} partition(s) …", file=sys.stderr, flush=True)
@@ -407,6 +465,7 @@ def run(
             result["embedded"].append({"partitions": p, **asyncio.run(_embedded(es, messages, vectors))})
             result["replay_embedded"].append({"partitions": p, **asyncio.run(_replay(es, str(folder / "store")))})
             shutil.rmtree(folder, ignore_errors=True)
+        service.close()
         result["kafka_e5"] = []
         for spec in e5_runs:
             p, w = (int(x) for x in spec.split("x"))
@@ -524,25 +583,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--e5-messages", type=int, default=400, help="messages per e5 run")
     p.add_argument("--data", default=str(DEFAULT_LOCOMO), help="LoCoMo-format file the turns come from")
     p.add_argument("--timeout", type=float, default=900, help="seconds to wait for any one step")
-    p.add_argument("--as-worker", help=argparse.SUPPRESS)
-    p.add_argument("worker_argv", nargs="*", help=argparse.SUPPRESS)
     p.add_argument("--json", dest="out", help="result file (default bench/results/scaleout.json)")
-
-
-def as_worker(vectors: str, argv: Sequence[str]) -> int:
-    """``adamem worker`` with the precomputed e5 vectors as its embedder (the grid's workers)."""
-    import adamem.analysis.factory as factory
-    from adamem.cli import main as adamem_main
-
-    embedder = PrecomputedEmbedder(vectors)
-    factory.build_embedder = lambda settings: embedder
-    return int(adamem_main(list(argv)))
 
 
 def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run from parsed arguments."""
-    if args.as_worker:
-        return as_worker(args.as_worker, args.worker_argv)
     return measure_and_record(
         "scaleout",
         argv,
