@@ -272,8 +272,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def print_report(result: dict[str, Any]) -> None:
-    """The table and the plot."""
+def print_report(result: dict[str, Any], png: Path = RESULTS / "scale.png") -> None:
+    """The table and the plot (``png``: beside the result file)."""
     rows = [
         [
             r["owners"],
@@ -295,7 +295,7 @@ def print_report(result: dict[str, Any]) -> None:
     headers = ["owners", "msgs/owner", "cold p50", "cold p95", "cold CPU ms", "warm p50", "warm p95"]
     headers += ["RSS start MB", "RSS peak MB", "store MB", "build s", "load"]
     print_table(headers, rows)
-    plot(result, RESULTS / "scale.png")
+    plot(result, png)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -317,7 +317,11 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(json.dumps(measure(args.measure[0], int(args.measure[1]), args.seed)))
         return 0
     return measure_and_record(
-        "scale", argv, args.out, lambda: run(args.per_owner, args.owners, args.seed), print_report
+        "scale",
+        argv,
+        args.out,
+        lambda: run(args.per_owner, args.owners, args.seed),
+        lambda r: print_report(r, Path(args.out).with_suffix(".png") if args.out else RESULTS / "scale.png"),
     )
 
 

@@ -530,8 +530,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def print_report(r: dict[str, Any]) -> None:
-    """The tables and the plot."""
+def print_report(r: dict[str, Any], png: Path = RESULTS / "scaleout.png") -> None:
+    """The tables and the plot (``png``: beside the result file)."""
     print(f"e5 alone: {r['e5']['texts_per_cpu_s']} texts per CPU-second ({r['e5']['texts_per_s']}/s wall)")
     rows = [
         [
@@ -568,7 +568,7 @@ def print_report(r: dict[str, Any]) -> None:
         for x in r[key]
     ]
     print_table(["run", "P", "events", "wall s", "ev/s", "CPU s", "ev/CPU-s", "load"], rows)
-    plot(r, RESULTS / "scaleout.png")
+    plot(r, png)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -604,7 +604,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
             data=args.data,
             timeout_s=args.timeout,
         ),
-        print_report,
+        lambda r: print_report(r, Path(args.out).with_suffix(".png") if args.out else RESULTS / "scaleout.png"),
     )
 
 
