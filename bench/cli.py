@@ -42,6 +42,7 @@ EXAMPLES = {
     "visible": "adamem bench visible --samples 100 --preload 400",
     "objectstore": "adamem bench objectstore --s3 127.0.0.1:9000   # after bash deploy/s3.sh start",
     "scale": "adamem bench scale --per-owner 1000 10000 --owners 1000 10000",
+    "scaleout": "adamem bench scaleout --log kafka://127.0.0.1:9092 --partitions 1 4 --workers 1 2",
     "report": "adamem bench report",
 }
 """One example per benchmark, at the end of its ``--help``."""
@@ -64,6 +65,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         objectstore,
         replay,
         scale,
+        scaleout,
         visible,
     )
 
@@ -79,6 +81,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("visible", visible, "publish → visible over HTTP on the embedded default (one adamem serve), p50/p95"),
         ("objectstore", objectstore, "commit and read latency a store on s3:// adds, against a local folder"),
         ("scale", scale, "query latency and memory as an owner and the owner count grow (synthetic rows)"),
+        ("scaleout", scaleout, "ingest and replay events/s per CPU-second as partitions and workers grow"),
         ("report", report, "write bench/results/README.md and the plots from the latest results"),
     )
     for name, module, help_text in parts:

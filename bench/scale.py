@@ -1,14 +1,16 @@
-"""``adamem bench scale``: how query latency and service memory grow with an owner's size and with owners.
+"""``adamem bench scale``: how query latency and a query process's memory grow with an owner's size and with owners.
 
-Synthetic stores, deterministic seed, written straight into a LanceDB store (no model: rows of the
-archive layer — messages with 384-dimension vectors and text — plus owner rows; the other layers
-are not generated, so this measures the store and retrieval path of the archive, the layer that
-grows without bound). Two series, each configuration measured in a fresh process (its memory is
-the service's): messages per owner (one owner: 1k → 10k → 100k) and owners (10 messages each:
-1k → 10k → ``--max-owners``). Per configuration: the first query of an owner (snapshot load from
-the store), then distinct questions on the loaded owner, p50/p95; for the owners series, one cold
-query for each of 50 random owners. The question embedder is a deterministic stand-in (a hashed
-random vector): e5's ≈ 19 ms per question is not included (see ``adamem bench latency``).
+Synthetic stores, deterministic seed (no model: rows of the archive layer — messages with
+384-dimension vectors, text and full-text tokens — plus owner rows; the other layers are not
+generated, so this measures the store and retrieval path of the archive, the layer that grows
+without bound). Messages are drawn from a pool of 2,000 distinct texts, each with one vector
+(turns repeat), and appended in bulk to the shard's table (see ``build``: the fold is skipped).
+Two series: messages per owner (one owner: 1k → 10k → 100k) and owners (10 messages each: 1k →
+10k → 100k). Each size is built in one child process and measured in another, fresh one, so the
+memory figures are a query process's: cold = an owner's first query (its snapshot loaded from the
+store), warm = new questions on a loaded owner, p50/p95 and CPU ms per query. The question
+embedder is a deterministic stand-in (a hashed random vector): e5's ≈ 19 ms per question is not
+included (see ``adamem bench latency``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import resource
 import statistics
@@ -72,13 +75,28 @@ def _rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+POOL = 2000
+"""Distinct message texts (each with one vector); every message is one of them, as turns repeat."""
+
+
 def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]:
-    """Write the synthetic store: owners, and ``per_owner`` messages each, in commits of 5,000 rows."""
+    """Write the synthetic store: owner rows through the store's commit, messages appended in bulk.
+
+    The shortcut (it is what makes 100k-message owners and 100k owners buildable here): a pool of
+    ``POOL`` distinct messages is turned into Arrow rows once by the store's own conversion
+    (``rows_to_arrow``: the same columns, full-text tokens and vectors a commit writes); every
+    message is a row of the pool with its own id, owner, time and sequence number, appended to the
+    shard's ``messages`` table in chunks of 50,000 rows. No fold runs and no analysis is made; then
+    one ``optimize`` (full-text and owner indexes, compaction) and a checkpoint naming the versions.
+    """
     import dataclasses
     import typing
 
+    import pyarrow as pa
+
     from adamem.projections.folds.changes import Upsert
     from adamem.projections.folds.rows import MessageRow, OwnerRow
+    from adamem.projections.store.base import rows_to_arrow
     from adamem.projections.store.lance import LanceStore
 
     defaults: dict[Any, dict[str, Any]] = {}
@@ -96,74 +114,123 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
 
     rng = np.random.default_rng(seed)
     words = random.Random(seed)
-    store = LanceStore(folder, optimize_every=0)
+    store = LanceStore(folder, optimize_every=0, bulk=True)  # as a rebuild writes: appends, indexes at the end
     store.bind(1)
     t0 = time.perf_counter()
-    pending: list[Upsert] = [
+    owner_rows: list[Any] = [
         Upsert("owners", make(OwnerRow, id=f"default:o{o}", owner_id=f"default:o{o}", next_seq=per_owner))
         for o in range(owners)
     ]
-    commits = 0
-    total = owners * per_owner
-    for start in range(0, total, 5000):
-        n = min(5000, total - start)
-        vectors = rng.standard_normal((n, DIM)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        for i in range(n):
-            m = start + i
-            text = " ".join(words.choice(WORDS) for _ in range(12))
-            row = make(
-                MessageRow,
-                id=f"m{m}",
-                owner_id=f"default:o{m % owners}",
-                speaker="Ann",
-                text=text,
-                occurred_at=1_700_000_000_000 + m * 1000,
-                vector=tuple(float(x) for x in vectors[i]),
-                seq=m // owners,
-            )
-            pending.append(Upsert("messages", row))
+    vectors = rng.standard_normal((POOL, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    pool = [
+        make(
+            MessageRow,
+            id=f"pool{i}",
+            owner_id="default:o0",
+            speaker="Ann",
+            role="user",
+            text=" ".join(words.choice(WORDS) for _ in range(12)),
+            vector=tuple(float(x) for x in vectors[i]),
+        )
+        for i in range(POOL)
+    ]
+    # the first message goes through the store's own commit: it makes the table with its schema
+    store.commit(0, [*owner_rows, Upsert("messages", dataclasses.replace(pool[0], id="m0"))], {"analyses": 1})
+    shard = store._shard(0, create=True)  # the shortcut: the rest is appended to the shard's table
+    assert shard is not None
+    table = shard.table("messages")
+    pool_arrow = rows_to_arrow("messages", pool, table.schema)
+    total, chunk, commits = owners * per_owner, 50_000, 1
+    for start in range(1, total, chunk):
+        m = np.arange(start, min(total, start + chunk))
+        rows = pool_arrow.take(pa.array(rng.integers(0, POOL, len(m))))
+        for name, values in (
+            ("id", pa.array([f"m{i}" for i in m.tolist()])),
+            ("owner_id", pa.array([f"default:o{i}" for i in (m % owners).tolist()])),
+            ("occurred_at", pa.array(1_700_000_000_000 + m * 1000, pa.int64())),
+            ("seq", pa.array(m // owners, pa.int64())),
+        ):
+            i = rows.schema.get_field_index(name)
+            rows = rows.set_column(i, rows.schema.field(i), values.cast(rows.schema.field(i).type))
+        table.add(rows)
         commits += 1
-        store.commit(0, pending, {"analyses": commits})
-        pending = []
+    t1 = time.perf_counter()
     store.optimize()
-    store.commit(0, [], {"analyses": commits + 1})  # the checkpoint names the optimised versions
-    return {"rows": total, "build_s": round(time.perf_counter() - t0, 1)}
+    store.commit(0, [], {"analyses": commits + 1})  # the checkpoint names the appended, optimised versions
+    store.close()
+    done = time.perf_counter()
+    return {"rows": total, "build_s": round(done - t0, 1), "optimize_s": round(done - t1, 1)}
 
 
-def one(owners: int, per_owner: int, seed: int) -> dict[str, Any]:
-    """Build and measure one configuration in this process."""
+def _store_mb(folder: str) -> float:
+    return round(sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file()) / 2**20, 1)
+
+
+def _vmrss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def measure(folder: str, owners: int, seed: int) -> dict[str, Any]:
+    """In a fresh process: open the store read-only, query; latencies and this process's memory.
+
+    cold = the first query of an owner (its snapshot is loaded from the store): one each for 50
+    random owners (the one owner in the messages-per-owner series, three times in three fresh
+    ``Retriever`` objects); warm = 30 distinct new questions on an owner already loaded.
+    """
     from adamem.projections.store.lance import LanceStore
     from adamem.retrieval.service import Retriever
 
-    with tempfile.TemporaryDirectory(prefix="adamem-bench-scale-") as folder:
-        built = build(folder, owners, per_owner, seed)
-        rss_before = _rss_mb()
+    rss_start = _vmrss_mb()
+    rng = random.Random(seed)
+    chosen = [f"default:o{o}" for o in rng.sample(range(owners), min(50, owners))]
+    cold, cpu_cold = [], 0.0
+    rounds = 3 if owners == 1 else 1
+    for r in range(rounds):
         retriever = Retriever(LanceStore(folder, read_only=True), HashEmbedder())
-        rng = random.Random(seed)
-        chosen = [f"default:o{o}" for o in rng.sample(range(owners), min(50, owners))]
-        cold = []
         for owner in chosen:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             retriever.query(owner, rng.choice(QUESTIONS), 10)
             cold.append(time.perf_counter() - t)
-        warm = []
-        for q in QUESTIONS[:30]:
-            t = time.perf_counter()
-            retriever.query(chosen[0], q + " again", 10)
-            warm.append(time.perf_counter() - t)
-        du = sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
-        retriever.close()
+            cpu_cold += time.process_time() - c
+        if r < rounds - 1:
+            retriever.close()
+    rss_cold = _vmrss_mb()
+    warm, cpu_warm = [], 0.0
+    for q in QUESTIONS[:30]:
+        t, c = time.perf_counter(), time.process_time()
+        retriever.query(chosen[0], q + " again", 10)
+        warm.append(time.perf_counter() - t)
+        cpu_warm += time.process_time() - c
+    retriever.close()
     return {
-        "owners": owners,
-        "messages_per_owner": per_owner,
-        **built,
-        "first_query_per_owner": _ms(cold),
-        "loaded_owner_queries": _ms(warm),
-        "peak_rss_mb": _rss_mb(),
-        "rss_before_queries_mb": rss_before,
-        "store_mb": round(du / 2**20, 1),
+        "cold": {**_ms(cold), "cpu_ms_mean": round(1000 * cpu_cold / len(cold), 2)},
+        "warm": {**_ms(warm), "cpu_ms_mean": round(1000 * cpu_warm / len(warm), 2)},
+        "query_rss_start_mb": rss_start,
+        "query_rss_after_cold_mb": rss_cold,
+        "query_rss_end_mb": _vmrss_mb(),
+        "query_peak_rss_mb": _rss_mb(),
+        "owners_loaded": len(chosen),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
+
+
+def one(owners: int, per_owner: int, seed: int) -> dict[str, Any]:
+    """Build one configuration in a child process, then measure it in another (its memory is a query process's)."""
+    with tempfile.TemporaryDirectory(prefix="adamem-bench-scale-") as folder:
+        me = [sys.executable, "-m", "adamem.bench.scale", "--seed", str(seed)]
+        done = subprocess.run([*me, "--build", folder, str(owners), str(per_owner)], capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"build failed: {done.stderr[-3000:]}")
+        built = json.loads(done.stdout.strip().splitlines()[-1])
+        done = subprocess.run([*me, "--measure", folder, str(owners)], capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"measure failed: {done.stderr[-3000:]}")
+        measured = json.loads(done.stdout.strip().splitlines()[-1])
+        return {"owners": owners, "messages_per_owner": per_owner, **built, **measured, "store_mb": _store_mb(folder)}
 
 
 def run(per_owner: Sequence[int], owners: Sequence[int], seed: int) -> dict[str, Any]:
@@ -172,17 +239,12 @@ def run(per_owner: Sequence[int], owners: Sequence[int], seed: int) -> dict[str,
     out: dict[str, Any] = {"seed": seed, "series": {"messages_per_owner": [], "owners": []}}
     for series, k, n in configs:
         print(f"scale: {k} owner(s) × {n} messages …", file=sys.stderr, flush=True)
-        done = subprocess.run(
-            [sys.executable, "-m", "adamem.bench.scale", "--one", str(k), str(n), "--seed", str(seed)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        out["series"][series].append(json.loads(done.stdout.strip().splitlines()[-1]))
+        out["series"][series].append(one(k, n, seed))
     return out
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
+    """Cold and warm p95 and the query process's memory and the store on disk, per series."""
     try:
         import matplotlib
 
@@ -190,60 +252,76 @@ def plot(result: dict[str, Any], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, series, key in zip(axes, ("messages_per_owner", "owners"), ("messages_per_owner", "owners"), strict=True):
-        rows = result["series"][series]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key in zip(axes, ("messages_per_owner", "owners"), strict=True):
+        rows = result["series"][key]
         xs = [r[key] for r in rows]
-        ax.plot(xs, [r["first_query_per_owner"]["p95_ms"] for r in rows], "o-", label="first query p95 (ms)")
-        ax.plot(xs, [r["loaded_owner_queries"]["p95_ms"] for r in rows], "s-", label="loaded owner p95 (ms)")
-        ax.plot(xs, [r["peak_rss_mb"] for r in rows], "^--", label="peak RSS (MB)")
+        ax.plot(xs, [r["cold"]["p95_ms"] for r in rows], "o-", label="cold query p95 (ms)")
+        ax.plot(xs, [r["warm"]["p95_ms"] for r in rows], "s-", label="warm query p95 (ms)")
+        ax.plot(xs, [r["query_peak_rss_mb"] for r in rows], "^--", label="query process peak RSS (MB)")
+        ax.plot(xs, [r["store_mb"] for r in rows], "v:", label="store on disk (MB)")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel(key.replace("_", " "))
+        ax.set_xlabel(
+            key.replace("_", " ") + (" (one owner)" if key == "messages_per_owner" else " (10 messages each)")
+        )
         ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-    fig.suptitle("adamem bench scale (synthetic archive rows; shared, loaded 2-core machine)")
+    fig.suptitle("adamem bench scale (synthetic archive rows; in-process queries; shared, loaded 2-core machine)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
 
-def print_report(result: dict[str, Any]) -> None:
-    rows = []
-    for series in ("messages_per_owner", "owners"):
-        for r in result["series"][series]:
-            rows.append(
-                [
-                    r["owners"],
-                    r["messages_per_owner"],
-                    r["first_query_per_owner"]["p50_ms"],
-                    r["first_query_per_owner"]["p95_ms"],
-                    r["loaded_owner_queries"]["p95_ms"],
-                    r["peak_rss_mb"],
-                    r["store_mb"],
-                    r["build_s"],
-                ]
-            )
-    headers = ["owners", "msgs/owner", "first p50", "first p95", "loaded p95", "peak RSS MB", "store MB", "build s"]
+def print_report(result: dict[str, Any], png: Path = RESULTS / "scale.png") -> None:
+    """The table and the plot (``png``: beside the result file)."""
+    rows = [
+        [
+            r["owners"],
+            r["messages_per_owner"],
+            r["cold"]["p50_ms"],
+            r["cold"]["p95_ms"],
+            r["cold"]["cpu_ms_mean"],
+            r["warm"]["p50_ms"],
+            r["warm"]["p95_ms"],
+            r["query_rss_start_mb"],
+            r["query_peak_rss_mb"],
+            r["store_mb"],
+            r["build_s"],
+            r["loadavg"][0],
+        ]
+        for series in ("messages_per_owner", "owners")
+        for r in result["series"][series]
+    ]
+    headers = ["owners", "msgs/owner", "cold p50", "cold p95", "cold CPU ms", "warm p50", "warm p95"]
+    headers += ["RSS start MB", "RSS peak MB", "store MB", "build s", "load"]
     print_table(headers, rows)
-    plot(result, RESULTS / "scale.png")
+    plot(result, png)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``adamem bench scale``."""
     p.add_argument("--per-owner", nargs="+", type=int, default=[1000, 10_000, 100_000])
-    p.add_argument("--owners", nargs="+", type=int, default=[1000, 10_000, 30_000])
+    p.add_argument("--owners", nargs="+", type=int, default=[1000, 10_000, 100_000])
     p.add_argument("--seed", type=int, default=19)
-    p.add_argument("--one", nargs=2, type=int, metavar=("OWNERS", "PER_OWNER"), help=argparse.SUPPRESS)
+    p.add_argument("--build", nargs=3, metavar=("FOLDER", "OWNERS", "PER_OWNER"), help=argparse.SUPPRESS)
+    p.add_argument("--measure", nargs=2, metavar=("FOLDER", "OWNERS"), help=argparse.SUPPRESS)
     p.add_argument("--json", dest="out", help="result file (default bench/results/scale.json)")
 
 
 def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run from parsed arguments."""
-    if args.one:
-        print(json.dumps(one(args.one[0], args.one[1], args.seed)))
+    if args.build:
+        print(json.dumps(build(args.build[0], int(args.build[1]), int(args.build[2]), args.seed)))
+        return 0
+    if args.measure:
+        print(json.dumps(measure(args.measure[0], int(args.measure[1]), args.seed)))
         return 0
     return measure_and_record(
-        "scale", argv, args.out, lambda: run(args.per_owner, args.owners, args.seed), print_report
+        "scale",
+        argv,
+        args.out,
+        lambda: run(args.per_owner, args.owners, args.seed),
+        lambda r: print_report(r, Path(args.out).with_suffix(".png") if args.out else RESULTS / "scale.png"),
     )
 
 

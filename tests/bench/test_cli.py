@@ -18,6 +18,7 @@ BENCHMARKS = (
     "visible",
     "objectstore",
     "scale",
+    "scaleout",
     "report",
 )
 """Every ``adamem bench`` subcommand (tests/cli/test_friction.py asks each for an example too)."""
