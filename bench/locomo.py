@@ -160,10 +160,7 @@ def system_configs(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, tuple[Retr
             False,
         ),
         "no-persona-episodic": (replace(base, name=f"{base.name}/no-persona-episodic"), True),
-        "messages-only": (
-            replace(base, name=f"{base.name}/messages-only", graph_seeds=0, thread_kinds=()),
-            True,
-        ),
+        "messages-only": (replace(base, name=f"{base.name}/messages-only", graph_seeds=0), True),
     }
 
 
@@ -397,17 +394,6 @@ def lco_grid(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, RetrievalConfig]
         "hub-fanout-10": replace(base, name=f"{base.name}/fanout10", hub_fanout=10),
         "hub-fanout-20": replace(base, name=f"{base.name}/fanout20", hub_fanout=20),
         "hub-fanout-40": replace(base, name=f"{base.name}/fanout40", hub_fanout=40),
-        "sessions": replace(base, name=f"{base.name}/sessions", thread_kinds=("session",)),
-        "topics": replace(base, name=f"{base.name}/topics", thread_kinds=("topic",)),
-        "sessions-topics": replace(base, name=f"{base.name}/sessions-topics", thread_kinds=("session", "topic")),
-        "sessions-w05": replace(base, name=f"{base.name}/sessions-w05", thread_kinds=("session",), thread_weight=0.5),
-        "sessions-sem": replace(
-            base, name=f"{base.name}/sessions-sem", thread_kinds=("session",), thread_weight=0.0, thread_semantic=0.3
-        ),
-        "sessions-seeds": replace(
-            base, name=f"{base.name}/sessions-seeds", thread_kinds=("session",), thread_seeds=True
-        ),
-        "sessions-fanout-20": replace(base, name=f"{base.name}/sessions-f20", thread_kinds=("session",), hub_fanout=20),
     }
 
 
@@ -506,8 +492,6 @@ def run_lco(
             done: dict[RetrievalConfig, str] = {}
             for variant, cfg in grid.items():
                 cfg = replace(cfg, name=f"{system}", graph_seeds=cfg0.graph_seeds and cfg.graph_seeds)
-                if not cfg0.thread_kinds and hide:  # messages only: no records, no threads
-                    cfg = replace(cfg, thread_kinds=(), thread_weight=1.0, thread_semantic=0.0, thread_seeds=False)
                 if not cfg.graph_seeds:  # without expansion the graph knobs change nothing: the same answers
                     cfg = replace(
                         cfg,

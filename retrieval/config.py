@@ -194,30 +194,6 @@ class RetrievalConfig:
     graph_all_routes: bool = True
     """Also expand (with weight ``fusion.graph``) on the semantic and persona routes (added)."""
 
-    # Threads: records that span messages (retrieval.threads)
-    thread_kinds: tuple[str, ...] = ()
-    """Threads searched beside the rows: ``session`` (a session's episode), ``topic`` (one speaker on one
-    analysed topic, across sessions); () off (added)."""
-    thread_hits: int = 3
-    """Best threads per kind whose members a question reaches (added)."""
-    thread_members: int = 3
-    """Members of a thread hit reached: those most similar to the question (added)."""
-    thread_weight: float = 1.0
-    """A reached member's graph score is at least ``thread_weight × thread score`` (added)."""
-    thread_semantic: float = 0.0
-    """Share of a reached member's semantic score taken from its thread's score: ``(1 − s)·semantic +
-    s·max(semantic, thread)`` (added)."""
-    thread_seeds: bool = False
-    """Reached members also seed graph expansion (after the base hits; added)."""
-    thread_vote: bool = False
-    """A thread's score is the best base score among its members (the sessions the base hits stand in),
-    instead of its own search score (added)."""
-    thread_scaled: bool = False
-    """A reached member's thread score is scaled by its own semantic score (added)."""
-    session_cap: int = 0
-    """At most this many items said in one session (of their first evidence message) before items of other
-    sessions in the top k; the rest follow in their order (0: off; added)."""
-
     # Fusion
     fusion: FusionWeights = field(default_factory=lambda: FusionWeights(0.70, 0.15, 0.10, 0.05))
     """Final score weights (seed: 0.70 semantic, 0.15 graph, 0.10 temporal, 0.05 fact support)."""

@@ -26,7 +26,6 @@ import itertools
 import math
 import threading
 import time
-import weakref
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -54,19 +53,16 @@ from adamem.retrieval.fusion import (
     temporal_score,
     time_windows,
 )
-from adamem.retrieval.graph import Hop, MemoryGraph, Reach, expand
+from adamem.retrieval.graph import MemoryGraph, Reach, expand
 from adamem.retrieval.index import Vector
 from adamem.retrieval.route import RoutePlan, route_query
 from adamem.retrieval.snapshot import AsOf, MemoryRow, OwnerSnapshot, View
-from adamem.retrieval.threads import SESSION, TOPIC, Thread, Threads, sessions_of, topic_threads_of
 from adamem.retrieval.whose import WhoseDecision, whose_memory
 from adamem.text import tokenize
 
 __all__ = ["Retriever"]
 
 _Scored = tuple[float, Candidate, Breakdown, Reach | None]
-_Lifted = dict[str, tuple[float, Thread]]
-"""Message id → (thread score, thread) of the members a question's thread hits reach."""
 
 RULE_SUPERSEDED = "superseded: after current evidence"
 RULE_LATER = "later than the event asked about: after earlier items"
@@ -111,10 +107,6 @@ class Retriever:
         self._answers: QueryCache[Answer] = QueryCache(c.query_entries, c.query_cosine, c.query_bytes, _answer_size)
         self._vectors = VectorMemo(c.question_vectors)
         self._working: dict[str, tuple[str, tuple[MessageRow, ...]]] = {}
-        self._threads: weakref.WeakKeyDictionary[OwnerSnapshot, dict[tuple[AsOf | None, str], Threads]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._threads_lock = threading.Lock()
         self._syncing = [threading.Lock() for _ in range(64)]  # one synchronisation of an owner at a time
         self._versions = itertools.count(1)
         self._executor = (
@@ -308,23 +300,15 @@ class Retriever:
         t3 = time.perf_counter()
         reaches: dict[str, Reach] = {}
         candidates = {(c.table, c.row.id): c for c in base}
-        lifted = self._thread_lift(view, scorer, candidates) if cfg.thread_kinds else {}
         if plan.route is Route.GRAPH or cfg.graph_all_routes:
             seeds = self._seeds(view, scorer, base)
-            if cfg.thread_seeds and lifted:
-                known = {n for n, _ in seeds}
-                for mid in sorted(lifted, key=lambda m: (-lifted[m][0], m)):
-                    node = view.snapshot.node_of.get(mid)
-                    if node is not None and node not in known:
-                        known.add(node)
-                        seeds.append((node, candidates[("messages", mid)].semantic))
             reaches = self._expand(view, scorer, seeds, plan)
             self._add_reached(view, scorer, reaches, candidates)
             if cfg.seed_self_graph and plan.route is not Route.GRAPH:
                 for node, score in seeds:  # a seed stands where its own score puts it
                     reaches[node] = Reach(node, score, node, ())
         t4 = time.perf_counter()
-        items = self._rank(view, scorer, candidates, reaches, plan, whose, windows, now, k, question, lifted)
+        items = self._rank(view, scorer, candidates, reaches, plan, whose, windows, now, k, question)
         t5 = time.perf_counter()
         answer = Answer(
             owner_id,
@@ -371,55 +355,6 @@ class Retriever:
     ) -> Hashable:
         terms = frozenset(tokenize(question)) if self.config.cache.query_same_terms else None
         return (k, point, plan, whose, windows, now, terms)
-
-    # --- threads ---------------------------------------------------------------------------------
-
-    def _threads_of(self, view: View, kind: str) -> Threads:
-        """The view's threads of one kind (built once per snapshot and view, over the messages it can see)."""
-        snap = view.snapshot
-        key = (view.as_of, kind)
-        with self._threads_lock:
-            kept = self._threads.setdefault(snap, {})
-            found = kept.get(key)
-        if found is not None:
-            return found
-        messages = [m for m in snap.by_seq if view.message(m)]
-        threads = sessions_of(messages, self.memory_params) if kind == SESSION else topic_threads_of(messages)
-        index = snap.vector_index("messages")
-        found = Threads(threads, snap.messages, index.matrix, index.position)
-        with self._threads_lock:
-            if len(kept) >= 8:
-                kept.pop(next(k for k in kept if k[0] is not None), None)
-            kept[key] = found
-        return found
-
-    def _thread_lift(self, view: View, scorer: SemanticScorer, candidates: dict[tuple[str, str], Candidate]) -> _Lifted:
-        """Members the question's best threads route to, added to the candidates (origin ``thread``)."""
-        cfg, snap = self.config, view.snapshot
-        cosines = scorer.cosines("messages")
-        position = snap.vector_index("messages").position
-        member_cos = np.asarray(cosines, dtype=np.float64)
-
-        def usable(mid: str) -> bool:
-            return scorer.usable(snap.messages.get(mid))
-
-        lifted: _Lifted = {}
-        for kind in cfg.thread_kinds:
-            if kind not in (SESSION, TOPIC):
-                continue
-            threads = self._threads_of(view, kind)
-            if cfg.thread_vote:
-                hits = _voted(threads, candidates, cfg.thread_hits)
-            else:
-                hits = threads.top(scorer.q, scorer.terms, cfg.rrf_k, cfg.thread_hits)
-            for mid, (score, index) in threads.lift(hits, member_cos, cfg.thread_members, usable).items():
-                if mid not in lifted or score > lifted[mid][0]:
-                    lifted[mid] = (score, threads.threads[index])
-        for mid in sorted(lifted):
-            if ("messages", mid) not in candidates and mid in position:
-                row = snap.messages[mid]
-                candidates[("messages", mid)] = scorer.candidate("messages", row, origin="thread")
-        return lifted
 
     # --- expansion -------------------------------------------------------------------------------
 
@@ -511,10 +446,8 @@ class Retriever:
         now: int,
         k: int,
         question: str,
-        lifted: _Lifted | None = None,
     ) -> list[Item]:
         cfg, snap = self.config, view.snapshot
-        lifted = lifted or {}
         scored: list[_Scored] = []
         # a cause is older than what it explains; recency only matters for questions about the present
         recency = plan.direction is not Direction.ANTECEDENT and PRESENT.search(question) is not None
@@ -537,18 +470,10 @@ class Retriever:
             graph_score = reach.score if reach is not None else 0.0
             if cfg.graph_relevance > 0 and not plan.causal:
                 graph_score *= 1.0 - cfg.graph_relevance + cfg.graph_relevance * c.semantic
-            semantic = c.semantic
-            thread = lifted.get(c.row.id) if c.table == "messages" else None
-            if thread is not None:
-                lift = thread[0] * c.semantic if cfg.thread_scaled else thread[0]
-                semantic = (1 - cfg.thread_semantic) * semantic + cfg.thread_semantic * max(semantic, lift)
-                if cfg.thread_weight * lift > graph_score and node is not None:
-                    graph_score = cfg.thread_weight * lift
-                    reach = Reach(node, graph_score, thread[1].id, (Hop(node, "member_of", 1.0),))
             temporal = temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction, beside)
             if recency and not windows and anchor is None and cfg.recency_topic_margin > 0:
                 temporal *= min(1.0, max(0.0, 1.0 - (best_cosine - c.cosine) / cfg.recency_topic_margin))
-            parts = Breakdown(semantic, graph_score, temporal, fact_support(c.row, view, cfg))
+            parts = Breakdown(c.semantic, graph_score, temporal, fact_support(c.row, view, cfg))
             scored.append((fuse(parts, cfg.fusion), c, parts, reach))
         scored.sort(key=lambda s: (-s[0], s[1].table, s[1].row.id))
         moved: dict[int, list[str]] = {}  # id of a scored entry -> the ordering rules that moved it, shown with it
@@ -561,9 +486,9 @@ class Retriever:
         if recency and not windows and plan.route is not Route.GRAPH and cfg.newest_first > 0:
             before = scored
             scored = _newest_change_first(scored, cfg.newest_first)
-            raised = next((a for a, b in zip(scored, before, strict=True) if a is not b), None)
-            if raised is not None:
-                moved.setdefault(id(raised), []).append(RULE_NEWEST)
+            lifted = next((a for a, b in zip(scored, before, strict=True) if a is not b), None)
+            if lifted is not None:
+                moved.setdefault(id(lifted), []).append(RULE_NEWEST)
         if anchor is not None and plan.causal and not windows and cfg.causal_order:
             # a cause is never later than its effect: later items go last
             later = [s for s in scored if s[2].temporal == 0]
@@ -578,8 +503,7 @@ class Retriever:
                 moved.setdefault(id(s), []).append(RULE_PERSONA)
         chosen = self._select(view, scorer, scored, whose, k)
         return [
-            self._item(rank, view, scorer, s, "; ".join(moved.get(id(s), ())), lifted)
-            for rank, s in enumerate(chosen, start=1)
+            self._item(rank, view, scorer, s, "; ".join(moved.get(id(s), ()))) for rank, s in enumerate(chosen, start=1)
         ]
 
     def _select(
@@ -597,8 +521,6 @@ class Retriever:
             fresh.append(s)
             if len(fresh) >= k * 3:
                 break
-        if cfg.session_cap > 0:
-            fresh = self._spread(view, scorer, fresh, cfg.session_cap)
         if whose.subject is not Subject.AMBIGUOUS:
             return fresh[:k]
         quota = {Subject.USER: math.ceil(k * cfg.ambiguous_share)}
@@ -612,19 +534,6 @@ class Retriever:
         picked += [s for s in fresh if s not in picked][: k - len(picked)]
         order = {id(s): i for i, s in enumerate(fresh)}
         return sorted(picked, key=lambda s: order[id(s)])[:k]
-
-    def _spread(self, view: View, scorer: SemanticScorer, ranked: list[_Scored], cap: int) -> list[_Scored]:
-        """At most ``cap`` items of one session ahead of the items of other sessions (a stable partition)."""
-        sessions = self._threads_of(view, SESSION).thread_of
-        seen: dict[int, int] = {}
-        first: list[_Scored] = []
-        rest: list[_Scored] = []
-        for s in ranked:
-            sources = self._sources(view, scorer, s[1].row)
-            session = sessions.get(sources[0].id, -1) if sources else -1
-            seen[session] = seen.get(session, 0) + 1
-            (first if session < 0 or seen[session] <= cap else rest).append(s)
-        return first + rest
 
     def _evidence(self, view: View, scorer: SemanticScorer, trait: PersonaRow) -> list[MessageRow]:
         snap = view.snapshot
@@ -640,25 +549,13 @@ class Retriever:
             return [m for i in row.source_message_ids if (m := snap.messages.get(i)) is not None and view.message(m)]
         return self._evidence(view, scorer, row)
 
-    def _item(
-        self,
-        rank: int,
-        view: View,
-        scorer: SemanticScorer,
-        scored: _Scored,
-        ordered_by: str = "",
-        lifted: _Lifted | None = None,
-    ) -> Item:
+    def _item(self, rank: int, view: View, scorer: SemanticScorer, scored: _Scored, ordered_by: str = "") -> Item:
         score, c, parts, reach = scored
         row, snap = c.row, view.snapshot
         provenance = tuple(Provenance.of(m) for m in self._sources(view, scorer, row))
         path: tuple[PathStep, ...] = ()
-        thread = (lifted or {}).get(row.id)
         if reach is not None and reach.path:  # a seed's own score has no path
-            if thread is not None and reach.seed == thread[1].id:  # reached as a member of a thread hit
-                steps = [PathStep(thread[1].id, thread[1].kind, thread[1].label)]
-            else:
-                steps = [PathStep(reach.seed, _ntype(snap, reach.seed), _label(snap, reach.seed))]
+            steps = [PathStep(reach.seed, _ntype(snap, reach.seed), _label(snap, reach.seed))]
             steps += [
                 PathStep(h.node, _ntype(snap, h.node), _label(snap, h.node), h.edge_type, h.weight) for h in reach.path
             ]
@@ -676,20 +573,6 @@ class Retriever:
         return Item(
             rank, layer, kind, row.id, content, score, parts, speaker, role, at, when, provenance, path, ordered_by
         )
-
-
-def _voted(threads: Threads, candidates: dict[tuple[str, str], Candidate], count: int) -> list[tuple[int, float]]:
-    """The ``count`` threads holding the best base hits (score: the best member's semantic score), best first."""
-    best: dict[int, float] = {}
-    for (table, _), c in candidates.items():
-        if c.origin != "base":
-            continue
-        ids = [c.row.id] if table == "messages" else c.row.source_message_ids if isinstance(c.row, EpisodicRow) else []
-        for mid in ids:
-            n = threads.thread_of.get(mid)
-            if n is not None and c.semantic > best.get(n, -1.0):
-                best[n] = c.semantic
-    return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:count]
 
 
 def _answer_size(answer: Answer) -> int:
