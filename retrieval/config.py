@@ -176,11 +176,9 @@ class RetrievalConfig:
     """Also walk edge types not in ``edge_priority`` (speaker_related, same_topic, supersedes), after them (added)."""
     min_edge_weight: float = 0.6
     """Edges with a lower weight are pruned."""
-    hub_fanout: int = 20
-    """Messages a topic hub passes on to (added; 10 before issue 16: an entity shared across sessions now reaches
-    the sessions of a multi-hop question). 20, not the 30 that leave-conversations-out chose in four folds of
-    five: 30 gains 0.3 point of R@10 on LoCoMo and costs about a quarter more CPU per query at a 10k-message owner
-    (bench/results/notes.md, session 7); 10 takes multi-hop below 45."""
+    hub_fanout: int = 30
+    """Messages a topic hub passes on to (added; 30 chosen leave-conversations-out in four folds of five, 40 in
+    the fifth; 10 before: an entity shared across sessions now reaches the sessions of a multi-hop question)."""
     hub_by_relevance: bool = True
     """Off the graph route, hubs pass on to their messages most similar to the question; on it (time and
     cause questions), and always when off, to those nearest in time to the entering node (added)."""
