@@ -34,6 +34,9 @@ def main() -> None:
     p.add_argument(
         "--questions-of", help="ask the questions of this owner key (default --owner; e.g. for the 10k-message owner)"
     )
+    p.add_argument(
+        "--hub-fanout", type=int, help="the tree's default config with this hub fan-out (default: as shipped)"
+    )
     args = p.parse_args()
     asked = args.questions_of or args.owner
     with open(args.data, encoding="utf-8") as f:
@@ -41,6 +44,8 @@ def main() -> None:
     questions = [str(q["question"]) for d in docs if f"default:{d['sample_id']}" == asked for q in d["qa"]]
     store = open_store(args.store, read_only=True)
     config = replace(SEED_DEFAULT, cache=replace(SEED_DEFAULT.cache, query_cache=False))
+    if args.hub_fanout is not None:
+        config = replace(config, hub_fanout=args.hub_fanout)
     retriever = Retriever(store, E5Embedder(), config)
     retriever.warm_up()
     retriever.query(args.owner, "warm up question")  # loads the owner's snapshot
@@ -58,6 +63,7 @@ def main() -> None:
     out = {
         "tree": os.environ.get("PYTHONPATH", ""),
         "owner": args.owner,
+        "hub_fanout": config.hub_fanout,
         "wall_ms": dict(summary_ms(wall)),
         "cpu_ms": dict(summary_ms(cpu)),
         "load1": round(os.getloadavg()[0], 2),
