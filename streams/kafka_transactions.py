@@ -132,21 +132,20 @@ class PartitionTransactions:
         self, producer: AIOKafkaProducer, partition: int, records: list[Outgoing], offsets: dict[str, int]
     ) -> None:
         await producer.begin_transaction()
+        futures: list[asyncio.Future[object]] = []
         try:
-            futures = [
-                await producer.send(topic, value=value, key=key, partition=partition, headers=headers)
-                for topic, key, value, headers in records
-            ]
+            for topic, key, value, headers in records:
+                futures.append(await producer.send(topic, value=value, key=key, partition=partition, headers=headers))
             if offsets:
                 committed = {TopicPartition(t, partition): o for t, o in offsets.items()}
                 await producer.send_offsets_to_transaction(committed, self._group)
             await asyncio.gather(*futures)
             await producer.commit_transaction()
-        except ProducerFenced:
-            raise  # nothing to abort: the broker did, for the new owner
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(producer.abort_transaction(), self._settings.kafka_timeout_s)
+        except BaseException as exc:
+            await asyncio.gather(*futures, return_exceptions=True)  # each send's outcome is retrieved
+            if not isinstance(exc, ProducerFenced):  # a fenced one has nothing to abort: the broker did
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(producer.abort_transaction(), self._settings.kafka_timeout_s)
             raise
 
 

@@ -61,6 +61,9 @@ __all__ = ["create_app"]
 
 log = logging.getLogger("adamem.worker")
 
+REFOLDS = 3
+"""How many times the project agent folds a batch again after a refused commit to a shard it still owns."""
+
 
 def _source(event: Any) -> bytes:
     m = event.message
@@ -244,14 +247,19 @@ def create_app(
             else:
                 os.kill(os.getpid(), signal.SIGTERM)  # a graceful stop; run_worker starts again
 
-    async def accounted(partition: int) -> dict[str, int]:
+    async def accounted(partition: int, *, claim: bool = True) -> dict[str, int]:
         """How far the analyses topic accounts for both input topics of a partition (``resume``).
 
         With transactions, the partition's producer is claimed first: whatever an older owner had
-        open is then finished, and what it publishes later is refused, so the tail read next is final.
+        open is then finished, and what it publishes later is refused, so the tail read next is final
+        until this worker is fenced. Without ``claim`` (the lag metric) nothing is claimed, and the
+        tail read is not kept.
         """
         if txns is not None and not txns.holds(partition):
             resume.pop(partition, None)
+            if not claim:
+                found = await resume_points(reader(), settings, partition)
+                return {t: found.get(t, 0) for t in (settings.topic("messages"), settings.topic("control"))}
             await txns.claim([partition])
         if partition not in resume:
             found = await resume_points(reader(), settings, partition)
@@ -312,7 +320,7 @@ def create_app(
         paired = [(e, d, next(results) if isinstance(d, ChatMessage) and not d.shredded else None) for e, d in handled]
         if txns is not None:
             for p in sorted(trackers):
-                await _publish(p, [x for x in paired if x[0].message.partition == p], events, epoch)
+                await _publish(p, [x for x in paired if x[0].message.partition == p], events)
             counts["analyzed"] += len(todo)
             for event in events:
                 positions.handled(event.message.topic, event.message.partition, event.message.offset)
@@ -388,7 +396,7 @@ def create_app(
         return out, tracker.points()
 
     async def _publish(
-        partition: int, items: list[tuple[Any, Handled, MessageAnalyzed | None]], events: Sequence[Any], epoch: int
+        partition: int, items: list[tuple[Any, Handled, MessageAnalyzed | None]], events: Sequence[Any]
     ) -> None:
         """Publish a partition's part of a batch in one transaction, with the consumer offsets of its inputs.
 
@@ -415,8 +423,10 @@ def create_app(
                 log.warning("p%d: transaction failed (attempt %d): %s", partition, attempt, exc)
                 await asyncio.sleep(min(5.0, 0.2 * attempt))
             else:
-                if assignment["epoch"] == epoch:
-                    resume[partition] = points
+                log.info("p%d: committed %d record(s); input offsets %s", partition, len(records), offsets)
+                # Exactly what the log accounts for now, whatever was read meanwhile: nobody else committed
+                # since this worker's claim, or the commit would have been refused.
+                resume[partition] = points
                 return
         raise LogError(f"p{partition}: no transaction of this batch was accepted in 60 attempts; restarting")
 
@@ -482,26 +492,52 @@ def create_app(
         for fut in dead:
             await fut  # on the log before the checkpoint that passes them
         for partition in sorted(reach):
-            batch_events = sorted(by_partition.get(partition, []), key=lambda p: p.offset)
+            own = sorted(by_partition.get(partition, []), key=lambda p: p.offset)
             first = min(e.message.offset for e in events if e.message.partition == partition)
-            if first > done[partition]:
-                # The store is behind the consumer group (a rebuilt view was switched to, or the
-                # store was replaced): the store is the truth about progress, so fill the gap.
-                batch_events = await _gap(partition, done[partition], first) + batch_events
             if committed_ends is not None:  # past the transaction's marker when nothing committed follows
                 reach[partition] = await committed_ends.resume_at(topic, partition, reach[partition])
-            try:
-                await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
-                await rebuild_after_forgets(reader(), projector(), settings, partition, batch_events)
-            except StoreFenced as exc:
-                # This worker lost the partition (a rebalance while it was busy or paused): its commit was
-                # refused and the new owner folds the batch. Reopening the shard later claims it anew.
-                log.warning("gave up a batch of p%d: %s", partition, exc)
-                projector().forget_cache()
-                projector().store.release([partition])
-                continue
-            positions.handled(topic, partition, reach[partition] - 1)
+            if await _fold(partition, own, first, done[partition], reach[partition]):
+                positions.handled(topic, partition, reach[partition] - 1)
         counts["folded"] += len(events)
+
+    async def _fold(partition: int, own: list[Positioned], first: int, done: int, reach: int) -> bool:
+        """Fold a partition's batch into its shard; False when the shard is lost to another writer.
+
+        A commit refused while no other writer claimed the shard (Lance gave up on a table a
+        fenced writer wrote to at the same moment) is this worker's still: the shard is claimed
+        anew (which rolls back the foreign versions) and the batch folded again now, at most
+        ``REFOLDS`` times, instead of when the partition's next batch arrives.
+        """
+        topic = settings.topic("analyses")
+        for attempt in range(REFOLDS + 1):
+            batch_events = own
+            if first > done:
+                # The store is behind the consumer group (a rebuilt view was switched to, the store was
+                # replaced, or a refused commit): the store is the truth about progress, so fill the gap.
+                batch_events = await _gap(partition, done, first) + own
+            try:
+                await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach)
+                await rebuild_after_forgets(reader(), projector(), settings, partition, batch_events)
+                return True
+            except StoreFenced as exc:
+                ours = await asyncio.to_thread(projector().store.owns, partition)
+                projector().forget_cache()
+                projector().store.release([partition])  # reopening the shard claims it anew
+                if not ours or attempt == REFOLDS:
+                    # This worker lost the partition (a rebalance while it was busy or paused): its commit was
+                    # refused and the new owner folds the batch.
+                    log.warning("gave up a batch of p%d: %s", partition, exc)
+                    return False
+                log.warning(
+                    "p%d: commit refused while this worker still owns the shard (%s); claiming it anew and "
+                    "folding the batch again (attempt %d of %d)",
+                    partition,
+                    exc,
+                    attempt + 1,
+                    REFOLDS,
+                )
+                done = (await asyncio.to_thread(projector().store.checkpoint, partition)).get(topic, 0)
+        return False
 
     # partition -> how far the analyses topic is dead-lettered (read from the dead-letter topic once per assignment)
     dead_letters: dict[int, int] = {}
@@ -547,7 +583,7 @@ def create_app(
     async def start_of(topic: str, partition: int) -> int:
         if topic == settings.topic("analyses"):
             return int((await asyncio.to_thread(projector().store.checkpoint, partition)).get(topic, 0))
-        return (await accounted(partition)).get(topic, 0)
+        return (await accounted(partition, claim=False)).get(topic, 0)
 
     @app.timer(settings.metrics_interval_s, name="consumer-lag")  # type: ignore[untyped-decorator]
     async def consumer_lag() -> None:
