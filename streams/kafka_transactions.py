@@ -97,6 +97,7 @@ class PartitionTransactions:
             if producer is not None:
                 with contextlib.suppress(Exception):
                     await producer.stop()
+                _retrieve_failure(producer)
 
     async def stop(self) -> None:
         """Stop every producer."""
@@ -149,6 +150,13 @@ class PartitionTransactions:
             raise
 
 
+def _retrieve_failure(producer: AIOKafkaProducer) -> None:
+    """Mark a fenced producer's last transaction outcome as seen (aiokafka keeps it in a future nobody awaits)."""
+    waiter = getattr(getattr(producer, "_txn_manager", None), "_transaction_waiter", None)
+    if isinstance(waiter, asyncio.Future) and waiter.done() and not waiter.cancelled():
+        waiter.exception()
+
+
 class CommittedEnds:
     """Where a ``read_committed`` reader of a partition may resume: past markers and aborted records."""
 
@@ -178,11 +186,12 @@ class CommittedEnds:
             self._consumer = consumer
         return self._consumer
 
-    async def resume_at(self, topic: str, partition: int, start: int, wait_s: float = 1.0) -> int:
+    async def resume_at(self, topic: str, partition: int, start: int, wait_s: float | None = None) -> int:
         """``start``, or the partition's end offset when no committed record lies in ``[start, end)``.
 
         ``start`` is the offset after the last record the caller handled. When records it has not
-        seen yet are committed there (or the answer does not come within ``wait_s``), ``start``.
+        seen yet are committed there (or the answer does not come within ``wait_s``, default the
+        Kafka timeout: the answer comes as soon as the broker's fetch does), ``start``.
         """
         async with self._lock:
             try:
@@ -193,7 +202,7 @@ class CommittedEnds:
                     return start
                 consumer.assign([tp])
                 consumer.seek(tp, start)
-                deadline = time.monotonic() + wait_s
+                deadline = time.monotonic() + (self._settings.kafka_timeout_s if wait_s is None else wait_s)
                 while time.monotonic() < deadline:
                     if (await consumer.getmany(tp, timeout_ms=20)).get(tp):
                         return start  # a committed record: the caller is going to receive it
