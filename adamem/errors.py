@@ -7,7 +7,8 @@
     │   └── DecodeError         bytes that are not a valid event
     ├── InputError              a message batch that fails validation (nothing is published)
     ├── LogError                the event log (embedded files or Kafka) cannot do what was asked
-    │   └── BrokerUnavailable   no Kafka broker answers at the bootstrap address
+    │   ├── BrokerUnavailable   no Kafka broker answers at the bootstrap address
+    │   └── LogFenced           a newer worker owns a partition's transactions; this one may no longer publish
     ├── StoreError              a projection store cannot do what was asked
     │   └── StoreFenced         a newer writer owns the shard; this one may no longer commit to it
     ├── NotFound                a log, store, file, item or message that was named does not exist
@@ -29,6 +30,7 @@ __all__ = [
     "DecodeError",
     "InputError",
     "LogError",
+    "LogFenced",
     "MalformedModelAnswer",
     "ModelError",
     "ModelUnavailable",
@@ -79,6 +81,15 @@ class LogError(AdaMemError):
 
 class BrokerUnavailable(LogError):
     """No Kafka broker could be reached."""
+
+
+class LogFenced(LogError):
+    """A newer worker claimed the partition's transactional producer: this worker's transaction was refused.
+
+    The worker lost the partition (a rebalance, or it was paused past its session timeout);
+    nothing of the refused transaction is visible to readers (``read_committed``), and the new
+    owner analyses those messages.
+    """
 
 
 class StoreError(AdaMemError):

@@ -76,6 +76,11 @@ class Settings:
         "ADAMEM_METRICS_INTERVAL", 5.0, "Seconds between a worker's consumer-lag measurements."
     )
     worker_batch: int = _env("ADAMEM_WORKER_BATCH", 256, "Messages per micro-batch in the worker's analyze agent.")
+    worker_transactions: bool = _env(
+        "ADAMEM_WORKER_TRANSACTIONS",
+        True,
+        "The worker commits each partition's analyses with its input offsets in one Kafka transaction.",
+    )
     progress: bool = _env(
         "ADAMEM_PROGRESS", True, "Show progress (bars, status lines) on stderr; --quiet turns it off."
     )

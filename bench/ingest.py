@@ -12,6 +12,10 @@ One run, on fresh topics (a new topic prefix), measures three rates on the same 
 
 It prints the rates and the ratios (target: end to end ≥ 50 % of the embedder alone) and the
 worker's resident memory. Topics of the run are deleted at the end unless ``--keep-topics``.
+
+``--transactions both`` runs the end-to-end step twice, on fresh topics each, with the worker's
+Kafka transactions off and then on (``ADAMEM_WORKER_TRANSACTIONS``), and prints what they cost:
+messages per second and the worker's CPU seconds (from ``/proc/<pid>/stat``) of the timed phase.
 """
 
 from __future__ import annotations
@@ -166,6 +170,15 @@ class Progress:
             await asyncio.sleep(0.25)
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) a live process has used so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def end_to_end(
     bootstrap: str,
     settings: Settings,
@@ -173,8 +186,12 @@ async def end_to_end(
     warmup: ChatMessage,
     work: Path,
     timeout_s: float,
+    transactions: bool | None = None,
 ) -> dict[str, Any]:
-    """Start a worker, warm it up, publish the messages, time until everything is analysed and projected."""
+    """Start a worker, warm it up, publish the messages, time until everything is analysed and projected.
+
+    ``transactions``: the worker's ``ADAMEM_WORKER_TRANSACTIONS`` (None: as in this environment).
+    """
     store = work / "store"
     env = {
         **os.environ,
@@ -183,6 +200,8 @@ async def end_to_end(
         "ADAMEM_PARTITIONS": str(settings.partitions),
         "ADAMEM_STORE": str(store),
     }
+    if transactions is not None:
+        env["ADAMEM_WORKER_TRANSACTIONS"] = "true" if transactions else "false"
     log = KafkaLog(bootstrap, settings)
     await log.start()  # creates the topics with the project's settings
     # The worker puts Faust's data folder in the store folder and does not create its parents (reported).
@@ -205,15 +224,19 @@ async def end_to_end(
             await publish_messages(log, [warmup], settings)
             await progress.wait(1, timeout_s, proc, peak)
             out["startup_s"] = round(time.perf_counter() - t, 2)
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), _cpu_s(proc.pid)
             await publish_messages(log, messages, settings)
             out["publish_s"] = round(time.perf_counter() - t0, 2)
             await progress.wait(1 + len(messages), timeout_s, proc, peak)
-            seconds = time.perf_counter() - t0
+            seconds, cpu = time.perf_counter() - t0, _cpu_s(proc.pid) - cpu0
             dead = sum((await progress.ends(settings.topic("deadletter"))).values())
         out.update(
+            transactions=transactions,
             seconds=round(seconds, 2),
             msg_per_s=round(len(messages) / seconds, 2),
+            worker_cpu_s=round(cpu, 2),
+            msg_per_worker_cpu_s=round(len(messages) / cpu, 2) if cpu > 0 else None,
+            loadavg_after=list(os.getloadavg()),
             dead_lettered=dead,
             worker_rss_peak_mb=peak.get("vmhwm_mb"),
             worker_rss_end_mb=tree_memory(proc.pid).get("vmrss_mb"),
@@ -238,8 +261,9 @@ def run(
     data: str | Path = DEFAULT_LOCOMO,
     keep_topics: bool = False,
     timeout_s: float = 1800,
+    transactions: str = "env",
 ) -> dict[str, Any]:
-    """The three rates and their ratios."""
+    """The three rates and their ratios; ``transactions`` ``both`` adds the end to end without them."""
     if not log_url.startswith("kafka://"):
         raise SystemExit(f"--log must be kafka://host:port (the worker needs a real broker), not {log_url!r}")
     work = Path(tempfile.mkdtemp(prefix="adamem-bench-ingest-"))
@@ -262,8 +286,23 @@ def run(
         result["raw_kafka"] = asyncio.run(raw_kafka(bootstrap, settings.topic("raw"), settings.partitions, payloads))
         print("embedder alone …", file=sys.stderr, flush=True)
         result["embedder"] = embedder_alone(settings, [embedding_text(m) for m in messages])
+        if transactions == "both":
+            # Without first, on topics of its own (the same messages, a fresh prefix and store).
+            plain = run_topics(log_url, str(work / "plain" / "store"))
+            (work / "plain").mkdir()
+            print("end to end through the worker, without transactions …", file=sys.stderr, flush=True)
+            try:
+                result["end_to_end_without_transactions"] = asyncio.run(
+                    end_to_end(bootstrap, plain, messages, warmup, work / "plain", timeout_s, transactions=False)
+                )
+            finally:
+                if not keep_topics:
+                    drop_run_topics(plain)
+        on = {"both": True, "on": True, "off": False}.get(transactions)
         print("end to end through the worker …", file=sys.stderr, flush=True)
-        result["end_to_end"] = asyncio.run(end_to_end(bootstrap, settings, messages, warmup, work, timeout_s))
+        result["end_to_end"] = asyncio.run(
+            end_to_end(bootstrap, settings, messages, warmup, work, timeout_s, transactions=on)
+        )
         print("embedder alone, again …", file=sys.stderr, flush=True)
         # The machine is shared: the embedder is timed before and after the end-to-end run, and the
         # ratio uses the faster of the two (the conservative choice).
@@ -279,6 +318,13 @@ def run(
     result["ratio_to_raw_kafka"] = round(e2e / result["raw_kafka"]["msg_per_s"], 4)
     result["target_share_of_embedder"] = TARGET_SHARE
     result["met"] = result["ratio_to_embedder"] >= TARGET_SHARE
+    if "end_to_end_without_transactions" in result:
+        without = result["end_to_end_without_transactions"]
+        result["transactions_cost"] = {
+            "msg_per_s_ratio": round(e2e / without["msg_per_s"], 3),
+            "cpu_per_msg_ms_with": round(1000 * result["end_to_end"]["worker_cpu_s"] / n, 2),
+            "cpu_per_msg_ms_without": round(1000 * without["worker_cpu_s"] / n, 2),
+        }
     return result
 
 
@@ -315,8 +361,29 @@ def print_report(r: dict[str, Any]) -> None:
                 r["end_to_end"]["msg_per_s"],
                 r["ratio_to_embedder"],
             ],
+            *(
+                [
+                    [
+                        "end to end, worker transactions off",
+                        r["messages"],
+                        r["end_to_end_without_transactions"]["seconds"],
+                        r["end_to_end_without_transactions"]["msg_per_s"],
+                        None,
+                    ]
+                ]
+                if "end_to_end_without_transactions" in r
+                else []
+            ),
         ],
     )
+    if "transactions_cost" in r:
+        cost, on, off = r["transactions_cost"], r["end_to_end"], r["end_to_end_without_transactions"]
+        print(
+            f"worker transactions: {on['msg_per_s']} msg/s with, {off['msg_per_s']} without "
+            f"(×{cost['msg_per_s_ratio']}); worker CPU {on['worker_cpu_s']} s with, {off['worker_cpu_s']} s "
+            f"without ({cost['cpu_per_msg_ms_with']} vs {cost['cpu_per_msg_ms_without']} ms per message; "
+            f"{on['msg_per_worker_cpu_s']} vs {off['msg_per_worker_cpu_s']} msg per worker CPU-second)"
+        )
     print(
         f"end to end = {100 * r['ratio_to_embedder']:.0f} % of the faster embedder-alone run (target ≥ 50 %: "
         f"{'met' if r['met'] else 'MISSED'}), {100 * r['ratio_to_raw_kafka']:.2f} % of raw Kafka; "
@@ -333,6 +400,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=str(DEFAULT_LOCOMO), help="LoCoMo-format file the turns come from")
     p.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the worker")
     p.add_argument("--keep-topics", action="store_true", help="do not delete the run's topics")
+    p.add_argument(
+        "--transactions",
+        choices=("env", "on", "off", "both"),
+        default="env",
+        help="the worker's Kafka transactions: as ADAMEM_WORKER_TRANSACTIONS says, on, off, or both (off, then on)",
+    )
     p.add_argument("--json", dest="out", help="result file (default bench/results/ingest.json)")
 
 
@@ -349,6 +422,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
             data=args.data,
             keep_topics=args.keep_topics,
             timeout_s=args.timeout,
+            transactions=args.transactions,
         ),
         print_report,
     )

@@ -7,9 +7,15 @@ call the same functions the in-process pipeline uses, and hand the results on.
 
 * ``analyze`` reads ``messages`` and ``control`` and writes ``MessageAnalyzed`` events (and the
   forwarded control events) to ``analyses``, on the same partition: one ordered stream per owner.
+  With ``worker_transactions`` (the default) each partition's part of a batch — its analyses, its
+  dead letters and the consumer offsets of its input records — is one Kafka transaction of that
+  partition's transactional producer (``kafka_transactions``): a worker that lost the partition
+  (paused, or busy past a rebalance) is fenced and cannot publish, so no message is analysed twice.
 * ``project`` reads ``analyses`` and folds each partition's batch into the LanceDB shard of that
   partition, which records the offsets with the rows; events below the shard's checkpoint are
   skipped, so redelivery after a crash or rebalance changes nothing.
+
+Both agents read ``read_committed``: aborted transactions never reach a projection.
 """
 
 from __future__ import annotations
@@ -20,14 +26,15 @@ import os
 import signal
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import faust
+from faust.transport.drivers import aiokafka as faust_kafka
 
 from adamem import metrics
 from adamem.analysis.agent import MemoryAgent
-from adamem.errors import AdaMemError, StoreFenced
+from adamem.errors import AdaMemError, LogError, LogFenced, StoreFenced
 from adamem.events import ChatMessage, MemoryForgotten, MessageAnalyzed
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
@@ -54,10 +61,52 @@ __all__ = ["create_app"]
 
 log = logging.getLogger("adamem.worker")
 
+REFOLDS = 3
+"""How many times the project agent folds a batch again after a refused commit to a shard it still owns."""
+
 
 def _source(event: Any) -> bytes:
     m = event.message
     return f"{m.topic}:{m.partition}:{m.offset}".encode()
+
+
+class _CommittedReadsThread(faust_kafka.AIOKafkaConsumerThread):
+    """Faust's Kafka consumer, reading ``read_committed``.
+
+    Faust reads committed records only in its own ``processing_guarantee="exactly_once"`` mode,
+    which the worker does not use (faust-streaming 0.15: it sends a topic's records in the
+    transaction of that topic's agent group, not of the input, and logs failed commits instead of
+    raising; issues faust-streaming/faust#323, #517). The worker's own transactions need readers
+    that skip aborted records.
+    """
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        consumer._isolation_level = "read_committed"  # aiokafka reads it when the consumer starts
+        return consumer
+
+
+class _CommittedReadsConsumer(faust_kafka.Consumer):
+    def _new_consumer_thread(self) -> Any:
+        return _CommittedReadsThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class _CommittedReadsTransport(faust_kafka.Transport):
+    Consumer = _CommittedReadsConsumer
+
+
+class _App(faust.App):
+    """The worker's ``faust.App``: its consumer reads ``read_committed``; ``adamem_on_stop`` run when it stops."""
+
+    adamem_on_stop: list[Callable[[], Awaitable[None]]]
+
+    def _new_transport(self) -> Any:
+        return _CommittedReadsTransport(self.conf.broker_consumer, self)
+
+    async def on_stop(self) -> None:
+        await super().on_stop()
+        for stop in getattr(self, "adamem_on_stop", []):
+            await stop()
 
 
 def _datadir(settings: Settings) -> str:
@@ -95,7 +144,7 @@ def create_app(
     # One consumer group per analysis generation: after a switch to a reanalysis the worker starts
     # the new generation's group at the beginning and skips what is already analysed (below).
     group = f"{settings.topic_prefix}-worker" + ("" if settings.generation == "g1" else f"-{settings.generation}")
-    app = faust.App(
+    app = _App(
         group,
         broker=f"kafka://{bootstrap}",
         store="memory://",
@@ -130,8 +179,8 @@ def create_app(
             made["projector"].store.bind(settings.partitions)
         return made["projector"]  # type: ignore[no-any-return]
 
-    async def to_deadletter(event: Any, error: str, points: dict[str, int], of: str = "") -> Any:
-        """Send an event to the dead-letter topic, on the partition it arrived on; returns the send's future.
+    def dead_headers(event: Any, error: str, points: dict[str, int], of: str = "") -> list[tuple[str, bytes]]:
+        """The headers of an event's dead letter (and its log line and metric).
 
         ``points`` (how far its input topics are handled with it) go in its ``adamem-resume`` header,
         ``of`` (the analyses topic whose progress that is, for the analyze agent) in ``adamem-for``.
@@ -142,6 +191,11 @@ def create_app(
         headers.append((RESUME_HEADER, resume_header(points)))
         if of:
             headers.append((FOR_HEADER, of.encode()))
+        return headers
+
+    async def to_deadletter(event: Any, error: str, points: dict[str, int], of: str = "") -> Any:
+        """Send an event to the dead-letter topic, on the partition it arrived on; returns the send's future."""
+        headers = dead_headers(event, error, points, of)
         return await deadletter.send(
             key=event.message.key, value=event.message.value, partition=event.message.partition, headers=headers
         )
@@ -159,6 +213,14 @@ def create_app(
         return KafkaLog(bootstrap, settings)
 
     rings: dict[str, KeyRingLike] = {}
+    txns = None  # the transactional producers of the analyze step, one per input partition
+    committed_ends = None  # where the project agent may record its position past transaction markers
+    if settings.worker_transactions and log_reader is None:
+        from adamem.streams.kafka_transactions import CommittedEnds, PartitionTransactions
+
+        txns = PartitionTransactions(bootstrap, settings, group)
+        committed_ends = CommittedEnds(bootstrap, settings)
+        app.adamem_on_stop = [txns.stop, committed_ends.stop]
 
     def keyring() -> KeyRingLike:
         """The keystore of the log (crypto-shredding): messages are opened and analyses sealed with it."""
@@ -185,8 +247,20 @@ def create_app(
             else:
                 os.kill(os.getpid(), signal.SIGTERM)  # a graceful stop; run_worker starts again
 
-    async def accounted(partition: int) -> dict[str, int]:
-        """How far the analyses topic accounts for both input topics of a partition (``resume``)."""
+    async def accounted(partition: int, *, claim: bool = True) -> dict[str, int]:
+        """How far the analyses topic accounts for both input topics of a partition (``resume``).
+
+        With transactions, the partition's producer is claimed first: whatever an older owner had
+        open is then finished, and what it publishes later is refused, so the tail read next is final
+        until this worker is fenced. Without ``claim`` (the lag metric) nothing is claimed, and the
+        tail read is not kept.
+        """
+        if txns is not None and not txns.holds(partition):
+            resume.pop(partition, None)
+            if not claim:
+                found = await resume_points(reader(), settings, partition)
+                return {t: found.get(t, 0) for t in (settings.topic("messages"), settings.topic("control"))}
+            await txns.claim([partition])
         if partition not in resume:
             found = await resume_points(reader(), settings, partition)
             resume[partition] = {t: found.get(t, 0) for t in (settings.topic("messages"), settings.topic("control"))}
@@ -244,6 +318,13 @@ def create_app(
         metrics.EVENTS_ANALYSED.inc(len(messages))
         metrics.EVENTS_FORWARDED.inc(sum(1 for _, d in handled if not isinstance(d, (str, ChatMessage))))
         paired = [(e, d, next(results) if isinstance(d, ChatMessage) and not d.shredded else None) for e, d in handled]
+        if txns is not None:
+            for p in sorted(trackers):
+                await _publish(p, [x for x in paired if x[0].message.partition == p], events)
+            counts["analyzed"] += len(todo)
+            for event in events:
+                positions.handled(event.message.topic, event.message.partition, event.message.offset)
+            return
         paired = await _analysed_meanwhile(paired, fresh, trackers)
         sends: list[Any] = []
         sending_to = None
@@ -285,6 +366,69 @@ def create_app(
                 resume[p] = tracker.points()
         for event in events:
             positions.handled(event.message.topic, event.message.partition, event.message.offset)
+
+    def _outgoing(
+        items: list[tuple[Any, Handled, MessageAnalyzed | None]], points: dict[str, int]
+    ) -> tuple[list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]], dict[str, int]]:
+        """A partition's records to publish, for the items not accounted for by ``points``; the points after them."""
+        todo = [x for x in items if x[0].message.offset >= points.get(x[0].message.topic, 0)]
+        tracker = ResumeTracker(points, [(e.message.topic, e.message.offset) for e, _, _ in todo])
+        out: list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]] = []
+        for event, decoded, result in todo:
+            m = event.message
+            tracker.handled(m.topic, m.offset)
+            now = tracker.points()
+            if isinstance(decoded, ChatMessage) and decoded.shredded:
+                log.warning(
+                    "message %s of %s has no key in %s: not analysed", decoded.event_id, decoded.owner_id, keyring()
+                )
+                continue
+            if isinstance(decoded, str):
+                headers = dead_headers(event, decoded, now, settings.topic("analyses"))
+                out.append((settings.topic("deadletter"), m.key or b"", m.value or b"", headers))
+                continue
+            if isinstance(decoded, MemoryForgotten):
+                destroy_keys(keyring(), decoded)  # before it is forwarded: no replay can read what it names
+            value = encode_event(result, keyring()) if result is not None else reframe(m.value)
+            headers = [(SOURCE_HEADER, _source(event)), (RESUME_HEADER, resume_header(now))]
+            out.append((settings.topic("analyses"), decoded.user_id.encode("utf-8"), value, headers))
+        keyring().flush()  # the keys of what is sent are durable first
+        return out, tracker.points()
+
+    async def _publish(
+        partition: int, items: list[tuple[Any, Handled, MessageAnalyzed | None]], events: Sequence[Any]
+    ) -> None:
+        """Publish a partition's part of a batch in one transaction, with the consumer offsets of its inputs.
+
+        Refused (another worker claimed the partition, or the broker failed): the partition is
+        claimed again, its tail read again, and only what is still not accounted for is published,
+        until this worker no longer holds the partition (its new owner analyses the rest).
+        """
+        assert txns is not None
+        offsets: dict[str, int] = {}
+        for event in events:
+            m = event.message
+            if m.partition == partition:
+                offsets[m.topic] = max(offsets.get(m.topic, 0), m.offset + 1)
+        for attempt in range(1, 61):
+            if partition not in held:
+                log.warning("p%d was revoked: its new owner analyses %d record(s) of this batch", partition, len(items))
+                return
+            try:
+                records, points = _outgoing(items, await accounted(partition))
+                await txns.commit(partition, records, offsets)
+            except LogFenced as exc:
+                log.warning("p%d: transaction refused (attempt %d): %s", partition, attempt, exc)
+            except LogError as exc:
+                log.warning("p%d: transaction failed (attempt %d): %s", partition, attempt, exc)
+                await asyncio.sleep(min(5.0, 0.2 * attempt))
+            else:
+                log.info("p%d: committed %d record(s); input offsets %s", partition, len(records), offsets)
+                # Exactly what the log accounts for now, whatever was read meanwhile: nobody else committed
+                # since this worker's claim, or the commit would have been refused.
+                resume[partition] = points
+                return
+        raise LogError(f"p{partition}: no transaction of this batch was accepted in 60 attempts; restarting")
 
     async def _analysed_meanwhile(
         paired: list[tuple[Any, Handled, MessageAnalyzed | None]], fresh: set[int], trackers: dict[int, ResumeTracker]
@@ -348,24 +492,52 @@ def create_app(
         for fut in dead:
             await fut  # on the log before the checkpoint that passes them
         for partition in sorted(reach):
-            batch_events = sorted(by_partition.get(partition, []), key=lambda p: p.offset)
+            own = sorted(by_partition.get(partition, []), key=lambda p: p.offset)
             first = min(e.message.offset for e in events if e.message.partition == partition)
-            if first > done[partition]:
-                # The store is behind the consumer group (a rebuilt view was switched to, or the
-                # store was replaced): the store is the truth about progress, so fill the gap.
-                batch_events = await _gap(partition, done[partition], first) + batch_events
-            try:
-                await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach[partition])
-                await rebuild_after_forgets(reader(), projector(), settings, partition, batch_events)
-            except StoreFenced as exc:
-                # This worker lost the partition (a rebalance while it was busy or paused): its commit was
-                # refused and the new owner folds the batch. Reopening the shard later claims it anew.
-                log.warning("gave up a batch of p%d: %s", partition, exc)
-                projector().forget_cache()
-                projector().store.release([partition])
-                continue
-            positions.handled(topic, partition, reach[partition] - 1)
+            if committed_ends is not None:  # past the transaction's marker when nothing committed follows
+                reach[partition] = await committed_ends.resume_at(topic, partition, reach[partition])
+            if await _fold(partition, own, first, done[partition], reach[partition]):
+                positions.handled(topic, partition, reach[partition] - 1)
         counts["folded"] += len(events)
+
+    async def _fold(partition: int, own: list[Positioned], first: int, done: int, reach: int) -> bool:
+        """Fold a partition's batch into its shard; False when the shard is lost to another writer.
+
+        A commit refused while no other writer claimed the shard (Lance gave up on a table a
+        fenced writer wrote to at the same moment) is this worker's still: the shard is claimed
+        anew (which rolls back the foreign versions) and the batch folded again now, at most
+        ``REFOLDS`` times, instead of when the partition's next batch arrives.
+        """
+        topic = settings.topic("analyses")
+        for attempt in range(REFOLDS + 1):
+            batch_events = own
+            if first > done:
+                # The store is behind the consumer group (a rebuilt view was switched to, the store was
+                # replaced, or a refused commit): the store is the truth about progress, so fill the gap.
+                batch_events = await _gap(partition, done, first) + own
+            try:
+                await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach)
+                await rebuild_after_forgets(reader(), projector(), settings, partition, batch_events)
+                return True
+            except StoreFenced as exc:
+                ours = await asyncio.to_thread(projector().store.owns, partition)
+                projector().forget_cache()
+                projector().store.release([partition])  # reopening the shard claims it anew
+                if not ours or attempt == REFOLDS:
+                    # This worker lost the partition (a rebalance while it was busy or paused): its commit was
+                    # refused and the new owner folds the batch.
+                    log.warning("gave up a batch of p%d: %s", partition, exc)
+                    return False
+                log.warning(
+                    "p%d: commit refused while this worker still owns the shard (%s); claiming it anew and "
+                    "folding the batch again (attempt %d of %d)",
+                    partition,
+                    exc,
+                    attempt + 1,
+                    REFOLDS,
+                )
+                done = (await asyncio.to_thread(projector().store.checkpoint, partition)).get(topic, 0)
+        return False
 
     # partition -> how far the analyses topic is dead-lettered (read from the dead-letter topic once per assignment)
     dead_letters: dict[int, int] = {}
@@ -397,6 +569,8 @@ def create_app(
 
     async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
         held.difference_update(tp.partition for tp in revoked)
+        if txns is not None:
+            await txns.release(sorted({tp.partition for tp in revoked if tp.topic == settings.topic("messages")}))
         resume.clear()  # another worker may analyse these partitions now
         dead_letters.clear()
         assignment["epoch"] += 1
@@ -409,7 +583,7 @@ def create_app(
     async def start_of(topic: str, partition: int) -> int:
         if topic == settings.topic("analyses"):
             return int((await asyncio.to_thread(projector().store.checkpoint, partition)).get(topic, 0))
-        return (await accounted(partition)).get(topic, 0)
+        return (await accounted(partition, claim=False)).get(topic, 0)
 
     @app.timer(settings.metrics_interval_s, name="consumer-lag")  # type: ignore[untyped-decorator]
     async def consumer_lag() -> None:

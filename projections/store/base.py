@@ -161,6 +161,9 @@ class MemoryStore(Protocol):
     def release(self, partitions: Sequence[int]) -> None:
         """Forget cached handles of shards this process no longer (or newly) owns; the next use reopens them."""
 
+    def owns(self, partition: int) -> bool:
+        """Writers: True while no other writer claimed the shard since this one did (after a refused commit)."""
+
     def close(self) -> None:
         """Release resources."""
 

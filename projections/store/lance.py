@@ -965,6 +965,22 @@ class LanceStore:
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits
 
+    def owns(self, partition: int) -> bool:
+        """Writers: True while the shard's checkpoint still carries this writer's claim (no newer writer since).
+
+        A commit refused as ``StoreFenced`` while this holds was refused because another writer
+        wrote a table at the same moment (a fenced one, late), not because the shard moved.
+        """
+        shard = self._shards.get(partition)
+        if shard is None or not shard.writer or not shard.epoch:
+            return False
+        table = shard.get(CHECKPOINTS)
+        if table is None:
+            return False
+        table.checkout_latest()
+        rows = table.to_arrow().to_pylist()
+        return bool(rows) and int(rows[0].get("epoch") or 0) == shard.epoch and rows[0].get("writer") == _writer_name()
+
     def release(self, partitions: Sequence[int]) -> None:
         """Drop the handles of these shards; reopening a shard as writer recovers it to its checkpoint."""
         for p in partitions:

@@ -145,5 +145,9 @@ class InMemoryStore:
     def release(self, partitions: Sequence[int]) -> None:
         """Nothing is cached outside the shards themselves."""
 
+    def owns(self, partition: int) -> bool:
+        """One process, one writer: nothing else claims its shards."""
+        return True
+
     def close(self) -> None:
         """Nothing to release."""

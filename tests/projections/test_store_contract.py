@@ -597,9 +597,11 @@ def test_lancedb_a_writer_that_lost_its_shard_cannot_commit_to_it(lance_root: st
     old.bind(1)
     old.commit(0, [Upsert("messages", message("default:alice", "m1", "first", (1.0, 0.0, 0.0)))], {"analyses": 1})
     old_epoch = _checkpoint_row(root)["epoch"]
+    assert old.owns(0)
     new = open_store(root)  # the partition moved: the new owner opens (claims) the shard
     assert new.checkpoint(0) == {"analyses": 1}
     assert _checkpoint_row(root)["epoch"] == old_epoch + 1
+    assert new.owns(0) and not old.owns(0)  # a refused commit of the old writer is a lost claim: not folded again
     with pytest.raises(StoreFenced, match="may no longer commit"):
         old.commit(0, [Upsert("messages", message("default:alice", "m2", "stale", (0.0, 1.0, 0.0)))], {"analyses": 2})
     new.commit(0, [Upsert("messages", message("default:alice", "m2", "owner", (0.0, 1.0, 0.0)))], {"analyses": 2})

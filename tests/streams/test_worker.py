@@ -260,6 +260,47 @@ async def test_project_agent_folds_into_the_store(settings: Settings, tmp_path: 
     assert store.rows("persona", "default:alice")
 
 
+async def test_project_agent_folds_again_a_batch_refused_while_it_still_owns_the_shard(
+    settings: Settings, tmp_path: Path, faust_apps: list[Any], monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """Lance's "too many concurrent writers" (a fenced writer's late table write) refuses the owner's
+    commit; the owner claims the shard anew and folds the batch at once, without waiting for traffic."""
+    from adamem.projections.store import lance
+
+    store = open_store(str(tmp_path / "store"))
+    settings = Settings(topic_prefix=settings.topic_prefix, partitions=1, worker_transactions=False)
+    app = create_app(settings, "127.0.0.1:1", agent, lambda: Projector(store), within_s=0.1)
+    app.finalize()
+    faust_apps.append(app)
+    analyses = agent().analyze(load_messages(SAMPLE, settings))
+    real_commit = lance._Shard.commit
+    refused: list[int] = []
+
+    def commit_refused_once(shard: Any, *args: Any, **kwargs: Any) -> Any:
+        if not refused:
+            refused.append(shard.epoch)
+            raise RuntimeError("Retryable commit conflict: Too many concurrent writers")
+        return real_commit(shard, *args, **kwargs)
+
+    monkeypatch.setattr(lance._Shard, "commit", commit_refused_once)
+    topic = settings.topic("analyses")
+    async with app.adamem_agents["project"].test_context() as p:  # type: ignore[attr-defined]
+        for a in analyses:  # one batch, and no traffic after it
+            await p.put(encode_event(a), key=a.user_id.encode(), partition=0)
+        for _ in range(100):
+            if store.checkpoint(0).get(topic) == len(analyses):
+                break
+            await asyncio.sleep(0.1)
+    assert refused, "the commit was never refused"
+    assert store.checkpoint(0).get(topic) == len(analyses)  # folded again at once
+    reader = LanceStore(str(tmp_path / "store"), read_only=True)
+    shard = reader._shard(0, create=False)
+    assert shard is not None and int((shard.checkpoint_row() or {})["epoch"]) == refused[0] + 1  # claimed anew
+    assert len(store.rows("messages", "default:alice")) == 19
+    assert any("folding the batch again" in r.getMessage() for r in caplog.records)
+    assert not any("gave up a batch" in r.getMessage() for r in caplog.records)
+
+
 # ---- the real worker process against the real broker ------------------------------------------
 
 
