@@ -195,6 +195,19 @@ def _warm_up(base: str, workers: int) -> dict[str, Any]:
     return {"rounds": rounds, "slowest_ms": slowest}
 
 
+def _when_idle(pid: int, timeout_s: float = 120.0) -> float:
+    """The service's CPU seconds once it has stopped computing (answers to requests still in flight)."""
+    deadline = time.monotonic() + timeout_s
+    before = tree_cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = tree_cpu_seconds(pid)
+        if now - before < 0.02:  # less than 4 % of a core over half a second: idle
+            return now
+        before = now
+    return before
+
+
 def _phase(proc: subprocess.Popen[bytes], base: str, requests: Sequence[Request], clients: int) -> dict[str, Any]:
     """One pass of every request, ``clients`` at a time; latency, QPS and CPU per question."""
     with LoadSampler(every_s=1.0) as load:
@@ -203,10 +216,11 @@ def _phase(proc: subprocess.Popen[bytes], base: str, requests: Sequence[Request]
         t0 = time.perf_counter()
         out = run_load(base, requests, connections=clients)
         wall = time.perf_counter() - t0
-        time.sleep(0.5)  # answers still being computed when the load generator stopped
         own1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        server = tree_cpu_seconds(proc.pid) - server0
-    n = max(1, int(out.get("n") or len(requests)))
+        server = _when_idle(proc.pid) - server0
+    # wrk counts the answers it waited for; the few still in flight when it stopped were asked and
+    # answered too (every request is sent exactly once), so the CPU is shared by every request
+    n = len(requests)
     client = (own1.ru_utime + own1.ru_stime) - (own0.ru_utime + own0.ru_stime)
     if out.get("tool") == "httpx":  # the generator ran in this process: its CPU time is ours
         client = float("nan")
