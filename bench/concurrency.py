@@ -48,7 +48,7 @@ from adamem.bench.common import (
 from adamem.bench.latency import ensure_store
 from adamem.bench.loadgen import Request, run_load
 
-__all__ = ["Config", "add_arguments", "execute", "main", "parse_config", "run", "tree_cpu_seconds"]
+__all__ = ["Config", "add_arguments", "execute", "main", "markdown", "parse_config", "run", "tree_cpu_seconds"]
 
 TARGET = {"clients": 8, "phase": "cold", "p95_ms": 100.0}
 OWNER = "one-0000"
@@ -333,6 +333,25 @@ def print_report(result: dict[str, Any]) -> None:
             print(f"{r['config']}: cold p95 at 8 clients {p95} ms (target ≤ {TARGET['p95_ms']} ms: {verdict})")
 
 
+def markdown(doc: dict[str, Any]) -> str:
+    """The table of a result file (``write_result``'s document) as Markdown, with its command and load."""
+    result = doc.get("result", doc)
+    lines = [
+        "# Cold and warm question latency over HTTP by concurrent clients, old code beside new",
+        "",
+        f"Command: `{doc.get('command', '')}`; git {str((doc.get('git') or {}).get('commit', ''))[:12]}; "
+        f"baseline (old) = {result.get('baseline_commit')}; load generator {result.get('load_generator')}.",
+        f"Load average at start {(doc.get('machine') or {}).get('loadavg')}, during {doc.get('load_during')} "
+        "(the load column: mean 1-minute load during that phase). The machine has 2 cores shared with other "
+        "engineers' work: wall-clock figures are upper bounds; CPU ms per question is the service's own.",
+        "",
+        "| " + " | ".join(HEADERS) + " |",
+        "|" + "---|" * len(HEADERS),
+    ]
+    lines += ["| " + " | ".join(str(x) for x in row) + " |" for row in rows(result)]
+    return "\n".join(lines) + "\n"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``adamem bench concurrency``."""
     p.add_argument("--data", default=str(DEFAULT_LOCOMO), help="LoCoMo-format file (turns and questions)")
@@ -350,10 +369,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--questions", type=int, default=120, help="distinct questions per pass (default 120)")
     p.add_argument("--baseline-commit", help="the old path: serve this commit's code (git archive), e.g. 1b50de1")
     p.add_argument("--json", dest="out", help="result file (default bench/results/concurrency.json)")
+    p.add_argument("--markdown", metavar="JSON", help="only print the Markdown table of a result file written before")
 
 
 def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run from parsed arguments."""
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())), end="")
+        return 0
     configs = args.configs or [Config("new", 1), Config("new", 2)]
     if args.configs is None and args.baseline_commit:
         configs = [Config("old", 1), *configs]
