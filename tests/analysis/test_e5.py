@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -57,43 +58,93 @@ def test_a_batch_in_parallel_equals_the_texts_one_by_one(one_at_a_time: list[lis
     assert second == one_at_a_time[: len(TEXTS)][::-1]
 
 
-class _Meeting:
-    """A stand-in model whose passes wait for one another: it records how many run at once."""
+class _Gate:
+    """A stand-in model whose passes wait until released: it records each pass's size and how many run at once."""
 
-    def __init__(self, meet: int) -> None:
-        self.barrier = threading.Barrier(meet, timeout=30)
+    def __init__(self, fail: bool = False) -> None:
+        self.release = threading.Event()
+        self.sizes: list[int] = []
         self.inside = 0
         self.most = 0
+        self.fail = fail
         self.lock = threading.Lock()
 
     def encode(self, texts: list[str], is_query: bool) -> Any:
         with self.lock:
+            self.sizes.append(len(texts))
             self.inside += 1
             self.most = max(self.most, self.inside)
         try:
-            self.barrier.wait()  # breaks (BrokenBarrierError) unless `meet` passes are in at once
+            assert self.release.wait(30)
+            if self.fail:
+                raise RuntimeError("the engine failed")
+            return np.full((len(texts), 384), float(len(texts)), dtype=np.float32)
         finally:
             with self.lock:
                 self.inside -= 1
-        return np.zeros((len(texts), 384), dtype=np.float32)
 
 
-def test_passes_overlap_up_to_the_bound_and_never_beyond() -> None:
+def _until(condition: Callable[[], bool]) -> None:
+    """Wait (at most 30 s) until ``condition`` holds; fail otherwise."""
+    for _ in range(3000):
+        if condition():
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError("the condition never held")
+
+
+def _start(pool: ThreadPoolExecutor, embedder: E5Embedder, text: str) -> Future[list[list[float]]]:
+    return pool.submit(embedder.embed_query, [text])
+
+
+def test_passes_overlap_up_to_the_bound_and_texts_waiting_share_the_next_pass() -> None:
     embedder = E5Embedder(parallel=2)
-    meeting = _Meeting(2)
-    embedder._model = meeting
-    with ThreadPoolExecutor(6) as pool:
-        list(pool.map(lambda t: embedder.embed_query([t]), ["q"] * 12))
-    assert meeting.most == 2
+    gate = _Gate()
+    embedder._model = gate
+    with ThreadPoolExecutor(5) as pool:
+        first = [_start(pool, embedder, t) for t in ("a", "b")]
+        _until(lambda: gate.inside == 2)  # two passes at once: neither waits for the other
+        later = [_start(pool, embedder, t) for t in ("c", "d", "e")]
+        _until(lambda: len(embedder._waiting) == 3)
+        assert gate.inside == 2  # never more passes than the bound
+        gate.release.set()
+        results = [f.result(30) for f in first + later]
+    assert sorted(gate.sizes) == [1, 1, 3]  # the three that waited went through as one pass
+    assert [r[0][0] for r in results] == [1.0, 1.0, 3.0, 3.0, 3.0]  # each got its own row of its pass
+    assert gate.most == 2 and embedder.passes == 3 and embedder.texts == 5
 
 
 def test_one_pass_at_a_time_when_asked() -> None:
     embedder = E5Embedder(parallel=1)
-    meeting = _Meeting(1)
-    embedder._model = meeting
-    with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda t: embedder.embed_query([t]), ["q"] * 8))
-    assert meeting.most == 1
+    gate = _Gate()
+    embedder._model = gate
+    with ThreadPoolExecutor(3) as pool:
+        first = _start(pool, embedder, "a")
+        _until(lambda: gate.inside == 1)
+        later = [_start(pool, embedder, t) for t in ("b", "c")]
+        _until(lambda: len(embedder._waiting) == 2)
+        assert gate.inside == 1
+        gate.release.set()
+        for f in [first, *later]:
+            f.result(30)
+    assert gate.sizes == [1, 2] and gate.most == 1
+
+
+def test_a_failed_pass_fails_every_call_in_it_and_frees_its_turn() -> None:
+    embedder = E5Embedder(parallel=1)
+    gate = _Gate(fail=True)
+    embedder._model = gate
+    with ThreadPoolExecutor(3) as pool:
+        first = _start(pool, embedder, "a")
+        _until(lambda: gate.inside == 1)
+        later = [_start(pool, embedder, t) for t in ("b", "c")]
+        _until(lambda: len(embedder._waiting) == 2)
+        gate.release.set()
+        for f in [first, *later]:
+            with pytest.raises(RuntimeError, match="the engine failed"):
+                f.result(30)
+    gate.fail = False
+    assert embedder.embed_query(["d"]) == [[1.0] * 384]  # the turn was given back
 
 
 def test_the_default_bound_is_the_usable_cores() -> None:
