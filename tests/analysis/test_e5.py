@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adamem.analysis.e5 import E5Embedder, usable_cores
+from adamem.analysis.e5 import E5Embedder, default_parallel, usable_cores
 
 TEXTS = [
     "When did Caroline go to the LGBTQ support group?",
@@ -147,7 +147,13 @@ def test_a_failed_pass_fails_every_call_in_it_and_frees_its_turn() -> None:
     assert embedder.embed_query(["d"]) == [[1.0] * 384]  # the turn was given back
 
 
-def test_the_default_bound_is_the_usable_cores() -> None:
-    assert E5Embedder().parallel == usable_cores() >= 1
+def test_the_default_bound_fills_the_cores_with_passes_of_the_engines_threads() -> None:
+    assert default_parallel(2, 1) == 2  # the query service: OMP_NUM_THREADS=1
+    assert default_parallel(2, 2) == 1  # each pass already uses both cores: one at a time, as before
+    assert default_parallel(8, 2) == 4
+    assert default_parallel(1, 4) == 1
+    embedder = E5Embedder()
+    threads = embedder._model._lib.omp_get_max_threads()
+    assert embedder.parallel == default_parallel(usable_cores(), threads) >= 1
     with pytest.raises(ValueError, match="at least 1"):
         E5Embedder(parallel=0)
