@@ -1,4 +1,4 @@
-"""``adamem bench {locomo,ingest,replay,latency,footprint,visible,report}``: the benchmarks of issue 6.
+"""``adamem bench {locomo,ingest,replay,latency,concurrency,footprint,visible,report}``: the benchmarks of issue 6.
 
 ``register(subparsers)`` adds the ``bench`` command to the ``adamem`` parser; ``python -m adamem.bench.cli …``
 runs the same commands on their own. Each subcommand prints a table and writes JSON under
@@ -37,6 +37,7 @@ EXAMPLES = {
     "ingest": "adamem bench ingest --log kafka://127.0.0.1:9092 --messages 500",
     "replay": "adamem bench replay --repeat 4",
     "latency": "adamem bench latency --per-route 20 --no-http",
+    "concurrency": "adamem bench concurrency --baseline-commit 1b50de1 --clients 1 8",
     "metrics_overhead": "adamem bench metrics_overhead --rounds 40",
     "footprint": "adamem bench footprint",
     "visible": "adamem bench visible --samples 100 --preload 400",
@@ -57,6 +58,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     import adamem.bench.report as report
     from adamem.bench import (
         HELP,
+        concurrency,
         footprint,
         ingest,
         latency,
@@ -76,6 +78,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("ingest", ingest, "end-to-end throughput through a real broker and worker vs. raw Kafka and the embedder"),
         ("replay", replay, "rebuild all layers from recorded analyses: events/s and ratio to live ingest"),
         ("latency", latency, "query latency per route, in-process and over HTTP with concurrent clients"),
+        (
+            "concurrency",
+            concurrency,
+            "cold and warm latency and CPU per question over HTTP by concurrent clients, old code beside new",
+        ),
         ("metrics_overhead", metrics_overhead, "query p95 of adamem serve with and without Prometheus metrics"),
         ("footprint", footprint, "disk per message per layer, process memory, vector index compression"),
         ("visible", visible, "publish → visible over HTTP on the embedded default (one adamem serve), p50/p95"),

@@ -722,13 +722,13 @@ def run_serve(
             file=sys.stderr,
             flush=True,
         )
-        uvicorn.run(
+        from adamem.cli.replicas import run_replicas
+
+        run_replicas(
             "adamem.cli.commands:service_app",
-            factory=True,
             host=settings.host,
             port=settings.port,
             workers=workers,
-            log_level="info",
             access_log=access_log,
         )
         return 0

@@ -13,6 +13,7 @@ BENCHMARKS = (
     "ingest",
     "replay",
     "latency",
+    "concurrency",
     "metrics_overhead",
     "footprint",
     "visible",
