@@ -863,10 +863,12 @@ class LanceStore:
         try:
             shard.commit(changes, offsets, self._optimize_every)
         except (OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
-            if "concurrent writers" in str(exc) or "CommitConflict" in str(exc):
-                # Lance gave up on a table another writer commits to as well: a shard has one writer, so
-                # this one (or the other) lost it. Fenced: the batch is dropped and the shard released;
-                # whoever owns the partition reopens it, claims it anew and fills the gap from the log.
+            text = str(exc)
+            if "concurrent writers" in text or "CommitConflict" in text or "commit conflict" in text.lower():
+                # Lance gave up on a table another writer commits to as well (too many concurrent writers,
+                # or a conflict such as two index builds at one version): a shard has one writer, so this
+                # one (or the other) lost it. Fenced: the batch is dropped and the shard released; whoever
+                # owns the partition reopens it, claims it anew and fills the gap from the log.
                 raise StoreFenced(f"shard p{partition} of {self.root} has another writer: {exc}") from exc
             raise StoreError(f"commit to shard p{partition} of {self.root} failed: {exc}") from exc
 

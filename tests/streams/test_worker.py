@@ -260,11 +260,26 @@ async def test_project_agent_folds_into_the_store(settings: Settings, tmp_path: 
     assert store.rows("persona", "default:alice")
 
 
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        "Retryable commit conflict: Too many concurrent writers",
+        # seen in the paused-worker group test: the woken writer's index build met the new owner's
+        "lance error: Retryable commit conflict for version 5: This CreateIndex transaction was preempted by "
+        "concurrent transaction CreateIndex at version 5. Please retry.",
+    ],
+)
 async def test_project_agent_folds_again_a_batch_refused_while_it_still_owns_the_shard(
-    settings: Settings, tmp_path: Path, faust_apps: list[Any], monkeypatch: pytest.MonkeyPatch, caplog: Any
+    refusal: str,
+    settings: Settings,
+    tmp_path: Path,
+    faust_apps: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: Any,
 ) -> None:
-    """Lance's "too many concurrent writers" (a fenced writer's late table write) refuses the owner's
-    commit; the owner claims the shard anew and folds the batch at once, without waiting for traffic."""
+    """Lance's "too many concurrent writers", or a commit conflict (a fenced writer's late table write),
+    refuses the owner's commit; the owner claims the shard anew and folds the batch at once, without
+    waiting for traffic (it never crashes the project agent)."""
     from adamem.projections.store import lance
 
     store = open_store(str(tmp_path / "store"))
@@ -279,7 +294,7 @@ async def test_project_agent_folds_again_a_batch_refused_while_it_still_owns_the
     def commit_refused_once(shard: Any, *args: Any, **kwargs: Any) -> Any:
         if not refused:
             refused.append(shard.epoch)
-            raise RuntimeError("Retryable commit conflict: Too many concurrent writers")
+            raise RuntimeError(refusal)
         return real_commit(shard, *args, **kwargs)
 
     monkeypatch.setattr(lance._Shard, "commit", commit_refused_once)
