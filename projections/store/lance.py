@@ -224,19 +224,26 @@ class _Shard:
         """Readers: show every table as of the last checkpoint, never a commit half-written; its commit count."""
         if self.writer:
             return self.commits
-        ckpt = self.checkpoint_row()
-        versions: dict[str, int] = json.loads(ckpt["versions"]) if ckpt else {}
-        commits = int(ckpt["commits"]) if ckpt else 0
-        if versions == self.pinned:
-            return commits
-        for name in TABLES:
-            table = self.get(name)
-            if table is None:
+        for attempt in range(1, 4):
+            ckpt = self.checkpoint_row()
+            versions: dict[str, int] = json.loads(ckpt["versions"]) if ckpt else {}
+            commits = int(ckpt["commits"]) if ckpt else 0
+            if versions == self.pinned:
+                return commits
+            try:
+                for name in TABLES:
+                    table = self.get(name)
+                    if table is not None and name in versions:
+                        table.checkout(versions[name])
+            except ValueError as exc:  # "Version N no longer exists": see below
+                if "no longer exists" not in str(exc) or attempt == 3:
+                    raise
+                # The writer's ``erase_history`` removed the versions this checkpoint named, after
+                # this reader read it: the checkpoint it wrote since names the rewritten ones.
                 continue
-            if name in versions:
-                table.checkout(versions[name])
-        self.pinned = versions
-        return commits
+            self.pinned = versions
+            return commits
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def committed(self) -> int:
         """Commits the last checkpoint covers; readers re-read it only when its version folder changed.

@@ -665,3 +665,26 @@ def test_lancedb_a_foreign_write_interleaved_with_a_commit_is_caught_and_the_com
     reader = LanceStore(root, read_only=True)
     assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1", "m2"]
     assert reader.checkpoint(0) == {"analyses": 2}
+
+
+def test_a_reader_that_read_a_checkpoint_just_before_history_was_erased_reads_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``erase_history`` (after a forget) removes every older table version; a reader that had just read
+    the checkpoint naming one of them reads the newer checkpoint instead of failing ("Version N no
+    longer exists", seen from an agent's read right after a forget on a real worker)."""
+    root = str(tmp_path / "store")
+    writer = LanceStore(root)
+    writer.bind(1)
+    writer.commit(0, [Upsert("messages", message("default:alice", "m1", "I love hiking", (1.0, 0.0, 0.0)))], {"a": 1})
+    reader = LanceStore(root, read_only=True)
+    shard = reader._shard(0, create=False)
+    assert shard is not None
+    stale = shard.checkpoint_row()  # what a reader read ...
+    writer.commit(0, [Upsert("messages", message("default:alice", "m2", "secret", (0.0, 1.0, 0.0)))], {"a": 2})
+    writer.commit(0, [Delete("messages", "m2")], {"a": 3})
+    writer.erase_history(0)  # ... before the writer removed the versions it names
+    real = shard.checkpoint_row
+    reads = iter([stale])
+    monkeypatch.setattr(shard, "checkpoint_row", lambda: next(reads, None) or real())
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1"]
