@@ -296,6 +296,7 @@ def test_on_kafka_the_service_only_reads_and_min_position_waits_for_the_workers(
         store_url=str(tmp_path / "store"),
         topic_prefix=settings.topic_prefix,
         partitions=2,
+        home=settings.home,  # the session's temporary keystores
     )
 
     async def work() -> None:

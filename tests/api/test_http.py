@@ -251,6 +251,7 @@ def test_the_api_over_projections_built_from_the_real_broker(
         store_url=str(tmp_path / "store"),
         topic_prefix=settings.topic_prefix,
         partitions=2,
+        home=settings.home,  # the session's temporary keystores
     )
     lines = [json.loads(x) for x in SAMPLE.decode().splitlines() if x.strip()]
 
