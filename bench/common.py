@@ -347,6 +347,21 @@ def wait_port(port: int, timeout_s: float = 60.0) -> bool:
     return False
 
 
+def wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout_s: float = 180.0) -> None:
+    """Until an ``adamem serve`` at ``base`` answers ``/health`` 200 (each query process has loaded its models)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(f"{base}/health", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"adamem serve at {base} did not become healthy")
+
+
 def measure_and_record(
     name: str,
     argv: Sequence[str],

@@ -43,6 +43,7 @@ from adamem.bench.common import (
     print_table,
     standalone_main,
     tree_memory,
+    wait_healthy,
     wait_port,
 )
 from adamem.bench.latency import ensure_store
@@ -143,7 +144,7 @@ def serving(
     try:
         if not wait_port(port, 180):
             raise RuntimeError(f"adamem serve did not listen on {port}; see {log}")
-        _healthy(base, proc)
+        wait_healthy(base, proc)
         yield proc, base
     finally:
         if proc.poll() is None:
@@ -153,20 +154,6 @@ def serving(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(30)
-
-
-def _healthy(base: str, proc: subprocess.Popen[bytes], timeout_s: float = 180.0) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{base}/health", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"adamem serve at {base} did not become healthy")
 
 
 def _warm_up(base: str, workers: int) -> dict[str, Any]:

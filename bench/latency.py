@@ -45,6 +45,7 @@ from adamem.bench.common import (
     spread,
     standalone_main,
     tree_memory,
+    wait_healthy,
     wait_port,
 )
 from adamem.bench.loadgen import Request, run_load
@@ -223,7 +224,7 @@ def over_http(
     try:
         if not wait_port(port, 120):
             raise RuntimeError(f"adamem serve did not listen on {port}; see {log_dir / 'serve.log'}")
-        _wait_healthy(f"http://127.0.0.1:{port}", proc)  # with --workers, the port listens before they are ready
+        wait_healthy(f"http://127.0.0.1:{port}", proc)  # with --workers, the port listens before they are ready
         out["rss_idle"] = tree_memory(proc.pid)
         if warmup_owner is not None:
             import httpx
@@ -254,21 +255,6 @@ def over_http(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(30)
     return out
-
-
-def _wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout_s: float = 180.0) -> None:
-    """Until ``/health`` answers 200 (each query process has loaded its models)."""
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{base}/health", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"adamem serve at {base} did not become healthy")
 
 
 def run(
