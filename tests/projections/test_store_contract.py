@@ -636,6 +636,38 @@ def test_lancedb_a_table_write_of_a_fenced_writer_is_rolled_back_by_the_owner(tm
     assert [r.id for r in LanceStore(root).rows("messages", "default:alice")] == ["m1", "m2"]
 
 
+def test_lancedb_the_owner_never_folds_from_a_table_a_fenced_writer_made_after_the_claim(tmp_path: Path) -> None:
+    """The new owner claimed an empty shard; the old writer's commit then made its tables (its checkpoint
+    refused). Before the fix the owner read those rows into the state it folds from, found its message
+    there already, wrote nothing, and its guard then deleted the old writer's rows: the message was lost
+    (seen in the group test as a message's missing graph nodes). bob lives in shard 0 of 2, alice in 1."""
+    root = str(tmp_path / "store")
+    old = LanceStore(root)
+    old.bind(2)  # a first commit (to shard 1) sets the vector dimension
+    old.commit(1, [Upsert("messages", message("default:alice", "a1", "x", (1.0, 0.0, 0.0)))], {"analyses": 1})
+    old.checkpoint(0)  # claims the empty shard
+    new = LanceStore(root)
+    new.checkpoint(0)  # the partition moved: claimed again, no table made yet
+    shard = old._shard(0, create=False)
+    assert shard is not None
+    late = message("default:bob", "m1", "late", (0.0, 0.0, 1.0))
+    shard.table("messages").add(lance_store.rows_to_arrow("messages", [late], shard._schema("messages")))
+    with pytest.raises(StoreFenced):
+        old.commit(0, [], {"analyses": 1})  # its checkpoint is refused
+    assert new.load_owner("default:bob") == []  # nothing of it counts, so nothing of it is seen
+    mine = message("default:bob", "m1", "owner", (1.0, 0.0, 0.0))
+    new.commit(0, [Upsert("messages", mine)], {"analyses": 1})
+    reader = LanceStore(root, read_only=True)
+    assert [(r.id, r.text) for r in reader.rows("messages", "default:bob")] == [("m1", "owner")]  # type: ignore[union-attr]
+    with pytest.raises(StoreFenced):  # and a writer that lost the shard learns it when it reads a new table
+        again = LanceStore(root)
+        again.checkpoint(0)
+        new_shard = new._shard(0, create=False)
+        assert new_shard is not None
+        new_shard.tables.pop("messages")
+        new.load_owner("default:bob")
+
+
 def test_lancedb_a_foreign_write_interleaved_with_a_commit_is_caught_and_the_commit_redone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -266,6 +266,21 @@ def _archive(snapshot: dict[str, list[Row]]) -> list[str]:
     return sorted(r.id for rows in snapshot.values() for r in rows if r.TABLE == "messages")
 
 
+def _missing(live: dict[str, list[Row]], messages: list[ChatMessage], expected: list[str], tmp_path: Path) -> str:
+    """Which messages the live archive lacks or holds extra, by owner, and what the workers logged of their shards."""
+    archived = _archive(live)
+    owner_of = {m.event_id: m.owner_id for m in messages}
+    lacking = Counter(owner_of.get(i, "?") for i in sorted(set(expected) - set(archived)))
+    extra = Counter(owner_of.get(i, "?") for i in sorted(set(archived) - set(expected)))
+    dupes = sum(c - 1 for c in Counter(archived).values())
+    lines = [f"archive lacks {dict(lacking)}, holds extra {dict(extra)}, {dupes} duplicate(s)"]
+    for log_file in sorted(tmp_path.glob("worker-*.log")):
+        for line in log_file.read_text(errors="replace").splitlines():
+            if any(w in line for w in ("WARNING", "ERROR", "rebuil", "gap", "removing", "rolling back")):
+                lines.append(f"{log_file.name}: {line[:300]}")
+    return "\n".join(lines[:200])
+
+
 # ---- 1. SIGKILL at random points, restart, finish ------------------------------------------------
 
 
@@ -382,7 +397,8 @@ async def test_sigkilled_worker_restarts_to_the_uninterrupted_fold(
     assert set(analysed) == {m.event_id for m in messages}
     forgotten = {c.target_id for c in controls if isinstance(c, MemoryForgotten)}
     assert len(forgotten) == 2
-    assert _archive(live) == sorted(m.event_id for m in messages if m.event_id not in forgotten)
+    expected = sorted(m.event_id for m in messages if m.event_id not in forgotten)
+    assert _archive(live) == expected, _missing(live, messages, expected, tmp_path)
     corrected = [r for r in live["default:alice"] if isinstance(r, EpisodicRow) and r.content == CORRECTED]
     assert len(corrected) == 1 and corrected[0].status == "active"
     # The projections equal the uninterrupted fold of the same recorded analyses.
