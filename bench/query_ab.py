@@ -37,6 +37,9 @@ def main() -> None:
     p.add_argument(
         "--hub-fanout", type=int, help="the tree's default config with this hub fan-out (default: as shipped)"
     )
+    p.add_argument(
+        "--parallel-seeds", type=int, help="the tree's default config with this max_parallel_seeds (default: as shipped)"
+    )
     args = p.parse_args()
     asked = args.questions_of or args.owner
     with open(args.data, encoding="utf-8") as f:
@@ -46,6 +49,8 @@ def main() -> None:
     config = replace(SEED_DEFAULT, cache=replace(SEED_DEFAULT.cache, query_cache=False))
     if args.hub_fanout is not None:
         config = replace(config, hub_fanout=args.hub_fanout)
+    if args.parallel_seeds is not None:
+        config = replace(config, max_parallel_seeds=args.parallel_seeds)
     retriever = Retriever(store, E5Embedder(), config)
     retriever.warm_up()
     retriever.query(args.owner, "warm up question")  # loads the owner's snapshot
@@ -64,6 +69,7 @@ def main() -> None:
         "tree": os.environ.get("PYTHONPATH", ""),
         "owner": args.owner,
         "hub_fanout": config.hub_fanout,
+        "parallel_seeds": config.max_parallel_seeds,
         "wall_ms": dict(summary_ms(wall)),
         "cpu_ms": dict(summary_ms(cpu)),
         "load1": round(os.getloadavg()[0], 2),

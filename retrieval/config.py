@@ -169,7 +169,9 @@ class RetrievalConfig:
     """Longest path from a seed."""
     max_parallel_seeds: int = 4
     """Seeds expanded at the same time, in threads (1: one after the other, in the query's own thread: the
-    same answers; expansion is pure Python, so on a 10k-message owner 4 threads cost 2 ms of 11 per query)."""
+    same answers). Expansion is pure Python: under the GIL threads cannot run it side by side, and on a
+    10k-message owner 4 threads cost about 2 ms of CPU per query. So a GIL-bound interpreter expands in
+    the query's own thread whatever this says (``parallel_expansion``); a free-threaded one uses it."""
     edge_priority: tuple[str, ...] = ("supports", "mentions", "temporal_next")
     """Edge types walked, in priority order (expansion order and tie-break: earlier types first)."""
     walk_other_edges: bool = False

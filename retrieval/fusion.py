@@ -109,8 +109,22 @@ def time_windows(question: str, reference_time: int) -> tuple[TimeWindow, ...]:
     return tuple(out)
 
 
-def item_times(row: MemoryRow) -> tuple[int, ...]:
-    """Event times an item stands for: when it was said, and any time it reports."""
+def item_times(row: MemoryRow, memo: dict[tuple[str, str], tuple[int, ...]] | None = None) -> tuple[int, ...]:
+    """Event times an item stands for: when it was said, and any time it reports.
+
+    ``memo``: the snapshot's (``OwnerSnapshot.times_memo``); a row's times are read from its
+    extraction once per snapshot, not once per question.
+    """
+    if memo is None:
+        return _item_times(row)
+    key = (row.TABLE, row.id)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _item_times(row)
+    return found
+
+
+def _item_times(row: MemoryRow) -> tuple[int, ...]:
     if isinstance(row, EpisodicRow):
         return (row.event_time, row.occurred_at) if row.event_time >= 0 else (row.occurred_at,)
     if isinstance(row, PersonaRow):
@@ -164,7 +178,22 @@ def temporal_score(
 
 
 def fact_support(row: MemoryRow, view: View, config: RetrievalConfig) -> float:
-    """Share of ``fact_support_cap`` reached by the records / persona evidence backing an item."""
+    """Share of ``fact_support_cap`` reached by the records / persona evidence backing an item.
+
+    In the current view (no "as of") the count depends on the snapshot alone: it is kept in ``support_memo``.
+    """
+    cap = max(1, config.fact_support_cap)
+    if view.as_of is not None:
+        return min(_support(row, view), cap) / cap
+    memo = view.snapshot.support_memo
+    key = (row.TABLE, row.id)
+    n = memo.get(key)
+    if n is None:
+        n = memo[key] = _support(row, view)
+    return min(n, cap) / cap
+
+
+def _support(row: MemoryRow, view: View) -> int:
     snap = view.snapshot
     if isinstance(row, MessageRow):
         records = [snap.records[r] for r in snap.records_of_message.get(row.id, ())]
@@ -174,8 +203,7 @@ def fact_support(row: MemoryRow, view: View, config: RetrievalConfig) -> float:
         n = _visible_messages(row.source_message_ids, view)
     else:
         n = len(view.evidence(row)) if row.evidence_message_ids else row.mention_count
-    cap = max(1, config.fact_support_cap)
-    return min(n, cap) / cap
+    return n
 
 
 def _visible_messages(ids: Iterable[str], view: View) -> int:

@@ -27,9 +27,36 @@ import numpy as np
 from adamem.projections.folds.rows import GraphEdgeRow, GraphNodeRow
 from adamem.retrieval.config import Direction, RetrievalConfig
 
-__all__ = ["REVERSIBLE", "Hop", "MemoryGraph", "Reach", "Relevance", "edges_by_node", "expand"]
+__all__ = ["REVERSIBLE", "Hop", "MemoryGraph", "PositionRelevance", "Reach", "Relevance", "edges_by_node", "expand"]
 
-Relevance = Callable[[Sequence[str]], Sequence[float]]
+
+class PositionRelevance:
+    """Relevance of message nodes: the question's cosine with each message (0 for other nodes).
+
+    ``cosines`` is indexed by ``positions`` (message node id -> row of the snapshot's vector index).
+    A graph keeps, per topic hub, the positions of its neighbours, so a hub entered again (by another
+    seed, or by another question of the same snapshot) costs one array lookup, not one per neighbour.
+    """
+
+    __slots__ = ("cosines", "positions")
+
+    def __init__(self, cosines: np.ndarray, positions: Mapping[str, int]) -> None:
+        self.cosines, self.positions = cosines, positions
+
+    def __call__(self, nodes: Sequence[str]) -> Sequence[float]:
+        found: list[float] = self.at(
+            np.fromiter((self.positions.get(n, -1) for n in nodes), dtype=np.int64, count=len(nodes))
+        ).tolist()
+        return found
+
+    def at(self, index: np.ndarray) -> np.ndarray:
+        """Relevance at message positions (-1: not a message)."""
+        if not len(self.cosines):
+            return np.zeros(len(index))
+        return np.where(index >= 0, self.cosines[index], 0.0)
+
+
+Relevance = Callable[[Sequence[str]], Sequence[float]] | PositionRelevance
 """Relevance of nodes to the question, in the order given."""
 
 REVERSIBLE = frozenset({"mentions", "supports", "supersedes"})
@@ -107,6 +134,7 @@ class MemoryGraph:
         self._node_visible, self._edge_visible = node_visible, edge_visible
         self._visible: dict[str, bool] = {}
         self._hub_times: dict[str, tuple[list[int], list[str]]] = {}
+        self._hub_positions: dict[str, tuple[Mapping[str, int], np.ndarray]] = {}
         self._order: dict[str, list[tuple[int, str, float, str]]] = {}
 
     def __contains__(self, node: object) -> bool:
@@ -191,7 +219,15 @@ class MemoryGraph:
             lo = bisect.bisect_left(times, limit)
         if relevance is not None:
             span = ids[lo:hi]
-            scores = np.asarray(relevance(span), dtype=np.float64)
+            if isinstance(relevance, PositionRelevance):
+                held = self._hub_positions.get(hub)
+                if held is None or held[0] is not relevance.positions:
+                    where = relevance.positions
+                    at = np.fromiter((where.get(v, -1) for v in ids), dtype=np.int64, count=len(ids))
+                    held = self._hub_positions[hub] = (where, at)
+                scores = np.asarray(relevance.at(held[1][lo:hi]), dtype=np.float64)
+            else:
+                scores = np.asarray(relevance(span), dtype=np.float64)
             distance = np.abs(np.asarray(times[lo:hi], dtype=np.int64) - near)
             chosen: list[str] = []
             for i in np.lexsort((np.arange(len(span)), distance, -scores)):  # relevance, then time, then order

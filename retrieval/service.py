@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -53,7 +54,7 @@ from adamem.retrieval.fusion import (
     temporal_score,
     time_windows,
 )
-from adamem.retrieval.graph import MemoryGraph, Reach, expand
+from adamem.retrieval.graph import MemoryGraph, PositionRelevance, Reach, expand
 from adamem.retrieval.index import Vector
 from adamem.retrieval.route import RoutePlan, route_query
 from adamem.retrieval.snapshot import AsOf, MemoryRow, OwnerSnapshot, View
@@ -73,6 +74,18 @@ RULE_NEWEST = "a question about now: the newest stated change first"
 
 def _embedder_key(record: dict[str, str]) -> tuple[str, ...]:
     return tuple(record.get(k, "") for k in ("embedder", "embed_model", "embed_dim"))
+
+
+def parallel_expansion(config: RetrievalConfig, gil: bool | None = None) -> bool:
+    """Whether graph expansion runs seeds in threads: only without the GIL, and with more than one allowed.
+
+    Expansion is pure Python; under the GIL its threads take turns, so they add their switching
+    (about 2 ms of CPU per query at a 10k-message owner, measured with ``bench/query_ab.py
+    --parallel-seeds``) and nothing else. ``gil``: whether the interpreter has one (default: asks it).
+    """
+    if gil is None:
+        gil = bool(getattr(sys, "_is_gil_enabled", lambda: True)())
+    return config.max_parallel_seeds > 1 and not gil
 
 
 class Retriever:
@@ -111,7 +124,7 @@ class Retriever:
         self._versions = itertools.count(1)
         self._executor = (
             ThreadPoolExecutor(config.max_parallel_seeds, thread_name_prefix="graph-expand")
-            if config.max_parallel_seeds > 1
+            if parallel_expansion(config)
             else None
         )
 
@@ -392,16 +405,7 @@ class Retriever:
             """A seed and a node standing on the same messages (a message and its own record)."""
             return not snap.sources_of_node(seed).isdisjoint(snap.sources_of_node(node))
 
-        cosines, positions = scorer.cosines("messages"), snap.message_position
-
-        def relevance(nodes: Sequence[str]) -> Sequence[float]:
-            """Cosine of each message node with the question (0 for other nodes)."""
-            if not len(cosines):
-                return [0.0] * len(nodes)
-            index = np.fromiter((positions.get(n, -1) for n in nodes), dtype=np.int64, count=len(nodes))
-            found: list[float] = np.where(index >= 0, cosines[index], 0.0).tolist()
-            return found
-
+        relevance = PositionRelevance(scorer.cosines("messages"), snap.message_position)
         return expand(
             graph,
             seeds,
@@ -452,7 +456,7 @@ class Retriever:
         # a cause is older than what it explains; recency only matters for questions about the present
         recency = plan.direction is not Direction.ANTECEDENT and PRESENT.search(question) is not None
         top = max(candidates.values(), key=lambda c: (c.origin == "base", c.semantic, c.row.id), default=None)
-        anchor = None if top is None or plan.direction is Direction.ANY else min(item_times(top.row))
+        anchor = None if top is None or plan.direction is Direction.ANY else min(item_times(top.row, snap.times_memo))
         anchor_conversation = _conversation(top.row) if top is not None else ""
         anchor_said = _said_at(top.row) if top is not None else -1
         gap = self.memory_params.session_gap_ms
@@ -470,7 +474,9 @@ class Retriever:
             graph_score = reach.score if reach is not None else 0.0
             if cfg.graph_relevance > 0 and not plan.causal:
                 graph_score *= 1.0 - cfg.graph_relevance + cfg.graph_relevance * c.semantic
-            temporal = temporal_score(item_times(c.row), windows, now, cfg, recency, anchor, plan.direction, beside)
+            temporal = temporal_score(
+                item_times(c.row, snap.times_memo), windows, now, cfg, recency, anchor, plan.direction, beside
+            )
             if recency and not windows and anchor is None and cfg.recency_topic_margin > 0:
                 temporal *= min(1.0, max(0.0, 1.0 - (best_cosine - c.cosine) / cfg.recency_topic_margin))
             parts = Breakdown(c.semantic, graph_score, temporal, fact_support(c.row, view, cfg))

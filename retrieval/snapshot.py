@@ -297,6 +297,16 @@ class OwnerSnapshot:
         return out
 
     @cached_property
+    def times_memo(self) -> dict[tuple[str, str], tuple[int, ...]]:
+        """(table, id) -> the event times of a row (``fusion.item_times``), filled as questions need them."""
+        return {}
+
+    @cached_property
+    def support_memo(self) -> dict[tuple[str, str], int]:
+        """(table, id) -> how many records / evidence back a row in the live view (``fusion.fact_support``)."""
+        return {}
+
+    @cached_property
     def records_of_message(self) -> dict[str, tuple[str, ...]]:
         """Ids of the records each message is a source of."""
         out: dict[str, list[str]] = {}

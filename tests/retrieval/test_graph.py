@@ -7,11 +7,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 
 from adamem.projections.folds.rows import GraphEdgeRow, GraphNodeRow
 from adamem.retrieval import SEED_DEFAULT, Direction
-from adamem.retrieval.graph import Hop, MemoryGraph, Reach, expand
+from adamem.retrieval.graph import Hop, MemoryGraph, PositionRelevance, Reach, expand
 
 D = 0.85
 
@@ -124,6 +125,26 @@ def test_a_topic_hub_passes_on_to_the_messages_nearest_in_time() -> None:
     found = expand(MemoryGraph(nodes, edges, narrow), [("n5", 1.0)], narrow)
     assert set(found) == {"hub", "n4", "n6", "n3"}  # 10 ms away twice, then the earlier of the two 20 ms away
     assert all(r.hops == 2 for n, r in found.items() if n != "hub")
+
+
+def test_a_hub_passes_on_to_its_most_relevant_messages_the_same_by_positions_or_by_a_function() -> None:
+    """The vectorised relevance (positions kept per hub) chooses what a plain function of the nodes chooses."""
+    nodes = [node("hub", 0, "topic"), *(node(f"n{i}", i * 10) for i in range(10))]
+    edges = [edge(f"n{i}", "hub", "mentions", 0.75) for i in range(10)]
+    narrow = dataclasses.replace(SEED_DEFAULT, hub_fanout=3)
+    positions = {f"n{i}": 9 - i for i in range(10)}  # vector-index rows in another order than the hub's
+    cosines = np.array([0.1, 0.9, 0.2, 0.8, 0.3, 0.7, 0.4, 0.6, 0.5, 0.05])
+    by_positions = PositionRelevance(cosines, positions)
+
+    def by_function(ids: list[str]) -> list[float]:
+        return [float(cosines[positions[i]]) if i in positions else 0.0 for i in ids]
+
+    graph = MemoryGraph(nodes, edges, narrow)
+    for _ in range(2):  # the second time from the positions the hub kept
+        found = expand(graph, [("n5", 1.0)], narrow, relevance=by_positions)
+        assert found == expand(MemoryGraph(nodes, edges, narrow), [("n5", 1.0)], narrow, relevance=by_function)
+        assert set(found) == {"hub", "n8", "n6", "n4"}  # cosines 0.9, 0.8, 0.7 (rows 1, 3, 5)
+    assert by_positions(["n8", "hub"]) == [0.9, 0.0]
 
 
 def test_each_node_keeps_its_best_reach_over_all_seeds(graph: MemoryGraph) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from adamem.analysis.e5 import E5Embedder
 from adamem.errors import AdaMemError
-from adamem.retrieval import SEED_DEFAULT, AsOf, CacheSettings, Layer, Retriever, Route, Subject, UnknownOwner
+from adamem.retrieval import SEED_DEFAULT, AsOf, CacheSettings, Layer, Retriever, Route, Subject, UnknownOwner, service
+from adamem.retrieval.service import parallel_expansion
 
 
 @pytest.fixture
@@ -113,9 +114,20 @@ def test_questions_are_embedded_by_the_active_generations_embedder(
     assert made == ["other"]  # each embedder is made once
 
 
-def test_expanding_seeds_in_the_querys_thread_gives_the_same_answers(motivating: Any, embedder: E5Embedder) -> None:
+def test_seeds_expand_in_threads_only_without_the_gil() -> None:
+    four, one = SEED_DEFAULT, dataclasses.replace(SEED_DEFAULT, max_parallel_seeds=1)
+    assert four.max_parallel_seeds == 4  # the seed's limit stays; the interpreter decides whether threads help
+    assert parallel_expansion(four, gil=False) and not parallel_expansion(one, gil=False)
+    assert not parallel_expansion(four, gil=True)
+
+
+def test_expanding_seeds_in_the_querys_thread_gives_the_same_answers(
+    motivating: Any, embedder: E5Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     inline = dataclasses.replace(SEED_DEFAULT, max_parallel_seeds=1, cache=CacheSettings(query_cache=False))
     threads = dataclasses.replace(inline, max_parallel_seeds=4)
+    # as a free-threaded interpreter would: 4 seeds in threads
+    monkeypatch.setattr(service, "parallel_expansion", lambda config: config.max_parallel_seeds > 1)
     a = Retriever(motivating.store, embedder, inline, partitions=motivating.partitions)
     b = Retriever(motivating.store, embedder, threads, partitions=motivating.partitions)
     assert a._executor is None and b._executor is not None
