@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from adamem.projections.folds.rows import EpisodicRow, MessageRow
 from adamem.projections.store.base import MemoryStore
@@ -208,18 +209,26 @@ class SemanticScorer:
         return row is not None and self.view.visible(row) and allowed(row, self.whose, self.user_names)
 
 
-def _best_usable(scorer: SemanticScorer, table: str, scores: Vector, ids: Sequence[str], k: int) -> list[MemoryRow]:
+def _best_usable(
+    scorer: SemanticScorer,
+    table: str,
+    scores: Vector,
+    ids: Sequence[str],
+    k: int,
+    at: npt.NDArray[np.intp] | None = None,
+) -> list[MemoryRow]:
     """The ``k`` best-scoring rows that the view and whose memory allow, best first.
 
     Rows are taken in the order of a stable sort of the scores, best first (ties by position),
-    looking at the best ``4k`` first and widening only when too few of them are usable.
+    looking at the best ``4k`` first and widening only when too few of them are usable. ``at``:
+    the position in ``ids`` of each score (default: the same position).
     """
     snap, out = scorer.view.snapshot, []
     seen, want = 0, 4 * k
     while True:
         order = best_first(scores, want)
         for pos in order[seen:]:
-            row = snap.row(table, ids[pos])
+            row = snap.row(table, ids[pos if at is None else at[pos]])
             if scorer.usable(row):
                 assert row is not None
                 out.append(row)
@@ -236,9 +245,9 @@ def _from_snapshot(scorer: SemanticScorer, table: str, k: int) -> list[MemoryRow
     if not scorer.terms:
         return out
     bm = scorer.bm25_all(table)
-    matching = np.flatnonzero(bm > 0)
+    matching = np.flatnonzero(bm > 0)  # the ids of the rows looked at only (of thousands matching)
     text_ids = snap.text_index(table).ids
-    return out + _best_usable(scorer, table, bm[matching], [text_ids[i] for i in matching], k)
+    return out + _best_usable(scorer, table, bm[matching], text_ids, k, at=matching)
 
 
 def _from_store(store: MemoryStore, scorer: SemanticScorer, question: str, table: str, k: int) -> list[MemoryRow]:

@@ -485,8 +485,9 @@ class Retriever:
         moved: dict[int, list[str]] = {}  # id of a scored entry -> the ordering rules that moved it, shown with it
         if plan.route is not Route.GRAPH and cfg.current_first:
             # what a message stated and a newer message superseded is history: current evidence first
-            stale = [s for s in scored if _stale(view, s[1].row)]
-            scored = [s for s in scored if not _stale(view, s[1].row)] + stale
+            flags = [_stale(view, s[1].row) for s in scored]
+            stale = [s for s, old in zip(scored, flags, strict=True) if old]
+            scored = [s for s, old in zip(scored, flags, strict=True) if not old] + stale
             for s in stale:
                 moved.setdefault(id(s), []).append(RULE_SUPERSEDED)
         if recency and not windows and plan.route is not Route.GRAPH and cfg.newest_first > 0:

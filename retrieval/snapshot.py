@@ -264,6 +264,16 @@ class OwnerSnapshot:
 
     def sources_of_node(self, node: str) -> frozenset[str]:
         """Message ids a graph node stands on: the message itself, or a record's sources (none for topics)."""
+        found = self._sources_memo.get(node)
+        if found is None:
+            found = self._sources_memo[node] = self._sources_of_node(node)
+        return found
+
+    @cached_property
+    def _sources_memo(self) -> dict[str, frozenset[str]]:
+        return {}
+
+    def _sources_of_node(self, node: str) -> frozenset[str]:
         n = self.nodes.get(node)
         if n is None or n.node_type == "topic":
             return frozenset()
