@@ -151,10 +151,13 @@ class Progress:
     done: bool  # every input analyzed and every analysis projected
 
 
-async def _analyzed_upto(log: KafkaLog, settings: Settings) -> dict[tuple[str, int], int]:
-    """Next input offset per (input topic, partition) that the analyses' source headers account for."""
+async def _analyzed_upto(
+    log: KafkaLog, settings: Settings, until: dict[int, int] | None = None
+) -> dict[tuple[str, int], int]:
+    """Next input offset per (input topic, partition) that the source headers of the analyses below
+    ``until`` (default: the end now) account for."""
     upto: dict[tuple[str, int], int] = {}
-    async for rec in log.read(settings.topic("analyses")):
+    async for rec in log.read(settings.topic("analyses"), until=until):
         for name, value in rec.headers:
             if name == SOURCE_HEADER:
                 topic, partition, offset = value.decode().rsplit(":", 2)
@@ -185,7 +188,10 @@ async def _progress(log: KafkaLog, settings: Settings, store: Path) -> Progress:
     # Every input gives at least one analysis: only then is it worth reading all the source headers.
     done = projected == ends and sum(ends.values()) >= sum(inputs.values())
     if done:
-        upto = await _analyzed_upto(log, settings)
+        # Only the analyses the checkpoints were compared with: a transaction committed since adds
+        # analyses beyond them, which its inputs would count as done before they are projected (the
+        # check said "done" with the last 8 messages of conv-30 still to fold, and the test failed).
+        upto = await _analyzed_upto(log, settings, until=ends)
         done = all(upto.get(key, 0) == end for key, end in inputs.items())
     return Progress(sum(ends.values()), sum(projected.values()), done)
 
