@@ -38,7 +38,7 @@ def main() -> None:
         "--hub-fanout", type=int, help="the tree's default config with this hub fan-out (default: as shipped)"
     )
     p.add_argument(
-        "--parallel-seeds", type=int, help="the tree's default config with this max_parallel_seeds (default: as shipped)"
+        "--parallel-seeds", type=int, help="the default config with this max_parallel_seeds (default: as shipped)"
     )
     args = p.parse_args()
     asked = args.questions_of or args.owner

@@ -361,8 +361,10 @@ class _Shard:
         if want is None and table.count_rows():
             log.warning("%s/%s: removing rows of a table made after this writer's claim", self.path, name)
             table.delete("true")
+            self.own[name] = table.version
         elif want is not None and table.version != want:
             table.restore(want)
+            self.own[name] = table.version
         self.tables[name] = table
 
     def table(self, name: str) -> Any:
@@ -479,12 +481,14 @@ class _Shard:
                     if not quiet:
                         log.warning("%s/%s: removing rows no checkpoint covers", self.path, name)
                     table.delete("true")  # written after the last checkpoint: none of it counts
+                    self.own[name] = table.version  # as of the checkpoint: not rolled back again
             elif table.version != want:
                 if not quiet:
                     log.warning(
                         "%s/%s: rolling back versions %d-%d to %d", self.path, name, want + 1, table.version, want
                     )
                 table.restore(want)
+                self.own[name] = table.version  # its content is the checkpoint's: not rolled back again
         changes = self.tables.get(CHANGES)
         if changes is not None and changes.version != self.changes_version:
             changes.delete(f"commit > {self.commits}")  # logged by a commit that never reached its checkpoint
