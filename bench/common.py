@@ -347,8 +347,13 @@ def wait_port(port: int, timeout_s: float = 60.0) -> bool:
     return False
 
 
-def wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout_s: float = 180.0) -> None:
-    """Until an ``adamem serve`` at ``base`` answers ``/health`` 200 (each query process has loaded its models)."""
+def wait_healthy(
+    base: str, proc: subprocess.Popen[bytes], timeout_s: float = 180.0, log_file: Path | None = None
+) -> None:
+    """Until an ``adamem serve`` at ``base`` answers ``/health`` 200 (each query process has loaded its models).
+
+    Raises ``RuntimeError`` when it exits first or never answers, with its output when ``log_file`` is given.
+    """
     import httpx
 
     deadline = time.monotonic() + timeout_s
@@ -358,8 +363,10 @@ def wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout_s: float = 18
                 return
         except httpx.TransportError:
             pass
-        time.sleep(0.3)
-    raise RuntimeError(f"adamem serve at {base} did not become healthy")
+        time.sleep(0.2)
+    what = "exited" if proc.poll() is not None else f"did not answer within {timeout_s:.0f} s"
+    output = f": {log_file.read_text(errors='replace')}" if log_file is not None and log_file.exists() else ""
+    raise RuntimeError(f"adamem serve at {base} {what}{output}")
 
 
 def measure_and_record(

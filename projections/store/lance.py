@@ -357,14 +357,7 @@ class _Shard:
         except ValueError:  # its first version is still being written: nothing of it to read yet
             return
         versions: dict[str, int] = json.loads(self.ckpt["versions"]) if self.ckpt else {}
-        want = versions.get(name)
-        if want is None and table.count_rows():
-            log.warning("%s/%s: removing rows of a table made after this writer's claim", self.path, name)
-            table.delete("true")
-            self.own[name] = table.version
-        elif want is not None and table.version != want:
-            table.restore(want)
-            self.own[name] = table.version
+        self._to_checkpoint(name, table, versions.get(name), quiet=False)
         self.tables[name] = table
 
     def table(self, name: str) -> Any:
@@ -464,6 +457,24 @@ class _Shard:
             changes.checkout_latest()
         self._recover(quiet=False)
 
+    def _to_checkpoint(self, name: str, table: Any, want: int | None, *, quiet: bool) -> None:
+        """Bring one table to the version the checkpoint names (``None``: no rows), recorded as this writer's own.
+
+        Recorded, the restored version (its content the checkpoint's) is not rolled back again at the
+        next commit's guard.
+        """
+        if want is None:
+            if table.count_rows():
+                if not quiet:
+                    log.warning("%s/%s: removing rows no checkpoint covers", self.path, name)
+                table.delete("true")  # written after the last checkpoint: none of it counts
+                self.own[name] = table.version
+        elif table.version != want:
+            if not quiet:
+                log.warning("%s/%s: rolling back versions %d-%d to %d", self.path, name, want + 1, table.version, want)
+            table.restore(want)
+            self.own[name] = table.version
+
     def _recover(self, *, quiet: bool = True) -> None:
         """Roll every table back to the versions the last checkpoint recorded."""
         ckpt = self.checkpoint_row()
@@ -473,22 +484,9 @@ class _Shard:
             table = self.tables.get(name)
             if table is None:
                 continue
-            want = versions.get(name)
             if name in self.own and table.version == self.own[name]:
                 continue  # this writer's own optimisation since its checkpoint: the next checkpoint names it
-            if want is None:
-                if table.count_rows():
-                    if not quiet:
-                        log.warning("%s/%s: removing rows no checkpoint covers", self.path, name)
-                    table.delete("true")  # written after the last checkpoint: none of it counts
-                    self.own[name] = table.version  # as of the checkpoint: not rolled back again
-            elif table.version != want:
-                if not quiet:
-                    log.warning(
-                        "%s/%s: rolling back versions %d-%d to %d", self.path, name, want + 1, table.version, want
-                    )
-                table.restore(want)
-                self.own[name] = table.version  # its content is the checkpoint's: not rolled back again
+            self._to_checkpoint(name, table, versions.get(name), quiet=quiet)
         changes = self.tables.get(CHANGES)
         if changes is not None and changes.version != self.changes_version:
             changes.delete(f"commit > {self.commits}")  # logged by a commit that never reached its checkpoint

@@ -14,18 +14,17 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import httpx
 import pytest
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
+from adamem.bench.common import wait_healthy
 from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_store
@@ -149,21 +148,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(process, url, log_file, 120)
+        wait_healthy(url, process, 120, log_file)
         yield Service(url, port, process, settings, log_file)
     finally:
         stop_process(process)
-
-
-def wait_healthy(process: subprocess.Popen[bytes], url: str, log_file: Path, timeout_s: float) -> None:
-    """Until ``url``'s /health answers 200; fails with the service's output when it exits or never answers."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        assert process.poll() is None, f"adamem serve exited: {log_file.read_text()}"
-        assert time.monotonic() < deadline, f"adamem serve did not answer at {url}: {log_file.read_text()}"
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)

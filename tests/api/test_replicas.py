@@ -21,6 +21,7 @@ import pytest
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.rules import RuleExtractor
+from adamem.bench.common import wait_healthy
 from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_store
@@ -28,7 +29,7 @@ from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
-from tests.api.conftest import build_store, embedder, free_port, wait_healthy
+from tests.api.conftest import build_store, embedder, free_port
 
 QUESTION = "Do I have a parrot?"
 NEW = {
@@ -73,7 +74,7 @@ def replicas(tmp_path: Path) -> Iterator[tuple[Settings, list[str]]]:
     ]
     try:
         for (proc, url), name in zip(procs, ("replica-a", "replica-b", "replicas-workers"), strict=True):
-            wait_healthy(proc, url, tmp_path / f"{name}.log", 180)
+            wait_healthy(url, proc, 180, tmp_path / f"{name}.log")
         yield settings, [url for _, url in procs]
     finally:
         for proc, _ in procs:
