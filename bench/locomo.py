@@ -394,6 +394,7 @@ def lco_grid(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, RetrievalConfig]
         "hub-fanout-10": replace(base, name=f"{base.name}/fanout10", hub_fanout=10),
         "hub-fanout-20": replace(base, name=f"{base.name}/fanout20", hub_fanout=20),
         "hub-fanout-40": replace(base, name=f"{base.name}/fanout40", hub_fanout=40),
+        "dialogue-context-off": replace(base, name=f"{base.name}/dialogue-off", dialogue_context=0.0),
     }
 
 

@@ -40,6 +40,9 @@ def main() -> None:
     p.add_argument(
         "--parallel-seeds", type=int, help="the default config with this max_parallel_seeds (default: as shipped)"
     )
+    p.add_argument(
+        "--dialogue-context", type=float, help="the default config with this dialogue_context (default: as shipped)"
+    )
     args = p.parse_args()
     asked = args.questions_of or args.owner
     with open(args.data, encoding="utf-8") as f:
@@ -51,6 +54,8 @@ def main() -> None:
         config = replace(config, hub_fanout=args.hub_fanout)
     if args.parallel_seeds is not None:
         config = replace(config, max_parallel_seeds=args.parallel_seeds)
+    if args.dialogue_context is not None:
+        config = replace(config, dialogue_context=args.dialogue_context)
     retriever = Retriever(store, E5Embedder(), config)
     retriever.warm_up()
     retriever.query(args.owner, "warm up question")  # loads the owner's snapshot
@@ -70,6 +75,7 @@ def main() -> None:
         "owner": args.owner,
         "hub_fanout": config.hub_fanout,
         "parallel_seeds": config.max_parallel_seeds,
+        "dialogue_context": config.dialogue_context,
         "wall_ms": dict(summary_ms(wall)),
         "cpu_ms": dict(summary_ms(cpu)),
         "load1": round(os.getloadavg()[0], 2),

@@ -317,6 +317,8 @@ class Retriever:
             seeds = self._seeds(view, scorer, base)
             reaches = self._expand(view, scorer, seeds, plan)
             self._add_reached(view, scorer, reaches, candidates)
+            if cfg.dialogue_context > 0 and not plan.causal:
+                self._dialogue_context(view, scorer, seeds, candidates, plan)
             if cfg.seed_self_graph and plan.route is not Route.GRAPH:
                 for node, score in seeds:  # a seed stands where its own score puts it
                     reaches[node] = Reach(node, score, node, ())
@@ -435,6 +437,49 @@ class Retriever:
             if row is None or not scorer.usable(row):
                 continue
             candidates[(table, row.id)] = scorer.candidate(table, row, origin="graph")
+
+    def _dialogue_context(
+        self,
+        view: View,
+        scorer: SemanticScorer,
+        seeds: list[tuple[str, float]],
+        candidates: dict[tuple[str, str], Candidate],
+        plan: RoutePlan,
+    ) -> None:
+        """Lift the turns next to each seed message in its session to ``dialogue_context`` × the seed's score.
+
+        Where superseded rows go last (``current_first``), a seed that is history lends its context nothing
+        and a neighbour that is history is not lifted: "Beijing is lovely in spring!" beside "I live in
+        Beijing" must not come back for "where do I live?" after a move."""
+        graph, snap = self._graph(view), view.snapshot
+        share, gap = self.config.dialogue_context, self.memory_params.session_gap_ms
+        current = self.config.current_first and plan.route is not Route.GRAPH
+        for node, score in seeds:
+            n = snap.nodes.get(node)
+            if n is None or n.node_type != "message" or node not in graph:
+                continue
+            seed_row = snap.row("messages", n.ref_id)
+            if seed_row is None or (current and _stale(view, seed_row)):
+                continue
+            for _, v, _, edge_type in graph.arcs(node):
+                if edge_type != "temporal_next":
+                    continue
+                m = snap.nodes.get(v)
+                row = snap.row("messages", m.ref_id) if m is not None and m.node_type == "message" else None
+                if (
+                    row is None
+                    or _conversation(row) != _conversation(seed_row)
+                    or abs(_said_at(row) - _said_at(seed_row)) >= gap
+                    or not scorer.usable(row)
+                    or (current and _stale(view, row))
+                ):
+                    continue
+                key = ("messages", row.id)
+                c = candidates.get(key) or scorer.candidate("messages", row, origin="graph")
+                if c.semantic < share * score:
+                    candidates[key] = replace(c, semantic=share * score)
+                else:
+                    candidates.setdefault(key, c)
 
     # --- fusion and answer ------------------------------------------------------------------------
 

@@ -146,3 +146,48 @@ def test_an_as_of_without_time_or_offset_answers_as_now(motivating: Any, embedde
     assert empty.items and [i.id for i in empty.items] == [i.id for i in now.items]
     assert empty.reference_time == now.reference_time
     r.close()
+
+
+def _line(n: int, who: str, text: str, conv: str, at: str) -> dict[str, Any]:
+    return {
+        "user_id": "dana",
+        "conversation_id": conv,
+        "message_id": f"{conv}-{n}",
+        "speaker": "Dana" if who == "u" else "Lee",
+        "role": "user" if who == "u" else "other",
+        "text": text,
+        "occurred_at": at,
+    }
+
+
+def test_dialogue_context_lifts_the_turn_next_to_a_seed_in_its_session_only(build: Any, embedder: E5Embedder) -> None:
+    """The reply shares no word with the question; the turn before it does. Off: the reply keeps its own score."""
+    memory = build("dialogue")
+    memory.add(
+        [
+            _line(1, "u", "The dishwasher broke again this morning.", "d1", "2024-05-01T19:00:00Z"),
+            _line(2, "a", "How was your sister's visit last weekend?", "d1", "2024-05-01T19:01:00Z"),
+            _line(3, "u", "We kayaked across the lake at sunrise, and she loved it.", "d1", "2024-05-01T19:02:00Z"),
+            _line(1, "u", "I booked a dentist appointment for Tuesday.", "d2", "2024-05-20T19:00:00Z"),
+            _line(2, "a", "Good luck at the dentist.", "d2", "2024-05-20T19:01:00Z"),
+        ]
+    )
+    question = "How did the sister's visit go?"
+
+    def semantics(share: float) -> dict[str, float]:
+        cfg = dataclasses.replace(
+            SEED_DEFAULT, dialogue_context=share, dedupe_evidence=False, cache=CacheSettings(query_cache=False)
+        )
+        r = Retriever(memory.store, embedder, cfg, partitions=memory.partitions)
+        try:
+            answer = r.query("default:dana", question, top_k=20)
+        finally:
+            r.close()
+        return {i.provenance[0].message_id: i.breakdown.semantic for i in answer.items if i.kind == "message"}
+
+    off, on = semantics(0.0), semantics(0.7)
+    assert max(off, key=lambda m: off[m]) == "d1-2"  # the turn that shares the question's words is the seed
+    assert off["d1-3"] < 0.7 * off["d1-2"] <= on["d1-3"]  # its reply, the next turn, is lifted
+    assert on["d1-1"] >= 0.7 * on["d1-2"]  # and so is the turn before it
+    for mid in ("d2-1", "d2-2"):  # another session: not a neighbour of the seed, not lifted
+        assert on.get(mid) == off.get(mid)
