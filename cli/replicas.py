@@ -6,6 +6,8 @@ with ``--workers`` > 1 Nagle's algorithm stayed on and every keep-alive request 
 connection's first waited for the client's delayed ACK: about 40 ms added to each answer
 (uvicorn issue #3149; one process is not affected: asyncio binds that socket itself). Here the
 listening socket is the same one, declared TCP, so every worker's connections get ``TCP_NODELAY``.
+uvicorn 0.55 binds it as TCP itself (``tests/cli/test_replicas.py``); this stays for the older ones
+``pyproject.toml`` allows.
 """
 
 from __future__ import annotations
