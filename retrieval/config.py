@@ -199,8 +199,8 @@ class RetrievalConfig:
     seed's semantic score: the answer is often the turn next to the one that shares the question's words (on
     LoCoMo 72 of the 99 single-hop evidence turns missed at rank 10 lie within two turns of a top-10 hit).
     Not on "why" questions (their cause is in an earlier session: lifting the decision's neighbours pushed it
-    out of the top 3); a superseded seed or neighbour is not lifted where superseded rows go last. 0.7 chosen
-    leave-conversations-out (0: off; added)."""
+    out of the top 3); a superseded seed or neighbour is not lifted where superseded rows go last. 0.7 was picked
+    on all five dev conversations; leave-conversations-out never chose it off (0: off; added)."""
     graph_all_routes: bool = True
     """Also expand (with weight ``fusion.graph``) on the semantic and persona routes (added)."""
 

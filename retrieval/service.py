@@ -454,32 +454,29 @@ class Retriever:
         graph, snap = self._graph(view), view.snapshot
         share, gap = self.config.dialogue_context, self.memory_params.session_gap_ms
         current = self.config.current_first and plan.route is not Route.GRAPH
-        for node, score in seeds:
+
+        def message_at(node: str) -> MessageRow | None:
+            """The message a graph node stands for, unless it is history where history goes last."""
             n = snap.nodes.get(node)
-            if n is None or n.node_type != "message" or node not in graph:
-                continue
-            seed_row = snap.row("messages", n.ref_id)
-            if seed_row is None or (current and _stale(view, seed_row)):
+            row = snap.messages.get(n.ref_id) if n is not None and n.node_type == "message" else None
+            return None if row is None or (current and _stale(view, row)) else row
+
+        for node, score in seeds:
+            seed_row = message_at(node) if node in graph else None
+            if seed_row is None:
                 continue
             for _, v, _, edge_type in graph.arcs(node):
-                if edge_type != "temporal_next":
-                    continue
-                m = snap.nodes.get(v)
-                row = snap.row("messages", m.ref_id) if m is not None and m.node_type == "message" else None
+                row = message_at(v) if edge_type == "temporal_next" else None
                 if (
                     row is None
                     or _conversation(row) != _conversation(seed_row)
                     or abs(_said_at(row) - _said_at(seed_row)) >= gap
                     or not scorer.usable(row)
-                    or (current and _stale(view, row))
                 ):
                     continue
                 key = ("messages", row.id)
                 c = candidates.get(key) or scorer.candidate("messages", row, origin="graph")
-                if c.semantic < share * score:
-                    candidates[key] = replace(c, semantic=share * score)
-                else:
-                    candidates.setdefault(key, c)
+                candidates[key] = replace(c, semantic=share * score) if c.semantic < share * score else c
 
     # --- fusion and answer ------------------------------------------------------------------------
 
