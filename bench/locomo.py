@@ -389,7 +389,8 @@ def lco_grid(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, RetrievalConfig]
     """
     return {
         "shipped": base,
-        "rrf-30": replace(base, name=f"{base.name}/rrf30", rrf_k=30),
+        "rrf-60": replace(base, name=f"{base.name}/rrf60", rrf_k=60),  # the default before 2026-12-02 evening
+        "broad-rrf-off": replace(base, name=f"{base.name}/broad-off", broad_rrf_k=0),
         "seed-self-graph-off": replace(base, name=f"{base.name}/seed-self-off", seed_self_graph=False),
         "hub-fanout-10": replace(base, name=f"{base.name}/fanout10", hub_fanout=10),
         "hub-fanout-20": replace(base, name=f"{base.name}/fanout20", hub_fanout=20),

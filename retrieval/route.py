@@ -10,17 +10,22 @@
 Temporal/causal cues win over attribute cues ("why do I like spicy food?" is causal). Explicit
 references such as "you said before" / 你之前说过 are removed first: their "before" is not a time.
 English cues match whole words, case-insensitively; Chinese cues match as substrings.
+
+Whatever the route, a question may ask for a set of things rather than one ("what activities does
+she do?", "which books ...", "how many times ...", "what kinds of ...", 哪些, 几次, 多少): it is
+``broad``. Its evidence is spread over several sessions, so base retrieval fuses its two rankings
+more flatly for it (``RetrievalConfig.broad_rrf_k``).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from adamem.retrieval.config import Direction, Route
 from adamem.retrieval.whose import strip_references
 
-__all__ = ["CUES", "Cue", "RoutePlan", "route_query"]
+__all__ = ["CUES", "Cue", "RoutePlan", "is_broad", "route_query"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,7 @@ class RoutePlan:
     cues: tuple[str, ...] = ()
     reason: str = ""
     causal: bool = False  # a "why" question: its answer lies before the event it names
+    broad: bool = False  # the question asks for a set of things (``is_broad``), not one
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form."""
@@ -51,6 +57,7 @@ class RoutePlan:
             "cues": list(self.cues),
             "reason": self.reason,
             "causal": self.causal,
+            "broad": self.broad,
         }
 
 
@@ -112,8 +119,36 @@ def _compile(cue: Cue) -> re.Pattern[str]:
 _COMPILED: tuple[tuple[Cue, re.Pattern[str]], ...] = tuple((c, _compile(c)) for c in CUES)
 
 
+# A set asked for: "kinds of", "how many", "what are", a plural noun after what/which ("what activities",
+# "which books"), and their Chinese counterparts. Written once from English and Chinese grammar, not tuned.
+_BROAD_EN = re.compile(
+    r"(?<![\w'])(?:kinds?\s+of|types?\s+of|sorts?\s+of|how\s+many|in\s+what\s+ways|both|what\s+are|which\s+are)(?![\w'])",
+    re.I,
+)
+_PLURAL_EN = re.compile(r"(?<![\w'])(?:what|which)\s+(?:\w+\s+){0,2}?(\w+(?:ies|s))(?![\w'])", re.I)
+_NOT_PLURAL = re.compile(
+    r"is|was|does|has|this|its|his|hers|yours|ours|theirs|us|as|plus|less|unless|always|perhaps|sometimes"
+    r"|towards|afterwards|news|series|\w*ss"
+)
+_BROAD_ZH = re.compile("哪些|哪几|几个|几种|几次|几样|多少|分别|都有什么|各种")
+
+
+def is_broad(question: str) -> bool:
+    """Whether a question asks for a set of things ("what activities ...", "how many ...", 哪些) rather than one."""
+    if _BROAD_EN.search(question) or _BROAD_ZH.search(question):
+        return True
+    m = _PLURAL_EN.search(question)
+    word = m[1].lower() if m else ""
+    return bool(word) and _NOT_PLURAL.fullmatch(word) is None
+
+
 def route_query(question: str) -> RoutePlan:
     """The route of ``question``: graph for temporal/causal cues, persona for attribute cues, else semantic."""
+    plan = _route(question)
+    return replace(plan, broad=True) if is_broad(strip_references(question)) else plan
+
+
+def _route(question: str) -> RoutePlan:
     text = strip_references(question)
     spans = sorted(
         (

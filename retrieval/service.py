@@ -308,7 +308,7 @@ class Retriever:
             loading = time.perf_counter() - started
         assert snap is not None
         view = View(snap, point)
-        scorer = SemanticScorer(view, question, qvec, cfg, whose)
+        scorer = SemanticScorer(view, question, qvec, _fusion_for(cfg, plan), whose)
         base = base_candidates(self.store, scorer, question)
         t3 = time.perf_counter()
         reaches: dict[str, Reach] = {}
@@ -638,6 +638,13 @@ def _ms(a: float, b: float) -> float:
 
 def _stale(view: View, row: MemoryRow) -> bool:
     return isinstance(row, MessageRow) and view.stale(row)
+
+
+def _fusion_for(cfg: RetrievalConfig, plan: RoutePlan) -> RetrievalConfig:
+    """The config base retrieval scores with: a broad question's own fusion constant, when it has one."""
+    if plan.broad and cfg.broad_rrf_k and cfg.broad_rrf_k != cfg.rrf_k:
+        return replace(cfg, rrf_k=cfg.broad_rrf_k)
+    return cfg
 
 
 def _conversation(row: MemoryRow) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adamem.retrieval import Direction, Route, route_query
+from adamem.retrieval.route import is_broad
 
 G, P, S = Route.GRAPH, Route.PERSONA, Route.SEMANTIC
 ANY, BACK, FWD = Direction.ANY, Direction.ANTECEDENT, Direction.CONSEQUENT
@@ -66,4 +67,49 @@ def test_route_plan_is_json_ready() -> None:
         "cues": ["为什么"],
         "reason": "causal cue(s) 为什么: graph expansion",
         "causal": True,
+        "broad": False,
     }
+
+
+BROAD = [
+    "What activities does Melanie partake in?",
+    "Which books has Caroline read?",
+    "What kinds of music do I listen to?",
+    "How many times did I go running last month?",
+    "What are my hobbies?",
+    "In what ways did my sister help me?",
+    "What hobbies do we both have?",
+    "我喜欢哪些运动？",
+    "我去过几次上海？",
+    "我有多少只猫？",
+    "她分别去了哪里？",
+]
+NARROW = [
+    "What is Caroline's identity?",
+    "Where does my sister work?",
+    "What does Jon think of this?",
+    "What was his answer?",
+    "Where was she last week?",
+    "What is the name of my cat?",
+    "我住在哪里？",
+    "我为什么开始健身？",
+    "我妹妹叫什么名字？",
+]
+
+
+@pytest.mark.parametrize("question", BROAD)
+def test_a_question_asking_for_a_set_is_broad_whatever_its_route(question: str) -> None:
+    assert is_broad(question)
+    assert route_query(question).broad
+    assert route_query(question).to_dict()["broad"] is True
+
+
+@pytest.mark.parametrize("question", NARROW)
+def test_a_question_asking_for_one_thing_is_not_broad(question: str) -> None:
+    assert not is_broad(question)
+    assert not route_query(question).broad
+
+
+def test_broadness_does_not_change_the_route() -> None:
+    assert route_query("What are my hobbies?").route is P
+    assert route_query("How many times did I go running last month?").route is G

@@ -11,6 +11,7 @@ import pytest
 from adamem.analysis.e5 import E5Embedder
 from adamem.errors import AdaMemError
 from adamem.retrieval import SEED_DEFAULT, AsOf, CacheSettings, Layer, Retriever, Route, Subject, UnknownOwner, service
+from adamem.retrieval.route import route_query
 from adamem.retrieval.service import parallel_expansion
 
 
@@ -191,3 +192,36 @@ def test_dialogue_context_lifts_the_turn_next_to_a_seed_in_its_session_only(buil
     assert on["d1-1"] >= 0.7 * on["d1-2"]  # and so is the turn before it
     for mid in ("d2-1", "d2-2"):  # another session: not a neighbour of the seed, not lifted
         assert on.get(mid) == off.get(mid)
+
+
+def test_a_broad_question_is_fused_with_its_own_constant_and_a_narrow_one_with_rrf_k(
+    build: Any, embedder: E5Embedder
+) -> None:
+    """``broad_rrf_k`` scores exactly as ``rrf_k`` set to it would, and only for questions asking for a set."""
+    memory = build("broad")
+    memory.add(
+        [
+            _line(1, "u", "I signed up for a pottery class yesterday.", "b1", "2024-05-01T19:00:00Z"),
+            _line(2, "a", "That sounds fun, what will you make?", "b1", "2024-05-01T19:01:00Z"),
+            _line(1, "u", "We went camping by the lake with the kids.", "b2", "2024-06-01T19:00:00Z"),
+            _line(2, "u", "I also go swimming every Saturday morning.", "b2", "2024-06-01T19:02:00Z"),
+            _line(1, "u", "Painting sunsets relaxes me after work.", "b3", "2024-07-01T19:00:00Z"),
+            _line(2, "a", "Which colours do you like best?", "b3", "2024-07-01T19:01:00Z"),
+        ]
+    )
+
+    def semantics(question: str, rrf_k: int, broad_rrf_k: int) -> dict[str, float]:
+        cfg = dataclasses.replace(
+            SEED_DEFAULT, rrf_k=rrf_k, broad_rrf_k=broad_rrf_k, cache=CacheSettings(query_cache=False)
+        )
+        r = Retriever(memory.store, embedder, cfg, partitions=memory.partitions)
+        try:
+            answer = r.query("default:dana", question, top_k=20)
+        finally:
+            r.close()
+        return {i.id: round(i.breakdown.semantic, 9) for i in answer.items}
+
+    broad, narrow = "What activities does Dana do?", "Where did Dana go camping?"
+    assert route_query(broad).broad and not route_query(narrow).broad
+    assert semantics(broad, 30, 60) == semantics(broad, 60, 0) != semantics(broad, 30, 0)
+    assert semantics(narrow, 30, 60) == semantics(narrow, 30, 0) != semantics(narrow, 60, 0)
