@@ -43,6 +43,8 @@ def main() -> None:
     p.add_argument(
         "--dialogue-context", type=float, help="the default config with this dialogue_context (default: as shipped)"
     )
+    p.add_argument("--rrf-k", type=int, help="the default config with this rrf_k (default: as shipped)")
+    p.add_argument("--broad-rrf-k", type=int, help="the default config with this broad_rrf_k (0: off)")
     args = p.parse_args()
     asked = args.questions_of or args.owner
     with open(args.data, encoding="utf-8") as f:
@@ -56,6 +58,10 @@ def main() -> None:
         config = replace(config, max_parallel_seeds=args.parallel_seeds)
     if args.dialogue_context is not None:
         config = replace(config, dialogue_context=args.dialogue_context)
+    if args.rrf_k is not None:
+        config = replace(config, rrf_k=args.rrf_k)
+    if args.broad_rrf_k is not None:
+        config = replace(config, broad_rrf_k=args.broad_rrf_k)
     retriever = Retriever(store, E5Embedder(), config)
     retriever.warm_up()
     retriever.query(args.owner, "warm up question")  # loads the owner's snapshot
@@ -75,7 +81,9 @@ def main() -> None:
         "owner": args.owner,
         "hub_fanout": config.hub_fanout,
         "parallel_seeds": config.max_parallel_seeds,
-        "dialogue_context": config.dialogue_context,
+        "dialogue_context": getattr(config, "dialogue_context", None),  # None: a tree from before it
+        "rrf_k": config.rrf_k,
+        "broad_rrf_k": getattr(config, "broad_rrf_k", None),
         "wall_ms": dict(summary_ms(wall)),
         "cpu_ms": dict(summary_ms(cpu)),
         "load1": round(os.getloadavg()[0], 2),
