@@ -48,11 +48,13 @@ row stays on disk. After a commit that applied a forget, ``erase_history`` rewri
 that has deleted rows (compaction with ``materialize_deletions_threshold=0``), brings the indexes
 up to date, records the new versions in the checkpoint, then removes every older version's files
 (``cleanup_old_versions(older_than=0)``), and, in the active view, every other view. A reader still
-reading an older version of that shard at that moment fails its call and reads the new one next.
+reading an older version of that shard at that moment finds its files gone; it pins the versions the new
+checkpoint names and reads again (``_Shard.reading``), so the call answers from the rewritten versions.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -63,7 +65,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lance
 import lancedb
@@ -131,6 +133,21 @@ def _reads() -> ThreadPoolExecutor:
     if _READS is None or _READS[0] != os.getpid():
         _READS = (os.getpid(), ThreadPoolExecutor(max_workers=len(TABLES), thread_name_prefix="adamem-lance-read"))
     return _READS[1]
+
+
+_R = TypeVar("_R")
+
+_VANISHED = ("no longer exists", "was not found", "Not found: ", "No such file or directory")
+"""What Lance says when the files of a version a reader holds were removed under it (``erase_history``)."""
+
+
+def _vanished(exc: BaseException) -> bool:
+    return any(text in str(exc) for text in _VANISHED)
+
+
+def _owner_ids(shard: _Shard) -> list[str]:
+    table = shard.visible("owners")
+    return [] if table is None else table.to_arrow().column("owner_id").to_pylist()
 
 
 def _quote(value: str) -> str:
@@ -222,6 +239,19 @@ class _Shard:
                 return None
         return table
 
+    def reading(self, read: Callable[[], _R]) -> _R:
+        """Readers: ``read()``, again on the newest checkpoint's versions if the writer's ``erase_history``
+        removed the files of the versions it was reading meanwhile (at most three tries)."""
+        for attempt in range(1, 4):
+            try:
+                return read()
+            except (OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
+                if self.writer or attempt == 3 or not _vanished(exc):
+                    raise
+                self.pinned = {}  # check the tables out again, at the versions the checkpoint names now
+                self.datasets.clear()
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def pin(self) -> int:
         """Readers: show every table as of the last checkpoint, never a commit half-written; its commit count."""
         if self.writer:
@@ -238,7 +268,7 @@ class _Shard:
                     if table is not None and name in versions:
                         table.checkout(versions[name])
             except ValueError as exc:  # "Version N no longer exists": see below
-                if "no longer exists" not in str(exc) or attempt == 3:
+                if not _vanished(exc) or attempt == 3:
                     raise
                 # The writer's ``erase_history`` removed the versions this checkpoint named, after
                 # this reader read it: the checkpoint it wrote since names the rewritten ones.
@@ -882,7 +912,7 @@ class LanceStore:
             return None
         if shard is None:
             return OwnerChanges(f"{self.view}/0") if commits == "0" else None
-        found = shard.owner_changes(owner_id, int(commits))
+        found = shard.reading(lambda: shard.owner_changes(owner_id, int(commits)))
         if found is None:
             return None
         now, rows, gone = found
@@ -948,15 +978,19 @@ class LanceStore:
             return []
         if shard.owners_written is not None and owner_id not in shard.owners_written:
             return []
-        shard.pin()
         where = f"owner_id = {_quote(owner_id)}"
-        found = _reads().map(lambda table: shard.select(table, where, repin=False), TABLES)
-        return [row for rows in found for row in rows]
+
+        def read() -> list[Row]:
+            shard.pin()
+            found = _reads().map(lambda table: shard.select(table, where, repin=False), TABLES)
+            return [row for rows in found for row in rows]
+
+        return shard.reading(read)
 
     def rows(self, table: str, owner_id: str) -> list[Row]:
         """Rows of one table for an owner, in id order."""
         shard = self._owner_shard(owner_id)
-        return shard.select(table, f"owner_id = {_quote(owner_id)}") if shard else []
+        return shard.reading(lambda: shard.select(table, f"owner_id = {_quote(owner_id)}")) if shard else []
 
     def owners(self) -> list[str]:
         """Owners with any memory."""
@@ -968,25 +1002,30 @@ class LanceStore:
             shard = self._shard(int(name[1:]), create=False)
             if shard is not None and shard.legacy:
                 raise LegacyStore(shard.path)
-            table = shard.visible("owners") if shard else None
-            if table is not None:
-                found.update(table.to_arrow().column("owner_id").to_pylist())
+            if shard is not None:
+                found.update(shard.reading(functools.partial(_owner_ids, shard)))
         return sorted(found)
 
     def vector_search(self, table: str, owner_id: str, vector: Sequence[float], k: int) -> list[Hit]:
         """Cosine search over an owner's rows (prefiltered by owner)."""
         shard = self._owner_shard(owner_id)
-        t = shard.visible(table) if shard else None
-        if t is None or not has_vector(table):
+        if shard is None or not has_vector(table):
             return []
-        res = (
-            t.search(list(vector), vector_column_name="vector")
-            .metric("cosine")
-            .where(f"owner_id = {_quote(owner_id)}", prefilter=True)
-            .limit(k)
-            .to_arrow()
-            .to_pylist()
-        )
+
+        def read() -> list[dict[str, Any]]:
+            t = shard.visible(table)
+            if t is None:
+                return []
+            return list(
+                t.search(list(vector), vector_column_name="vector")
+                .metric("cosine")
+                .where(f"owner_id = {_quote(owner_id)}", prefilter=True)
+                .limit(k)
+                .to_arrow()
+                .to_pylist()
+            )
+
+        res = shard.reading(read)
         hits = [Hit(row_from_dict(table, r), 1.0 - float(r["_distance"])) for r in res if any(r["vector"])]
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits
@@ -996,17 +1035,23 @@ class LanceStore:
         if table not in TEXT_FIELDS:
             raise StoreError(f"table {table!r} has no full-text column; use one of {sorted(TEXT_FIELDS)}")
         shard = self._owner_shard(owner_id)
-        t = shard.visible(table) if shard else None
         terms = search_text(query)
-        if t is None or not terms:
+        if shard is None or not terms:
             return []
-        res = (
-            t.search(terms, query_type="fts", fts_columns="tokens")
-            .where(f"owner_id = {_quote(owner_id)}", prefilter=True)
-            .limit(k)
-            .to_arrow()
-            .to_pylist()
-        )
+
+        def read() -> list[dict[str, Any]]:
+            t = shard.visible(table)
+            if t is None:
+                return []
+            return list(
+                t.search(terms, query_type="fts", fts_columns="tokens")
+                .where(f"owner_id = {_quote(owner_id)}", prefilter=True)
+                .limit(k)
+                .to_arrow()
+                .to_pylist()
+            )
+
+        res = shard.reading(read)
         hits = [Hit(row_from_dict(table, r), float(r["_score"])) for r in res]
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits

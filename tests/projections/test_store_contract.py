@@ -720,3 +720,35 @@ def test_a_reader_that_read_a_checkpoint_just_before_history_was_erased_reads_th
     reads = iter([stale])
     monkeypatch.setattr(shard, "checkpoint_row", lambda: next(reads, None) or real())
     assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1"]
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["dataset-open", "dataset-not-open"])
+def test_a_reader_whose_versions_are_erased_while_it_reads_them_reads_the_new_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: bool
+) -> None:
+    """The reader pinned the checkpoint's versions; before it read their files, the writer's ``erase_history``
+    (after a forget) removed them. The read is answered from the rewritten versions, not failed ("Dataset at
+    path .../owners.lance/_versions/....manifest was not found", seen when an agent asked right after a forget
+    while the worker erased)."""
+    root = str(tmp_path / "store")
+    writer = LanceStore(root)
+    writer.bind(1)
+    writer.commit(0, [Upsert("messages", message("default:alice", "m1", "I love hiking", (1.0, 0.0, 0.0)))], {"a": 1})
+    writer.commit(0, [Upsert("messages", message("default:alice", "m2", "secret", (0.0, 1.0, 0.0)))], {"a": 2})
+    reader = LanceStore(root, read_only=True)
+    if cached:
+        assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1", "m2"]
+    shard = reader._shard(0, create=False)
+    assert shard is not None
+    original, erased = shard._dataset, []
+
+    def erase_then_read(name: str, table: Any) -> Any:
+        if not erased:  # once: after the reader pinned, before it read
+            writer.commit(0, [Delete("messages", "m2")], {"a": 3})
+            writer.erase_history(0)
+            erased.append(name)
+        return original(name, table)
+
+    monkeypatch.setattr(shard, "_dataset", erase_then_read)
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1"]
+    assert erased == ["messages"]
