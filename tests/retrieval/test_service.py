@@ -161,6 +161,16 @@ def _line(n: int, who: str, text: str, conv: str, at: str) -> dict[str, Any]:
     }
 
 
+def _ask(memory: Any, embedder: E5Embedder, question: str, **changes: Any) -> Any:
+    """Dana's answer (top 20, no answer cache) under the default config with ``changes``."""
+    cfg = dataclasses.replace(SEED_DEFAULT, cache=CacheSettings(query_cache=False), **changes)
+    r = Retriever(memory.store, embedder, cfg, partitions=memory.partitions)
+    try:
+        return r.query("default:dana", question, top_k=20)
+    finally:
+        r.close()
+
+
 def test_dialogue_context_lifts_the_turn_next_to_a_seed_in_its_session_only(build: Any, embedder: E5Embedder) -> None:
     """The reply shares no word with the question; the turn before it does. Off: the reply keeps its own score."""
     memory = build("dialogue")
@@ -176,14 +186,7 @@ def test_dialogue_context_lifts_the_turn_next_to_a_seed_in_its_session_only(buil
     question = "How did the sister's visit go?"
 
     def semantics(share: float) -> dict[str, float]:
-        cfg = dataclasses.replace(
-            SEED_DEFAULT, dialogue_context=share, dedupe_evidence=False, cache=CacheSettings(query_cache=False)
-        )
-        r = Retriever(memory.store, embedder, cfg, partitions=memory.partitions)
-        try:
-            answer = r.query("default:dana", question, top_k=20)
-        finally:
-            r.close()
+        answer = _ask(memory, embedder, question, dialogue_context=share, dedupe_evidence=False)
         return {i.provenance[0].message_id: i.breakdown.semantic for i in answer.items if i.kind == "message"}
 
     off, on = semantics(0.0), semantics(0.7)
@@ -211,14 +214,7 @@ def test_a_broad_question_is_fused_with_its_own_constant_and_a_narrow_one_with_r
     )
 
     def semantics(question: str, rrf_k: int, broad_rrf_k: int) -> dict[str, float]:
-        cfg = dataclasses.replace(
-            SEED_DEFAULT, rrf_k=rrf_k, broad_rrf_k=broad_rrf_k, cache=CacheSettings(query_cache=False)
-        )
-        r = Retriever(memory.store, embedder, cfg, partitions=memory.partitions)
-        try:
-            answer = r.query("default:dana", question, top_k=20)
-        finally:
-            r.close()
+        answer = _ask(memory, embedder, question, rrf_k=rrf_k, broad_rrf_k=broad_rrf_k)
         return {i.id: round(i.breakdown.semantic, 9) for i in answer.items}
 
     broad, narrow = "What activities does Dana do?", "Where did Dana go camping?"
