@@ -144,12 +144,13 @@ def is_broad(question: str) -> bool:
 
 def route_query(question: str) -> RoutePlan:
     """The route of ``question``: graph for temporal/causal cues, persona for attribute cues, else semantic."""
-    plan = _route(question)
-    return replace(plan, broad=True) if is_broad(strip_references(question)) else plan
-
-
-def _route(question: str) -> RoutePlan:
     text = strip_references(question)
+    plan = _route(text)
+    return replace(plan, broad=True) if is_broad(text) else plan
+
+
+def _route(text: str) -> RoutePlan:
+    """The route of a question whose explicit references were removed."""
     spans = sorted(
         (
             (m.start(), -len(m[0]), i, m[0].lower())

@@ -110,6 +110,8 @@ class Retriever:
         if embedder_for is not None:
             self._embedders[_embedder_key(store.generation())] = embedder
         self.config = config
+        # base retrieval of a question asking for a set (``RoutePlan.broad``): its own fusion constant, made once
+        self._broad_config = replace(config, rrf_k=config.broad_rrf_k) if config.broad_rrf_k else config
         self.partitions = partitions
         self.memory_params = memory_params
         c = config.cache
@@ -308,7 +310,7 @@ class Retriever:
             loading = time.perf_counter() - started
         assert snap is not None
         view = View(snap, point)
-        scorer = SemanticScorer(view, question, qvec, _fusion_for(cfg, plan), whose)
+        scorer = SemanticScorer(view, question, qvec, self._broad_config if plan.broad else cfg, whose)
         base = base_candidates(self.store, scorer, question)
         t3 = time.perf_counter()
         reaches: dict[str, Reach] = {}
@@ -638,13 +640,6 @@ def _ms(a: float, b: float) -> float:
 
 def _stale(view: View, row: MemoryRow) -> bool:
     return isinstance(row, MessageRow) and view.stale(row)
-
-
-def _fusion_for(cfg: RetrievalConfig, plan: RoutePlan) -> RetrievalConfig:
-    """The config base retrieval scores with: a broad question's own fusion constant, when it has one."""
-    if plan.broad and cfg.broad_rrf_k and cfg.broad_rrf_k != cfg.rrf_k:
-        return replace(cfg, rrf_k=cfg.broad_rrf_k)
-    return cfg
 
 
 def _conversation(row: MemoryRow) -> str:
