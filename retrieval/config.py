@@ -198,14 +198,21 @@ class RetrievalConfig:
     other seeds pass on to it: expansion adds the rows the base hits lead to, and does not re-rank the base hits
     by how many of them share a topic (three messages about a job outranked the one about running for a
     fitness question; added)."""
-    dialogue_context: float = 0.7
-    """With graph expansion, a seed message's neighbours in its session (its ``temporal_next`` arcs: the turn
-    before and the turn after, same conversation, no session gap between) score at least this share of the
-    seed's semantic score: the answer is often the turn next to the one that shares the question's words (on
-    LoCoMo 72 of the 99 single-hop evidence turns missed at rank 10 lie within two turns of a top-10 hit).
-    Not on "why" questions (their cause is in an earlier session: lifting the decision's neighbours pushed it
-    out of the top 3); a superseded seed or neighbour is not lifted where superseded rows go last. 0.7 was picked
-    on all five dev conversations; leave-conversations-out never chose it off (0: off; added)."""
+    dialogue_context: float = 0.9
+    """With graph expansion, a seed message's neighbours in its session (along its ``temporal_next`` arcs, same
+    conversation, no session gap between) score at least ``dialogue_context ** d`` of the seed's semantic score
+    at d turns away (``dialogue_turns``): the answer is often a turn next to the one that shares the question's
+    words (on LoCoMo 68 of the 90 single-hop evidence turns missed at rank 10 lie within two turns of a top-10
+    hit). In a two-person chat the turn two away is the same speaker going on. Not on "why" questions (their
+    cause is in an earlier session: lifting the decision's neighbours pushed it out of the top 3); a superseded
+    seed or neighbour is not lifted where superseded rows go last (0: off; added). 0.7 and one turn before
+    2026-12-03; at 1.0 a lifted turn ties its seed and temporal questions lose five points."""
+    dialogue_turns: int = 2
+    """How many turns away from a seed ``dialogue_context`` reaches (0: off; added)."""
+    broad_dialogue_context: float = 0.7
+    """The share for a question asking for a set (``RoutePlan.broad``), whose evidence is spread over sessions:
+    a wider window there fills the top 10 from the few seeds' sessions (on LoCoMo 0.9 lost 7 points on
+    multi-hop; 0.49 two turns away lifts nothing that decides the top 10; 0: off for them; added)."""
     graph_all_routes: bool = True
     """Also expand (with weight ``fusion.graph``) on the semantic and persona routes (added)."""
 

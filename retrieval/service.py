@@ -319,7 +319,7 @@ class Retriever:
             seeds = self._seeds(view, scorer, base)
             reaches = self._expand(view, scorer, seeds, plan)
             self._add_reached(view, scorer, reaches, candidates)
-            if cfg.dialogue_context > 0 and not plan.causal:
+            if cfg.dialogue_turns > 0 and not plan.causal:
                 self._dialogue_context(view, scorer, seeds, candidates, plan)
             if cfg.seed_self_graph and plan.route is not Route.GRAPH:
                 for node, score in seeds:  # a seed stands where its own score puts it
@@ -448,14 +448,20 @@ class Retriever:
         candidates: dict[tuple[str, str], Candidate],
         plan: RoutePlan,
     ) -> None:
-        """Lift the turns next to each seed message in its session to ``dialogue_context`` × the seed's score.
+        """Lift the turns around each seed message in its session, up to ``dialogue_turns`` away along its
+        ``temporal_next`` arcs, to ``share ** d`` × the seed's score at d turns away: ``dialogue_context`` for a
+        focused question, ``broad_dialogue_context`` for one asking for a set (``RoutePlan.broad``).
 
         Where superseded rows go last (``current_first``), a seed that is history lends its context nothing
         and a neighbour that is history is not lifted: "Beijing is lovely in spring!" beside "I live in
         Beijing" must not come back for "where do I live?" after a move."""
+        cfg = self.config
+        share = cfg.broad_dialogue_context if plan.broad else cfg.dialogue_context
+        if share <= 0:
+            return
         graph, snap = self._graph(view), view.snapshot
-        share, gap = self.config.dialogue_context, self.memory_params.session_gap_ms
-        current = self.config.current_first and plan.route is not Route.GRAPH
+        gap = self.memory_params.session_gap_ms
+        current = cfg.current_first and plan.route is not Route.GRAPH
 
         def message_at(node: str) -> MessageRow | None:
             """The message a graph node stands for, unless it is history where history goes last."""
@@ -467,18 +473,28 @@ class Retriever:
             seed_row = message_at(node) if node in graph else None
             if seed_row is None:
                 continue
-            for _, v, _, edge_type in graph.arcs(node):
-                row = message_at(v) if edge_type == "temporal_next" else None
-                if (
-                    row is None
-                    or _conversation(row) != _conversation(seed_row)
-                    or abs(_said_at(row) - _said_at(seed_row)) >= gap
-                    or not scorer.usable(row)
-                ):
-                    continue
-                key = ("messages", row.id)
-                c = candidates.get(key) or scorer.candidate("messages", row, origin="graph")
-                candidates[key] = replace(c, semantic=share * score) if c.semantic < share * score else c
+            ring, seen = [node], {node}
+            for step in range(1, cfg.dialogue_turns + 1):
+                lifted = score * share**step
+                nxt: list[str] = []
+                for u in ring:
+                    for _, v, _, edge_type in graph.arcs(u):
+                        if v in seen:
+                            continue
+                        row = message_at(v) if edge_type == "temporal_next" else None
+                        if (
+                            row is None
+                            or _conversation(row) != _conversation(seed_row)
+                            or abs(_said_at(row) - _said_at(seed_row)) >= gap
+                            or not scorer.usable(row)
+                        ):
+                            continue
+                        seen.add(v)
+                        nxt.append(v)
+                        key = ("messages", row.id)
+                        c = candidates.get(key) or scorer.candidate("messages", row, origin="graph")
+                        candidates[key] = replace(c, semantic=lifted) if c.semantic < lifted else c
+                ring = nxt
 
     # --- fusion and answer ------------------------------------------------------------------------
 

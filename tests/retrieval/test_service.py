@@ -197,6 +197,50 @@ def test_dialogue_context_lifts_the_turn_next_to_a_seed_in_its_session_only(buil
         assert on.get(mid) == off.get(mid)
 
 
+def test_dialogue_context_reaches_dialogue_turns_away_compounding_and_broad_questions_use_their_own_share(
+    build: Any, embedder: E5Embedder
+) -> None:
+    """Two turns away (the same speaker going on) a turn gets share², three away nothing; a question asking for a
+    set is lifted with ``broad_dialogue_context``."""
+    memory = build("dialogue-turns")
+    memory.add(
+        [
+            _line(1, "u", "The printer jammed twice before lunch.", "d1", "2024-05-01T19:00:00Z"),
+            _line(2, "u", "Our team renamed the quarterly report.", "d1", "2024-05-01T19:01:00Z"),
+            _line(3, "a", "Which hiking trails did you and your sister try?", "d1", "2024-05-01T19:02:00Z"),
+            _line(4, "u", "Oh wow, good question!", "d1", "2024-05-01T19:03:00Z"),
+            _line(5, "u", "The ridge loop, then the waterfall path; she had the map.", "d1", "2024-05-01T19:04:00Z"),
+            _line(6, "u", "Anyway the kettle is whistling.", "d1", "2024-05-01T19:05:00Z"),
+        ]
+    )
+
+    def semantics(question: str, **changes: Any) -> dict[str, float]:
+        answer = _ask(memory, embedder, question, dedupe_evidence=False, **changes)
+        return {i.provenance[0].message_id: i.breakdown.semantic for i in answer.items if i.kind == "message"}
+
+    focused = "How did the hike with the sister go?"
+    off = semantics(focused, dialogue_turns=0)
+    assert max(off, key=lambda m: off[m]) == "d1-3"  # the turn sharing the question's words is the seed
+    seed = off["d1-3"]
+    one, two = semantics(focused, dialogue_turns=1), semantics(focused, dialogue_turns=2, dialogue_context=0.9)
+    assert off["d1-5"] < 0.81 * seed
+    assert one.get("d1-5") == off.get("d1-5")  # one turn: the turn two away keeps its own score
+    assert two["d1-5"] >= 0.81 * seed > off["d1-5"]  # two turns: 0.9² of the seed's
+    assert two["d1-1"] >= 0.81 * seed and two["d1-4"] >= 0.9 * seed
+    assert two.get("d1-6") == off.get("d1-6")  # three turns away: not lifted
+
+    broad = "Which trails did the sister and I hike?"
+    assert route_query(broad).broad and not route_query(focused).broad
+    b_off = semantics(broad, dialogue_turns=0)
+    b_seed = max(b_off, key=lambda m: b_off[m])
+    assert semantics(broad, dialogue_context=0.95, broad_dialogue_context=0.0) == b_off  # not the focused share
+    b_on = semantics(broad, dialogue_context=0.0, broad_dialogue_context=0.95)
+    n = int(b_seed.split("-")[1])
+    near = [f"d1-{i}" for i in (n - 1, n + 1) if 1 <= i <= 6]
+    assert any(b_off[m] < 0.95 * b_off[b_seed] for m in near)  # something to lift
+    assert all(b_on[m] >= 0.95 * b_off[b_seed] for m in near)  # lifted by the broad share
+
+
 def test_a_broad_question_is_fused_with_its_own_constant_and_a_narrow_one_with_rrf_k(
     build: Any, embedder: E5Embedder
 ) -> None:
