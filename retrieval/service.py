@@ -450,13 +450,15 @@ class Retriever:
     ) -> None:
         """Lift the turns around each seed message in its session, up to ``dialogue_turns`` away along its
         ``temporal_next`` arcs, to ``share ** d`` × the seed's score at d turns away: ``dialogue_context`` for a
-        focused question, ``broad_dialogue_context`` for one asking for a set (``RoutePlan.broad``).
+        focused question, ``narrow_dialogue_context`` for one asking for a set (``RoutePlan.broad``) and for
+        a time question (the graph route).
 
         Where superseded rows go last (``current_first``), a seed that is history lends its context nothing
         and a neighbour that is history is not lifted: "Beijing is lovely in spring!" beside "I live in
         Beijing" must not come back for "where do I live?" after a move."""
         cfg = self.config
-        share = cfg.broad_dialogue_context if plan.broad else cfg.dialogue_context
+        narrow = plan.broad or plan.route is Route.GRAPH
+        share = cfg.narrow_dialogue_context if narrow else cfg.dialogue_context
         if share <= 0:
             return
         graph, snap = self._graph(view), view.snapshot

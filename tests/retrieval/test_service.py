@@ -201,7 +201,7 @@ def test_dialogue_context_reaches_dialogue_turns_away_compounding_and_broad_ques
     build: Any, embedder: E5Embedder
 ) -> None:
     """Two turns away (the same speaker going on) a turn gets share², three away nothing; a question asking for a
-    set is lifted with ``broad_dialogue_context``."""
+    set is lifted with ``narrow_dialogue_context``."""
     memory = build("dialogue-turns")
     memory.add(
         [
@@ -233,8 +233,8 @@ def test_dialogue_context_reaches_dialogue_turns_away_compounding_and_broad_ques
     assert route_query(broad).broad and not route_query(focused).broad
     b_off = semantics(broad, dialogue_turns=0)
     b_seed = max(b_off, key=lambda m: b_off[m])
-    assert semantics(broad, dialogue_context=0.95, broad_dialogue_context=0.0) == b_off  # not the focused share
-    b_on = semantics(broad, dialogue_context=0.0, broad_dialogue_context=0.95)
+    assert semantics(broad, dialogue_context=0.95, narrow_dialogue_context=0.0) == b_off  # not the focused share
+    b_on = semantics(broad, dialogue_context=0.0, narrow_dialogue_context=0.95)
     n = int(b_seed.split("-")[1])
     near = [f"d1-{i}" for i in (n - 1, n + 1) if 1 <= i <= 6]
     assert any(b_off[m] < 0.95 * b_off[b_seed] for m in near)  # something to lift
