@@ -396,7 +396,7 @@ def lco_grid(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, RetrievalConfig]
         "hub-fanout-20": replace(base, name=f"{base.name}/fanout20", hub_fanout=20),
         "hub-fanout-40": replace(base, name=f"{base.name}/fanout40", hub_fanout=40),
         "dialogue-context-off": replace(base, name=f"{base.name}/dialogue-off", dialogue_turns=0),
-        # the window before 2026-12-03 evening: one turn each way at 0.7
+        # the window before 2026-12-02 night: one turn each way at 0.7
         "dialogue-one-turn": replace(base, name=f"{base.name}/dialogue-one", dialogue_context=0.7, dialogue_turns=1),
         "dialogue-0.85": replace(base, name=f"{base.name}/dialogue85", dialogue_context=0.85),
         "dialogue-0.95": replace(base, name=f"{base.name}/dialogue95", dialogue_context=0.95),

@@ -205,8 +205,8 @@ class RetrievalConfig:
     words (on LoCoMo 68 of the 90 single-hop evidence turns missed at rank 10 lie within two turns of a top-10
     hit). In a two-person chat the turn two away is the same speaker going on. Not on "why" questions (their
     cause is in an earlier session: lifting the decision's neighbours pushed it out of the top 3); a superseded
-    seed or neighbour is not lifted where superseded rows go last (0: off; added). 0.7 and one turn before
-    2026-12-03; at 1.0 a lifted turn ties its seed and temporal questions lose five points."""
+    seed or neighbour is not lifted where superseded rows go last (0: off; added). 0.7 and one turn until
+    2026-12-02 night; at 1.0 a lifted turn ties its seed and temporal questions lose five points."""
     dialogue_turns: int = 2
     """How many turns away from a seed ``dialogue_context`` reaches (0: off; added)."""
     narrow_dialogue_context: float = 0.7
