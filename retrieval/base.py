@@ -27,7 +27,7 @@ then move the score toward 1: ``(1 − b)·s + b`` for rows of the speakers the 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,14 +127,22 @@ class SemanticScorer:
     """Scores any row of one query consistently: cosine, scaled BM25, and their fusion."""
 
     def __init__(
-        self, view: View, question: str, query_vector: Vector, config: RetrievalConfig, whose: WhoseDecision
+        self,
+        view: View,
+        question: str,
+        query_vector: Vector,
+        config: RetrievalConfig,
+        whose: WhoseDecision,
+        expansion: Mapping[str, float] | None = None,
     ) -> None:
+        """``expansion``: weighted terms added to the question's own (a second round's cues, ``feedback``)."""
         self.view = view
         self.config = config
         self.whose = whose
         norm = float(np.linalg.norm(query_vector))
         self.q: Vector = query_vector / norm if norm else query_vector
         self.terms = query_terms(question)
+        self.expansion = dict(expansion or {})
         self.user_names = view.snapshot.user_names
         self._cosines: dict[str, Vector] = {}
         self._bm25: dict[str, Vector] = {}
@@ -158,7 +166,7 @@ class SemanticScorer:
         """Raw BM25 of the question against every row of a table (in the text index's order)."""
         found = self._bm25.get(table)
         if found is None:
-            found = self._bm25[table] = self.view.snapshot.text_index(table).scores(self.terms)
+            found = self._bm25[table] = self.view.snapshot.text_index(table).scores(self.terms, self.expansion)
         return found
 
     def bm25_raw(self, table: str, row: MemoryRow) -> float:
@@ -242,7 +250,7 @@ def _best_usable(
 def _from_snapshot(scorer: SemanticScorer, table: str, k: int) -> list[MemoryRow]:
     snap = scorer.view.snapshot
     out = _best_usable(scorer, table, scorer.cosines(table), snap.vector_index(table).ids, k)
-    if not scorer.terms:
+    if not scorer.terms and not scorer.expansion:
         return out
     bm = scorer.bm25_all(table)
     matching = np.flatnonzero(bm > 0)  # the ids of the rows looked at only (of thousands matching)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -196,21 +196,38 @@ class TextIndex:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
-    def scores(self, terms: Iterable[str]) -> Vector:
-        """BM25 of every row against the query terms, in ``ids`` order (0 where no term occurs)."""
+    def scores(self, terms: Iterable[str], weights: Mapping[str, float] | None = None) -> Vector:
+        """BM25 of every row against the query terms, in ``ids`` order (0 where no term occurs).
+
+        ``weights``: more terms, each counted with its weight (a query expanded by feedback)."""
         n = len(self.ids)
         out = np.zeros(n, dtype=np.float64)
-        for t in sorted(set(terms)):
-            slots, tf = self._postings(t)
-            rows = self._position_of[slots]
-            live = rows >= 0
-            if not live.all():
-                rows, tf = rows[live], tf[live]
+        weighted = dict.fromkeys(terms, 1.0)
+        for t, w in (weights or {}).items():
+            weighted.setdefault(t, w)
+        for t in sorted(weighted):
+            rows, tf = self._live_postings(t)
             df = len(rows)
             if df:
                 idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                out[rows] += idf * tf * (self._k1 + 1) / (tf + self._norm[rows])
+                out[rows] += weighted[t] * idf * tf * (self._k1 + 1) / (tf + self._norm[rows])
         return out
+
+    def _live_postings(self, term: str) -> _Postings:
+        """A term's postings among this version's rows: positions and frequencies."""
+        slots, tf = self._postings(term)
+        rows = self._position_of[slots]
+        live = rows >= 0
+        return (rows, tf) if live.all() else (rows[live], tf[live])
+
+    def idf(self, term: str) -> float:
+        """The term's inverse document frequency over this version's rows (0 where it occurs nowhere)."""
+        n, df = len(self.ids), len(self._live_postings(term)[0])
+        return math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
+
+    def document_frequency(self, term: str) -> int:
+        """How many of this version's rows contain the term."""
+        return len(self._live_postings(term)[0])
 
 
 class VectorIndex:

@@ -44,6 +44,7 @@ from adamem.retrieval.base import Candidate, SemanticScorer, base_candidates, sp
 from adamem.retrieval.cache import LFUCache, OwnerFacts, OwnerState, QueryCache, VectorMemo
 from adamem.retrieval.config import SEED_DEFAULT, Direction, Layer, RetrievalConfig, Route, Subject
 from adamem.retrieval.errors import UnknownOwner
+from adamem.retrieval.feedback import Feedback
 from adamem.retrieval.fusion import (
     PRESENT,
     Breakdown,
@@ -258,9 +259,10 @@ class Retriever:
         top_k: int | None = None,
         as_of: int | AsOf | None = None,
         reference_time: int | None = None,
+        refine: Feedback | None = None,
     ) -> Answer:
         """``query`` in a worker thread, for asyncio callers."""
-        return await asyncio.to_thread(self.query, owner_id, question, top_k, as_of, reference_time)
+        return await asyncio.to_thread(self.query, owner_id, question, top_k, as_of, reference_time, refine)
 
     def query(
         self,
@@ -269,6 +271,7 @@ class Retriever:
         top_k: int | None = None,
         as_of: int | AsOf | None = None,
         reference_time: int | None = None,
+        refine: Feedback | None = None,
     ) -> Answer:
         """Ranked evidence for ``question`` from ``owner_id``'s memory, now or ``as_of`` (event ms or ``AsOf``).
 
@@ -276,13 +279,15 @@ class Retriever:
         owner's clock (its newest event time, or the as-of time). Raises ``UnknownOwner``. An owner
         is an owner key ``tenant:user_id`` (``adamem.owners``). A cached answer is
         found from the owner's facts alone: the rows are only needed to compute one.
+        ``refine``: a later round of research (``retrieval.research``): base retrieval searches with its
+        moved vector and its weighted terms besides the question's; such answers are not cached.
         """
         cfg = self.config
         k = top_k or cfg.top_k
         point = AsOf(time=as_of) if isinstance(as_of, int) else as_of
         by_offset = point is not None and point.offset is not None
         t0 = time.perf_counter()
-        state, snap = self._sync(owner_id, need_snapshot=not cfg.cache.query_cache or by_offset)
+        state, snap = self._sync(owner_id, need_snapshot=not cfg.cache.query_cache or by_offset or refine is not None)
         self._known(owner_id, state)
         whose, now = self._frame(state, snap, question, point, reference_time)
         t1 = time.perf_counter()
@@ -291,7 +296,8 @@ class Retriever:
         t2 = time.perf_counter()
         qvec = self.embed(question)
         guard = self._guard(question, k, point, plan, whose, windows, now)
-        if cfg.cache.query_cache:
+        cache = cfg.cache.query_cache and refine is None
+        if cache:
             hit = self._answers.get(owner_id, state.version, qvec, guard)
             if hit is not None:
                 t3 = time.perf_counter()
@@ -310,7 +316,14 @@ class Retriever:
             loading = time.perf_counter() - started
         assert snap is not None
         view = View(snap, point)
-        scorer = SemanticScorer(view, question, qvec, self._broad_config if plan.broad else cfg, whose)
+        scorer = SemanticScorer(
+            view,
+            question,
+            qvec if refine is None else refine.vector,
+            self._broad_config if plan.broad else cfg,
+            whose,
+            refine.terms if refine is not None else None,
+        )
         base = base_candidates(self.store, scorer, question)
         t3 = time.perf_counter()
         reaches: dict[str, Reach] = {}
@@ -339,7 +352,7 @@ class Retriever:
             point,
             cfg.name,
         )
-        if cfg.cache.query_cache:
+        if cache:
             self._answers.put(owner_id, state.version, qvec, guard, answer)
         return answer
 
