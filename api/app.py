@@ -40,6 +40,7 @@ from adamem.api.models import (
     PublishAnswer,
     PublishBody,
     QueryBody,
+    ResearchBody,
     WaitAnswer,
     WaitBody,
     publish_body,
@@ -50,6 +51,7 @@ from adamem.errors import AdaMemError, InputError, LogError
 from adamem.metrics import HTTP_ERRORS
 from adamem.owners import owner_key, split_owner
 from adamem.retrieval.errors import UnknownOwner
+from adamem.retrieval.research import ResearchRequest, research
 from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf
 from adamem.settings import Settings
@@ -420,6 +422,19 @@ def create_app(
         if probes:
             observe_answer(answer, probes["lag"].owner_lag(owner_id) if probes["lag"] is not None else None)
         return JSONResponse(answer.to_dict())  # serialised once by json, not validated by a model again
+
+    @app.post(
+        "/v1/users/{user}/research",
+        summary="Evidence gathered in rounds, graded, with conflicts and how sure the answer is",
+        response_model=dict[str, Any],
+        response_class=JSONResponse,
+        responses=_errors(*keyed_errors, 400, 404, 413, 422, 500, 503),
+    )
+    async def research_request(body: ResearchBody, owner_id: str = Depends(owner_of)) -> Response:
+        request = ResearchRequest(body.query, body.context, tuple(body.memory_hints), body.depth, body.top_k)
+        point = as_of_point(body.as_of)
+        found = await asyncio.to_thread(research, retriever, owner_id, request, as_of=point)
+        return JSONResponse(found.to_dict())
 
     @app.get(
         "/v1/users/{user}/memory",

@@ -44,6 +44,24 @@ def _check(resp: httpx.Response) -> Any:
     return resp.json()
 
 
+def _research_body(
+    query: str,
+    context: str,
+    memory_hints: list[str] | tuple[str, ...],
+    depth: int,
+    top_k: int,
+    as_of: str | int | dict[str, Any] | None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"query": query, "depth": depth, "top_k": top_k}
+    if context:
+        body["context"] = context
+    if memory_hints:
+        body["memory_hints"] = list(memory_hints)
+    if as_of is not None:
+        body["as_of"] = as_of
+    return body
+
+
 def _query_body(
     question: str,
     top_k: int,
@@ -156,6 +174,20 @@ class MemoryClient:
         body = _query_body(question, top_k, as_of, min_position)
         return _check(self._http.post(f"/v1/users/{user}/query", json=body))
 
+    def research(
+        self,
+        user: str,
+        query: str,
+        depth: int = 1,
+        context: str = "",
+        memory_hints: list[str] | tuple[str, ...] = (),
+        top_k: int = 10,
+        as_of: str | int | dict[str, Any] | None = None,
+    ) -> Any:
+        """Evidence gathered in up to ``depth`` rounds, graded, with conflicts (``POST /v1/users/{user}/research``)."""
+        body = _research_body(query, context, memory_hints, depth, top_k, as_of)
+        return _check(self._http.post(f"/v1/users/{user}/research", json=body))
+
     def memory(self, user: str, layer: str = "episodic", limit: int = 500) -> Any:
         """One layer of a user's memory (``GET /v1/users/{user}/memory``)."""
         return _check(self._http.get(f"/v1/users/{user}/memory", params={"layer": layer, "limit": limit}))
@@ -240,6 +272,20 @@ class AsyncMemoryClient:
         """Ranked evidence for a question, after ``min_position`` if given."""
         body = _query_body(question, top_k, as_of, min_position)
         return _check(await self._http.post(f"/v1/users/{user}/query", json=body))
+
+    async def research(
+        self,
+        user: str,
+        query: str,
+        depth: int = 1,
+        context: str = "",
+        memory_hints: list[str] | tuple[str, ...] = (),
+        top_k: int = 10,
+        as_of: str | int | dict[str, Any] | None = None,
+    ) -> Any:
+        """Evidence gathered in up to ``depth`` rounds, graded, with conflicts."""
+        body = _research_body(query, context, memory_hints, depth, top_k, as_of)
+        return _check(await self._http.post(f"/v1/users/{user}/research", json=body))
 
     async def memory(self, user: str, layer: str = "episodic", limit: int = 500) -> Any:
         """One layer of a user's memory."""

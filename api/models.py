@@ -25,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from adamem.retrieval.research import MAX_DEPTH as MAX_RESEARCH_DEPTH
+
 __all__ = [
     "MAX_TIME_MS",
     "MIN_TIME_MS",
@@ -37,6 +39,7 @@ __all__ = [
     "PublishAnswer",
     "PublishBody",
     "QueryBody",
+    "ResearchBody",
     "Time",
     "WaitAnswer",
     "WaitBody",
@@ -305,6 +308,35 @@ def _not_blank(value: str) -> str:
 
 # Enforced by the validator (with a readable message), described by the pattern: the two agree.
 NotBlank = Annotated[str, Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK}), AfterValidator(_not_blank)]
+
+
+class ResearchBody(BaseModel):
+    """A research request (``ResearchRequest{query, context, memory_hints, depth}``) about one owner's memory."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [{"query": "Where does Omar live now?", "memory_hints": ["Porto"], "depth": 2, "top_k": 5}]
+        },
+    )
+
+    query: NotBlank = Field(..., max_length=2000, description="The question, English or Chinese.")
+    context: str = Field(
+        "", max_length=8000, description="Text around the question (the agent's conversation); its rarest words help."
+    )
+    memory_hints: list[Annotated[str, Field(max_length=200)]] = Field(
+        default_factory=list, max_length=20, description="Words or names known to matter, searched for in round 1."
+    )
+    depth: Annotated[int, Field(ge=1, le=MAX_RESEARCH_DEPTH), BeforeValidator(_json_integer)] = Field(
+        1, description="Rounds at most: each later round searches again with cues from the evidence found."
+    )
+    top_k: TopK = Field(10, description="How many graded items to return.")
+    as_of: AsOfPoint | None = Field(
+        None, description="Research memory as it was then: an RFC 3339 time, integer ms, or {time} or {offset}."
+    )
+
+
 Role = Literal["user", "assistant", "other"]
 
 

@@ -192,6 +192,27 @@ def _query(args: argparse.Namespace) -> int:
     )
 
 
+def _research(args: argparse.Namespace) -> int:
+    from adamem.cli.research import run_research
+
+    settings = _settings(args)
+    if args.url is None:
+        require_store(settings)
+    return run_research(
+        settings,
+        args.user,
+        args.query,
+        tenant=_tenant(args, settings),
+        depth=args.depth,
+        context=args.context,
+        hints=args.hint,
+        top_k=args.top_k,
+        as_of=args.as_of,
+        as_json=args.json,
+        url=args.url,
+    )
+
+
 def _one_thread_per_request() -> None:
     """Query-side commands run their numeric libraries one thread each (a value in the environment wins).
 
@@ -406,6 +427,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "adamem query alice 'Why did I start working out?' --store ./data/store",
         "adamem query xiaoming '我为什么开始健身？' --json --url http://127.0.0.1:8000",
     ),
+    "research": (
+        "adamem research alice 'Where do I live now?' --depth 2 --store ./data/store",
+        "adamem research xiaoming '我为什么开始健身？' --hint 体检 --json --url http://127.0.0.1:8000",
+    ),
     "provenance": ("adamem provenance alice <item id from adamem query --json> --log ./data/log --store ./data/store",),
     "replay": (
         "adamem replay --log ./data/log --store ./data/store --verify",
@@ -598,6 +623,27 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--url", help="ask a running service instead, e.g. http://127.0.0.1:8000")
     p.set_defaults(run=_query, sync=True)
+
+    p = sub.add_parser("research", help="gather graded evidence in rounds (the Research Agent)")
+    p.add_argument("user", help="memory owner")
+    p.add_argument("query", help="the question, English or Chinese")
+    p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
+    p.add_argument(
+        "--depth",
+        type=int,
+        default=1,
+        choices=range(1, 6),
+        metavar="{1..5}",
+        help="rounds at most (default 1): later rounds search with cues from the evidence found",
+    )
+    p.add_argument("--context", default="", help="text around the question; its rarest words help round 1")
+    p.add_argument("--hint", action="append", default=[], help="a word or name known to matter (repeatable)")
+    p.add_argument("--top-k", type=int, default=10, help="how many graded items to show (default 10)")
+    p.add_argument("--as-of", help="memory as it was at an event time (ISO-8601) or ms")
+    p.add_argument("--json", action="store_true", help="the full answer as JSON")
+    p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.add_argument("--url", help="ask a running service instead, e.g. http://127.0.0.1:8000")
+    p.set_defaults(run=_research, sync=True)
 
     p = sub.add_parser("provenance", help="walk from a memory item back to its messages and analyses")
     p.add_argument("user", help="memory owner")

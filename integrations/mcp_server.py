@@ -1,6 +1,6 @@
 """``adamem mcp``: the memory as an MCP server (the official ``mcp`` SDK), over stdio or streamable HTTP.
 
-Tools: ``remember``, ``recall``, ``as_of``, ``persona``, ``timeline``, ``forget``; resources: an
+Tools: ``remember``, ``recall``, ``research``, ``as_of``, ``persona``, ``timeline``, ``forget``; resources: an
 owner's persona and working memory (``adamem://users/{user_id}/persona|working``). Every tool
 answers a compact text an LLM reads and the same answer as structured content. A failure the
 caller can fix (unknown user, bad arguments, bad input) is a tool error (``isError``) with a
@@ -32,14 +32,16 @@ from adamem.events import ms_to_iso
 from adamem.ingest import parse_time
 from adamem.integrations.memory import AgentMemory, InvalidArgument, UnknownUser
 from adamem.retrieval.answer import Answer
+from adamem.retrieval.research import MAX_DEPTH, Research
 
-__all__ = ["INSTRUCTIONS", "KeyCheck", "MessageIn", "build_server", "compact_answer", "http_app"]
+__all__ = ["INSTRUCTIONS", "KeyCheck", "MessageIn", "build_server", "compact_answer", "compact_research", "http_app"]
 
 INSTRUCTIONS = (
     "Long-term memory of the people you talk with (AdaMem Stream). Call `recall` before answering "
     "anything that depends on what a user said earlier; call `remember` with what the user (and you) "
-    "said worth keeping. `persona` gives a user's stable traits, `timeline` what happened between "
-    "two times, `as_of` what was known at a past time, `forget` erases on request. Every user is "
+    "said worth keeping; `research` gathers evidence in rounds, graded, with conflicts shown. "
+    "`persona` gives a user's stable traits, `timeline` what happened between two times, `as_of` what "
+    "was known at a past time, `forget` erases on request. Every user is "
     "named by user_id; times are RFC 3339 (2024-03-01T09:30:00Z) or integer milliseconds."
 )
 
@@ -88,6 +90,29 @@ def compact_answer(answer: Answer) -> str:
             f"   why: {parts}" + (f"\n   from: {sources}" if sources else "")
         )
     if not answer.items:
+        lines.append("(nothing in memory matches)")
+    return "\n".join(lines)
+
+
+def compact_research(found: Research) -> str:
+    """A research answer as lines an LLM reads: how sure and why, each round's cues, conflicts, graded items."""
+    lines = [f"confidence: {found.confidence} ({found.because})"]
+    for r in found.rounds:
+        cues = ", ".join(r.cues) if r.cues else "the question alone"
+        lines.append(f"round {r.number}: searched for {cues}; {len(r.added)} new item(s)")
+    for c in found.conflicts:
+        lines.append(
+            f"conflict ({c.slot or 'statement'}): now {c.current_text!r} ({ms_to_iso(c.current_at)}), "
+            f"before {c.earlier_text!r} ({ms_to_iso(c.earlier_at)})"
+        )
+    for g in found.items:
+        item, grade = g.item, g.grade
+        when = ms_to_iso(item.occurred_at) if item.occurred_at >= 0 else "-"
+        mark = "" if grade.current else " [replaced by a newer statement]"
+        lines.append(
+            f"{item.rank}. [{item.layer.value}/{item.kind}] grade {grade.score:.2f} {when} {item.content}{mark}"
+        )
+    if not found.items:
         lines.append("(nothing in memory matches)")
     return "\n".join(lines)
 
@@ -231,6 +256,40 @@ def build_server(memory: AgentMemory, *, tenant: str | None = None, api_keys: st
         except AdaMemError as exc:
             raise failed(exc) from exc
         return await _recall(user_id, question, top_k, point, ctx)
+
+    @server.tool(
+        description="Research a question in a user's memory: evidence gathered in up to `depth` rounds (each later "
+        "round searches again with cues from what was found), every item graded (source reliability, freshness, "
+        "agreement), conflicts shown with both sides and their dates, and how sure the answer is, in one line."
+    )
+    async def research(
+        user_id: UserId,
+        query: Annotated[str, Field(min_length=1, max_length=2000, description="The question, any language.")],
+        ctx: Context,
+        depth: Annotated[int, Field(ge=1, le=MAX_DEPTH, description="Rounds at most (1: one search).")] = 2,
+        context: Annotated[str, Field(max_length=8000, description="Text around the question.")] = "",
+        memory_hints: Annotated[
+            list[Annotated[str, Field(max_length=200)]],
+            Field(max_length=20, description="Words or names known to matter."),
+        ] = [],  # noqa: B006 - pydantic copies defaults
+        top_k: Annotated[int, Field(ge=1, le=50, description="How many items.")] = 8,
+    ) -> CallToolResult:
+        import asyncio
+
+        try:
+            found = await asyncio.to_thread(
+                memory.research,
+                user_id,
+                query,
+                tenant=tenant_of(ctx),
+                depth=depth,
+                context=context,
+                memory_hints=memory_hints,
+                top_k=top_k,
+            )
+        except AdaMemError as exc:
+            raise failed(exc) from exc
+        return _result(compact_research(found), found.to_dict())
 
     @server.tool(description="A user's stable traits and preferences, strongest first, with strength and evidence.")
     async def persona(

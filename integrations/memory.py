@@ -28,6 +28,7 @@ from adamem.owners import owner_key
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 from adamem.projections.store.base import MemoryStore
 from adamem.retrieval.answer import Answer
+from adamem.retrieval.research import Research, ResearchRequest, research
 from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf
 from adamem.settings import Settings
@@ -344,6 +345,23 @@ class AgentMemory:
         """Ranked evidence for ``question`` (``as_of``: memory as it was at that event time, ms)."""
         owner = self.require(user_id, tenant)
         return self.retriever.query(owner, question, top_k, AsOf(time=as_of) if as_of is not None else None)
+
+    def research(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        tenant: str | None = None,
+        depth: int = 1,
+        context: str = "",
+        memory_hints: Sequence[str] = (),
+        top_k: int = 10,
+        as_of: int | None = None,
+    ) -> Research:
+        """Graded evidence gathered in up to ``depth`` rounds (the Research Agent, ``retrieval.research``)."""
+        request = ResearchRequest(query, context, tuple(memory_hints), depth, top_k)
+        owner = self.require(user_id, tenant)
+        return research(self.retriever, owner, request, as_of=AsOf(time=as_of) if as_of is not None else None)
 
     def persona(self, user_id: str, *, tenant: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         """Active persona traits, strongest first, each with its evidence messages."""

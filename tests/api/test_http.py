@@ -86,6 +86,7 @@ def test_keys_are_required_and_checked(client: httpx.Client) -> None:
         ("get", "/v1/users/dave/memory?layer=archive", None),
         ("get", "/v1/users/dave/memory?layer=persona", None),
         ("get", "/v1/users/dave/memory/anything/provenance", None),
+        ("post", "/v1/users/dave/research", {"query": "What is my secret project?", "depth": 2}),
     ],
 )
 def test_a_tenant_cannot_read_another_tenants_memory(
@@ -218,10 +219,44 @@ def test_the_python_client_mirrors_the_api(client: httpx.Client) -> None:
     c.close()
 
 
+def test_research_answers_in_rounds_with_graded_items(client: httpx.Client) -> None:
+    body = {"query": "我为什么开始健身？", "depth": 2, "memory_hints": ["体检"], "top_k": 5}
+    r = client.post("/v1/users/xiaoming/research", json=body, headers=DEFAULT)
+    assert r.status_code == 200, r.text
+    found = r.json()
+    assert found["user_id"] == "xiaoming" and found["confidence"] in ("high", "medium", "low") and found["because"]
+    assert 1 <= len(found["rounds"]) <= 2 and found["rounds"][0]["cues"] == ["体检"]
+    assert 0 < len(found["items"]) <= 5
+    for item in found["items"]:
+        assert item["provenance"] and 0 < item["grade"]["score"] <= 1 and item["round"] in (1, 2)
+    c = MemoryClient(str(client.base_url), api_key=DEFAULT_KEY)
+    same = c.research("xiaoming", "我为什么开始健身？", depth=2, memory_hints=["体检"], top_k=5)
+    assert [i["id"] for i in same["items"]] == [i["id"] for i in found["items"]]
+    c.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"query": "   "}, "query"),
+        ({"query": "why?", "depth": 0}, "depth"),
+        ({"query": "why?", "depth": 6}, "depth"),
+        ({"query": "why?", "memory_hints": ["x"] * 21}, "memory_hints"),
+        ({"query": "why?", "deep": True}, "deep"),
+    ],
+)
+def test_malformed_research_requests_get_a_422_with_a_message(
+    client: httpx.Client, body: dict[str, Any], needle: str
+) -> None:
+    r = client.post("/v1/users/xiaoming/research", json=body, headers=DEFAULT)
+    assert r.status_code == 422 and needle in r.text, r.text
+
+
 def test_openapi_description_lists_the_endpoints(client: httpx.Client) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert {
         "/v1/users/{user}/query",
+        "/v1/users/{user}/research",
         "/v1/users/{user}/memory",
         "/v1/users/{user}/memory/{item}/provenance",
         "/v1/messages",

@@ -50,6 +50,7 @@ def test_every_route_declares_the_error_body_for_each_status_it_can_answer(clien
     assert set(spec["components"]["schemas"]["ErrorBody"]["required"]) == {"error", "detail"}
     expected = {
         ("post", "/v1/users/{user}/query"): {"200", "400", "401", "403", "404", "409", "413", "422", "500", "503"},
+        ("post", "/v1/users/{user}/research"): {"200", "400", "401", "403", "404", "413", "422", "500", "503"},
         ("get", "/v1/users/{user}/memory"): {"200", "401", "403", "404", "422", "500", "503"},
         ("get", "/v1/users/{user}/memory/{item}/provenance"): {"200", "401", "403", "404", "422", "500", "503"},
         ("post", "/v1/messages"): {"202", "400", "401", "403", "413", "422", "500", "503"},

@@ -28,7 +28,7 @@ from adamem.settings import Settings
 from tests.api.conftest import ACME_KEY, GLOBEX_KEY, KEYS
 from tests.conftest import REPO, serving
 
-TOOLS = {"remember", "recall", "as_of", "persona", "timeline", "forget"}
+TOOLS = {"remember", "recall", "research", "as_of", "persona", "timeline", "forget"}
 
 
 def _text(result: Any) -> str:
@@ -187,6 +187,15 @@ async def test_http_with_a_key_acts_for_that_tenant(http_url: tuple[str, httpx.C
         for user in ("dave", "alice"):  # globex's and the default tenant's owners do not exist for acme
             other = await client.call_tool("recall", {"user_id": user, "question": "anything?"})
             assert other.is_error and f"no memory for user {user!r} of tenant 'acme'" in _text(other)
+        found = await client.call_tool(
+            "research", {"user_id": "carol", "query": "What do I do on weekends?", "depth": 2}
+        )
+        assert not found.is_error and "sailing" in _text(found) and "confidence:" in _text(found)
+        assert found.structured_content["tenant"] == "acme" and 1 <= len(found.structured_content["rounds"]) <= 2
+        other = await client.call_tool("research", {"user_id": "dave", "query": "What is my secret project?"})
+        assert other.is_error and "no memory for user 'dave' of tenant 'acme'" in _text(other)
+        deep = await client.call_tool("research", {"user_id": "carol", "query": "weekends?", "depth": 9})
+        assert deep.is_error
         with pytest.raises(MCPError):
             await client.read_resource("adamem://users/dave/working")
         done = await client.call_tool("remember", {"user_id": "erin", "messages": [{"text": "I play the oboe."}]})
