@@ -1,4 +1,4 @@
-"""A bilingual scenario suite for the failure classes of issue 16, written for it (never tuned on LoCoMo).
+"""A bilingual scenario suite for retrieval's failure classes, written for mechanisms (never tuned on LoCoMo).
 
 Every owner's conversation goes through the real write path (rule extractor, e5 embedder, the
 folds, LanceDB in a temporary folder); every question through the ``Retriever`` the service uses.
@@ -15,6 +15,10 @@ The classes, each in English and Chinese:
   also rank above the old one;
 - **stream** — one long stream without conversation ids: sessions are only visible as gaps in
   ``occurred_at``, and the cause is in an earlier one.
+
+Cases of the same kinds written for the mechanisms rather than for wording: a change of job or diet
+said without the question's words (a first day at a company, 离职 … 报到, "plant-based"), and a cause
+told more than a week before the decision, with unrelated sessions between.
 """
 
 from __future__ import annotations
@@ -306,6 +310,127 @@ CASES: dict[str, Case] = {
         also="胃镜结果出来了，医生说我有轻度胃炎。",
         conversation_ids=False,
     ),
+    # Written for mechanisms, not wording: a change stated without the question's words, and a cause told
+    # more than a week before the decision, in conversations of their own (with unrelated sessions between).
+    "now-job-unworded-en": Case(
+        "tomas",
+        (
+            (
+                "2024-01-08",
+                (
+                    ("u", "I'm a nurse at St. Mary's, mostly night shifts on the cardiology ward."),
+                    ("a", "Night shifts must be tiring."),
+                    ("u", "They are, but I like my patients."),
+                ),
+            ),
+            ("2024-02-05", (("u", "My neighbour lent me a ladder to fix the gutter."), ("a", "Handy neighbour!"))),
+            (
+                "2024-03-04",
+                (
+                    ("u", "Started at Siemens on Monday, the onboarding is intense."),
+                    ("a", "Congratulations! What will you be doing there?"),
+                    ("u", "Clinical trials for their imaging devices."),
+                ),
+            ),
+        ),
+        "Where do I work now?",
+        "Started at Siemens on Monday, the onboarding is intense.",
+        older="I'm a nurse at St. Mary's, mostly night shifts on the cardiology ward.",
+    ),
+    "now-job-unworded-zh": Case(
+        "xiaolu",
+        (
+            (
+                "2024-01-08",
+                (("u", "我在一家银行当柜员，每天都要数很多钱。"), ("a", "挺辛苦的。"), ("u", "还好，同事人都不错。")),
+            ),
+            ("2024-02-05", (("u", "周末去爬了香山，红叶还没掉完。"), ("a", "真好！"))),
+            (
+                "2024-03-04",
+                (
+                    ("u", "我从原来的单位离职了，下周一去腾讯报到。"),
+                    ("a", "恭喜！新岗位是做什么的？"),
+                    ("u", "做用户研究。"),
+                ),
+            ),
+        ),
+        "我现在在哪里上班？",
+        "我从原来的单位离职了，下周一去腾讯报到。",
+        older="我在一家银行当柜员，每天都要数很多钱。",
+    ),
+    "now-diet-en": Case(
+        "ingrid",
+        (
+            (
+                "2024-01-08",
+                (("u", "I grill a steak almost every evening, it's my ritual."), ("a", "A classic!")),
+            ),
+            ("2024-02-05", (("u", "The choir is rehearsing for the spring concert."), ("a", "Sounds lovely."))),
+            (
+                "2024-03-04",
+                (
+                    ("u", "Since February I'm fully plant-based: no meat, no dairy."),
+                    ("a", "How are you finding it?"),
+                    ("u", "Lentils everywhere, and I feel lighter."),
+                ),
+            ),
+        ),
+        "What do I eat for dinner these days?",
+        "Since February I'm fully plant-based: no meat, no dairy.",
+        older="I grill a steak almost every evening, it's my ritual.",
+    ),
+    "cause-late-en": Case(
+        "marek",
+        (
+            (
+                "2024-05-02",
+                (
+                    ("u", "The orthopaedist looked at my scans: my knees can't take the pounding anymore."),
+                    ("a", "I'm sorry. What did she suggest?"),
+                    ("u", "Something low-impact, she said, and to keep my legs strong."),
+                ),
+            ),
+            ("2024-05-06", (("u", "My daughter starts school in September."), ("a", "Big step!"))),
+            ("2024-05-09", (("u", "I repainted the hallway a pale green."), ("a", "Fresh look!"))),
+            (
+                "2024-05-13",
+                (
+                    ("u", "Picked up a road bike today and sold my running shoes."),
+                    ("a", "Exciting! Where will you ride?"),
+                    ("u", "Along the river path, thirty kilometres on Sundays."),
+                ),
+            ),
+        ),
+        "Why did I switch from running to cycling?",
+        "The orthopaedist looked at my scans: my knees can't take the pounding anymore.",
+        also="Something low-impact, she said, and to keep my legs strong.",
+    ),
+    "cause-late-zh": Case(
+        "laozhang",
+        (
+            (
+                "2024-05-02",
+                (
+                    ("u", "单位体检报告出来了，查出了中度脂肪肝。"),
+                    ("a", "医生怎么说？"),
+                    ("u", "医生让我少喝酒，每周至少运动三次。"),
+                ),
+            ),
+            ("2024-05-06", (("u", "女儿九月份要上小学了。"), ("a", "时间过得真快！"))),
+            ("2024-05-09", (("u", "把客厅的墙刷成了浅绿色。"), ("a", "看着一定很清爽。"))),
+            (
+                "2024-05-12",
+                (
+                    ("u", "今天办了一张健身卡，教练给我定了训练计划。"),
+                    ("a", "加油！打算怎么练？"),
+                    ("u", "先从快走和器械开始。"),
+                ),
+            ),
+        ),
+        "我为什么开始健身？",
+        "单位体检报告出来了，查出了中度脂肪肝。",
+        also="医生让我少喝酒，每周至少运动三次。",
+    ),
 }
 
 
@@ -328,7 +453,12 @@ def _texts(answer: Any, memory: Any, owner: str) -> list[str]:
     return [" | ".join(text_of.get(p.message_id, "") for p in item.provenance) for item in answer.items]
 
 
-KNOWN_MISSES: dict[str, str] = {}
+KNOWN_MISSES: dict[str, str] = {
+    "now-job-unworded-en": "the new job (rank 2) is below the old one (rank 1): 'Started at Siemens on Monday' has no "
+    "subject, so the rule extractor records no event in it and neither the conflict slot nor the newest-change rule "
+    "knows it is a change; letting any newer user statement count instead promoted follow-up turns ('Sunny, and the "
+    "boxes are everywhere.') and broke now-city-en",
+}
 """Cases that still miss, each with what was measured; strict: a case that starts passing fails here until moved."""
 
 
