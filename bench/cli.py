@@ -36,6 +36,7 @@ EXAMPLES = {
     "locomo": "adamem bench locomo --limit 20 --systems full   # a quick look; progress on stderr, --quiet hides it",
     "ingest": "adamem bench ingest --log kafka://127.0.0.1:9092 --messages 500",
     "replay": "adamem bench replay --repeat 4",
+    "research": "adamem bench research --work /tmp/loc-base --depths 1 2 3   # reuses bench locomo's store",
     "latency": "adamem bench latency --per-route 20 --no-http",
     "concurrency": "adamem bench concurrency --baseline-commit 1b50de1 --clients 1 8",
     "metrics_overhead": "adamem bench metrics_overhead --rounds 40",
@@ -66,6 +67,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metrics_overhead,
         objectstore,
         replay,
+        research,
         scale,
         scaleout,
         visible,
@@ -77,6 +79,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("locomo", locomo, "evidence recall@k and answer coverage on LoCoMo, with ablations and flat baselines"),
         ("ingest", ingest, "end-to-end throughput through a real broker and worker vs. raw Kafka and the embedder"),
         ("replay", replay, "rebuild all layers from recorded analyses: events/s and ratio to live ingest"),
+        ("research", research, "the Research Agent's recall on LoCoMo by depth, per conversation, and its latency"),
         ("latency", latency, "query latency per route, in-process and over HTTP with concurrent clients"),
         (
             "concurrency",

@@ -10,6 +10,7 @@ from adamem.bench.cli import build_parser, register
 
 BENCHMARKS = (
     "locomo",
+    "research",
     "ingest",
     "replay",
     "latency",
