@@ -19,7 +19,9 @@ put it. Every round is reported with its cues and what it added.
 - agreement: the other returned items standing on the same evidence messages or the same conflict
   slot with the same content;
 - conflict: the folds' conflict slots say when two records disagree (one superseded the other, or
-  a persona trait is disputed); both sides are shown with their dates, the newer one current.
+  a persona trait is disputed); a message still in working memory is checked too, through the slots
+  its recorded analysis will take at consolidation (``projections.folds.episodic.items_of``). Both
+  sides are shown with their dates, the newer one current.
 
 The grade is ``reliability × (0.5 + 0.5 × freshness)``, lifted 10 % per agreeing item (at most
 three; never above 1) and halved for the superseded side of a conflict. The answer says how sure it is, and why,
@@ -29,6 +31,7 @@ as-of time).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -37,6 +40,9 @@ from typing import Any
 
 from adamem.errors import ConfigError
 from adamem.owners import split_owner
+from adamem.projections.folds.episodic import items_of
+from adamem.projections.folds.keys import record_content_key
+from adamem.projections.folds.lexicon import normalize
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 from adamem.retrieval.answer import Answer, Item
 from adamem.retrieval.base import query_terms
@@ -403,6 +409,25 @@ def _grade(
                 if newer.id in holder and older.id in holder:
                     against[holder[newer.id]].add(holder[older.id])
                     against[holder[older.id]].add(holder[newer.id])
+    for item, _ in found:  # a message not yet consolidated: the slots its recorded analysis will take
+        message = snap.messages.get(item.id) if item.kind == "message" and not records[item.id] else None
+        for statement, replaced in _pending_replacements(message, snap):
+            conflicts.setdefault(
+                (item.id, replaced.id),
+                Conflict(
+                    item.id,
+                    holder.get(replaced.id, replaced.id),
+                    statement,
+                    replaced.content,
+                    item.occurred_at,
+                    replaced.valid_from,
+                    replaced.key,
+                ),
+            )
+            if replaced.id in holder:
+                superseded.add(holder[replaced.id])
+                against[item.id].add(holder[replaced.id])
+                against[holder[replaced.id]].add(item.id)
     for a_id in evidence:
         for b_id in evidence:
             if a_id != b_id and evidence[a_id] & evidence[b_id]:
@@ -420,6 +445,28 @@ def _grade(
         grade = Grade(reliability, freshness, support, tuple(sorted(against[item.id])), current, score)
         graded.append(GradedItem(_ranked(item, rank), number, grade))
     return graded, list(conflicts.values())
+
+
+def _pending_replacements(message: MessageRow | None, snap: OwnerSnapshot) -> list[tuple[str, EpisodicRow]]:
+    """What a message still in working memory will replace at consolidation: (its statement, the active record)
+    for every conflict slot of its recorded analysis that an active record holds with other content."""
+    if message is None or not message.extraction_json:
+        return []
+    out = []
+    for extracted in items_of(json.loads(message.extraction_json), message.occurred_at):
+        if not extracted.slot:
+            continue
+        for record in sorted(snap.records.values(), key=lambda r: r.id):
+            if (
+                record.key == extracted.slot
+                and record.type == extracted.type
+                and record.status == "active"
+                and record.valid_from < message.occurred_at
+                and normalize(record.content) != extracted.content_key
+                and (extracted.type != "attribute" or record_content_key(record) != extracted.content_key)
+            ):
+                out.append((extracted.content, record))
+    return out
 
 
 def _ranked(item: Item, rank: int) -> Item:

@@ -110,15 +110,22 @@ def researched(
     for lang, (owner, name, before, change, *_rest) in CONFLICTS.items():
         filler = FILLER_EN if lang == "en" else FILLER_ZH
         memory.add(_lines(owner, name, [("2024-01-08", (before,)), ("2024-03-04", (change,)), ("2024-03-05", filler)]))
+        # the same move, said last: still in working memory, its records not yet made
+        recent = [("2024-01-08", (before,)), ("2024-02-05", filler[:6]), ("2024-03-04", (change,))]
+        memory.add(_lines(f"{owner}-recent", name, recent))
     retriever = Retriever(memory.store, embedder, partitions=memory.partitions)
     yield retriever
     retriever.close()
     memory.store.close()
 
 
+@pytest.mark.parametrize("recent", [False, True], ids=["consolidated", "in-working-memory"])
 @pytest.mark.parametrize("lang", sorted(CONFLICTS))
-def test_a_planted_conflict_is_flagged_with_both_sides_and_their_dates(researched: Retriever, lang: str) -> None:
+def test_a_planted_conflict_is_flagged_with_both_sides_and_their_dates(
+    researched: Retriever, lang: str, recent: bool
+) -> None:
     owner, _, _, _, question, earlier, current = CONFLICTS[lang]
+    owner = f"{owner}-recent" if recent else owner
     found = research(researched, f"default:{owner}", ResearchRequest(question, depth=2))
     conflicts = [c for c in found.conflicts if earlier in c.earlier_text and current in c.current_text]
     assert conflicts, [c.to_dict() for c in found.conflicts]
