@@ -48,7 +48,7 @@ from adamem.retrieval.answer import Answer, Item
 from adamem.retrieval.base import query_terms
 from adamem.retrieval.feedback import Feedback, feedback_of, surface_words
 from adamem.retrieval.service import Retriever
-from adamem.retrieval.snapshot import AsOf, OwnerSnapshot
+from adamem.retrieval.snapshot import AsOf, OwnerSnapshot, View
 from adamem.text import tokenize
 
 __all__ = [
@@ -333,7 +333,8 @@ def research(
         stopped = stopped or "depth reached"
     ids = gathered.merged(settings.rrf_k, k)
     now = first.reference_time
-    graded, conflicts = _grade([gathered.items[i] for i in ids], snap, now, settings)
+    point = AsOf(time=as_of) if isinstance(as_of, int) else as_of
+    graded, conflicts = _grade([gathered.items[i] for i in ids], View(snap, point), now, settings)
     confidence, because = _confidence(graded, conflicts)
     return Research(
         owner_id,
@@ -374,12 +375,14 @@ def _rows_of(item: Item, snap: OwnerSnapshot) -> list[EpisodicRow]:
 
 
 def _grade(
-    found: Sequence[tuple[Item, int]], snap: OwnerSnapshot, now: int, settings: ResearchSettings
+    found: Sequence[tuple[Item, int]], view: View, now: int, settings: ResearchSettings
 ) -> tuple[list[GradedItem], list[Conflict]]:
     """Grade the returned items against each other, and the conflicts their records are part of.
 
     A conflict is the folds' own: a record of a returned item that replaced an older record of its
-    slot, or was replaced by a newer one. Both sides are shown, returned or not."""
+    slot, or was replaced by a newer one. Both sides are shown, returned or not. As of a past point only what
+    had been said by then counts: a replacement made later is no conflict yet."""
+    snap = view.snapshot
     records = {item.id: _rows_of(item, snap) for item, _ in found}
     evidence = {item.id: {p.message_event_id for p in item.provenance} for item, _ in found}
     holder: dict[str, str] = {}  # record id -> the first returned item standing on it
@@ -393,7 +396,7 @@ def _grade(
     for item, _ in found:
         for r in records[item.id]:
             for newer, older in ((r, snap.records.get(r.supersedes)), (snap.records.get(r.superseded_by), r)):
-                if newer is None or older is None or (newer.id, older.id) in conflicts:
+                if newer is None or older is None or (newer.id, older.id) in conflicts or not _said(newer, view):
                     continue
                 conflicts[(newer.id, older.id)] = Conflict(
                     holder.get(newer.id, newer.id),
@@ -411,7 +414,7 @@ def _grade(
                     against[holder[older.id]].add(holder[newer.id])
     for item, _ in found:  # a message not yet consolidated: the slots its recorded analysis will take
         message = snap.messages.get(item.id) if item.kind == "message" and not records[item.id] else None
-        for statement, replaced in _pending_replacements(message, snap):
+        for statement, replaced in _pending_replacements(message, view):
             conflicts.setdefault(
                 (item.id, replaced.id),
                 Conflict(
@@ -447,7 +450,7 @@ def _grade(
     return graded, list(conflicts.values())
 
 
-def _pending_replacements(message: MessageRow | None, snap: OwnerSnapshot) -> list[tuple[str, EpisodicRow]]:
+def _pending_replacements(message: MessageRow | None, view: View) -> list[tuple[str, EpisodicRow]]:
     """What a message still in working memory will replace at consolidation: (its statement, the active record)
     for every conflict slot of its recorded analysis that an active record holds with other content."""
     if message is None or not message.extraction_json:
@@ -456,11 +459,11 @@ def _pending_replacements(message: MessageRow | None, snap: OwnerSnapshot) -> li
     for extracted in items_of(json.loads(message.extraction_json), message.occurred_at):
         if not extracted.slot:
             continue
-        for record in sorted(snap.records.values(), key=lambda r: r.id):
+        for record in sorted(view.snapshot.records.values(), key=lambda r: r.id):
             if (
                 record.key == extracted.slot
                 and record.type == extracted.type
-                and record.status == "active"
+                and _said(record, view)
                 and record.valid_from < message.occurred_at
                 and normalize(record.content) != extracted.content_key
                 and (extracted.type != "attribute" or record_content_key(record) != extracted.content_key)
@@ -471,6 +474,11 @@ def _pending_replacements(message: MessageRow | None, snap: OwnerSnapshot) -> li
 
 def _ranked(item: Item, rank: int) -> Item:
     return item if item.rank == rank else replace(item, rank=rank)
+
+
+def _said(record: EpisodicRow, view: View) -> bool:
+    """Whether a record stands at the view's point: active now (made, or waiting in working memory), or valid then."""
+    return record.status == "active" if view.live else view.record(record)
 
 
 def _disputed(item: Item, snap: OwnerSnapshot) -> bool:

@@ -193,3 +193,12 @@ def test_a_bad_request_is_refused_with_what_is_wrong(kwargs: dict[str, Any], fie
 def test_an_unknown_owner_is_refused(researched: Retriever) -> None:
     with pytest.raises(UnknownOwner):
         research(researched, "default:nobody", ResearchRequest("Where do I live?"))
+
+
+@pytest.mark.parametrize("lang", sorted(CONFLICTS))
+def test_as_of_before_the_change_there_is_no_conflict_yet(researched: Retriever, lang: str) -> None:
+    owner, _, _, _, question, earlier, _current = CONFLICTS[lang]
+    before_move = 1_706_745_600_000  # 2024-02-01, between the old statement and the move
+    found = research(researched, f"default:{owner}", ResearchRequest(question), as_of=before_move)
+    assert found.conflicts == ()
+    assert any(earlier in g.item.content for g in found.items[:3]) and all(g.grade.current for g in found.items)
