@@ -1,12 +1,12 @@
 """``adamem bench research``: the Research Agent's rounds on LoCoMo — recall by depth, per conversation, and cost.
 
 Memory is built as ``adamem bench locomo`` builds it (the same ``--work`` folder is reused). Every
-question of categories 1–4 with evidence is asked through ``research()`` at each depth of
-``--depths``; recall@k is measured over the distinct source messages of the merged, graded items,
-as ``adamem bench locomo`` measures the query service. Depth has no tuned parameter, so each
-conversation is its own held-out fold: the table gives every conversation's R@10 at each depth,
-and how many of them a depth helps. Latency is wall time per request in-process (p50/p95), the
-question vectors memoised after their first embedding.
+question of categories 1–4 (multi-hop, temporal, open-domain, single-hop) with evidence is asked
+through ``research()`` at each depth of ``--depths``; recall@k is measured over the distinct source
+messages of the merged, graded items, as ``adamem bench locomo`` measures the query service. Depth
+has no tuned parameter, so each conversation is its own held-out fold: the table gives every
+conversation's R@10 at each depth, and how many of them a depth helps. Latency is wall time per
+request in-process (p50/p95), the question vectors memoised after their first embedding.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from adamem.bench.common import (
     print_table,
     standalone_main,
 )
-from adamem.bench.metrics import CATEGORIES, mean, parse_evidence, recall_at, summary_ms
+from adamem.bench.metrics import mean, parse_evidence, recall_at, summary_ms
 from adamem.owners import owner_key
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.factory import open_store
@@ -43,6 +43,9 @@ from adamem.settings import Settings
 __all__ = ["add_arguments", "execute", "main", "run"]
 
 OVERALL = "1-4"
+ASKED = (1, 2, 3, 4)
+"""LoCoMo's categories asked: multi-hop, temporal, open-domain, single-hop (adversarial questions have no evidence
+to find in the sense the others do)."""
 
 
 def run(
@@ -84,7 +87,7 @@ def run(
             asked = [
                 (int(qa["category"]), str(qa.get("question", "")), gold)
                 for qa in qas
-                if qa.get("category") in CATEGORIES and (gold := parse_evidence(qa.get("evidence"), turns))
+                if qa.get("category") in ASKED and (gold := parse_evidence(qa.get("evidence"), turns))
             ]
             retriever.query(owner, "warm up")
             for cat, question, gold in asked:
@@ -104,13 +107,13 @@ def run(
     for depth in depths:
         per = {
             user: {
-                **{str(c): _pct(recall[depth][user][c]) for c in CATEGORIES},
-                OVERALL: _pct([x for c in CATEGORIES for x in recall[depth][user][c]]),
+                **{str(c): _pct(recall[depth][user][c]) for c in ASKED},
+                OVERALL: _pct([x for c in ASKED for x in recall[depth][user][c]]),
             }
             for user in users
         }
-        pooled = {str(c): _pct([x for u in users for x in recall[depth][u][c]]) for c in CATEGORIES} | {
-            OVERALL: _pct([x for u in users for c in CATEGORIES for x in recall[depth][u][c]])
+        pooled = {str(c): _pct([x for u in users for x in recall[depth][u][c]]) for c in ASKED} | {
+            OVERALL: _pct([x for u in users for c in ASKED for x in recall[depth][u][c]])
         }
         table[str(depth)] = {
             "pooled": pooled,

@@ -45,8 +45,9 @@ MCP_HELP = """\
 Serve the memory to agents over MCP (Model Context Protocol).
 
 tools: remember (publish messages, return once visible), recall (ranked evidence with route, why
-and sources), as_of (recall as of a past time), persona, timeline (events between two times),
-forget. resources: adamem://users/{user_id}/persona, adamem://users/{user_id}/working.
+and sources), research (evidence in rounds, graded, conflicts shown), as_of (recall as of a past
+time), persona, timeline (events between two times), forget. resources:
+adamem://users/{user_id}/persona, adamem://users/{user_id}/working.
 
 stdio (default): for a client that starts the server itself; acts for --tenant. Nothing but the
 protocol is written to standard output.

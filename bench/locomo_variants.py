@@ -1,0 +1,81 @@
+"""R@10 of retrieval variants on LoCoMo, per conversation: the fold-by-fold view of an ablation or a change.
+
+    .venv/bin/python bench/locomo_variants.py --work /tmp/loc-base base "dialogue_turns=1" "rrf_k=60;broad_rrf_k=0"
+
+Each variant is ``base`` (the shipped ``SEED_DEFAULT``) or ``;``-separated ``field=value`` changes of it
+(``bench/locomo_quick.py``'s ``--set`` syntax). The store under ``--work`` is the one ``adamem bench locomo
+--work`` builds (built here the same way when missing). Every question of categories 1–4 with evidence is
+asked once per variant with the answer cache off; a conversation is a held-out fold for any variant whose
+values were not chosen on it, so "helps in 4 of 5 folds" is read straight off the per-conversation columns.
+One JSON line per variant: each conversation's R@10 (1–4), the pooled R@10 per category, and the ranking CPU
+per question (question vectors memoised in ``WORK/questions.json``, so the e5 pass is not counted after the
+first run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adamem.analysis.e5 import E5Embedder
+from adamem.bench.locomo_quick import CATEGORIES, CachedQueries, build, evidence_ids, parse_set, recall
+from adamem.projections.folds.rows import MessageRow
+from adamem.projections.store.factory import open_store
+from adamem.retrieval import Retriever
+
+SHORT = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+def main() -> int:
+    """Measure every variant and print one JSON line each."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("variants", nargs="+", help='"base" or "field=value;field=value"')
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"))
+    ap.add_argument("--work", default="/tmp/loc-base", help="folder of the built log and store")
+    args = ap.parse_args()
+    data = json.loads(Path(args.data).read_text())
+    work = Path(args.work)
+    embedder = E5Embedder()
+    build(data, work, embedder)
+    store = open_store(str(work / "store"), read_only=True)
+    queries = CachedQueries(embedder, work / "questions.json")
+    for variant in args.variants:
+        config = parse_set([] if variant == "base" else [v for v in variant.split(";") if v])
+        retriever = Retriever(store, queries, config)
+        found: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        asked, started = 0, time.process_time()
+        for sample in data:
+            owner = f"default:{sample['sample_id']}"
+            turns = {m.message_id for m in store.rows("messages", owner) if isinstance(m, MessageRow)}
+            retriever.query(owner, "warm up")
+            for qa in sample["qa"]:
+                cat, gold = qa.get("category"), evidence_ids(qa, turns)
+                if cat not in CATEGORIES or not gold:
+                    continue
+                answer = retriever.query(owner, str(qa["question"]), top_k=10)
+                found[sample["sample_id"]][cat].append(recall(answer.message_ids(), gold))
+                asked += 1
+        cpu = (time.process_time() - started) / max(1, asked) * 1000
+        convs = sorted(found)
+        row: dict[str, object] = {"variant": variant}
+        row.update({c: round(100 * statistics.fmean([x for k in CATEGORIES for x in found[c][k]]), 1) for c in convs})
+        row["1-4"] = round(100 * statistics.fmean([x for c in convs for k in CATEGORIES for x in found[c][k]]), 1)
+        for k, name in SHORT.items():
+            row[name] = round(100 * statistics.fmean([x for c in convs for x in found[c][k]]), 1)
+        row["cpu_ms_per_question"] = round(cpu, 1)
+        print(json.dumps(row), flush=True)
+        retriever.close()
+    queries.save()
+    store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
