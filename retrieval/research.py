@@ -16,8 +16,8 @@ put it. Every round is reported with its cues and what it added.
 - reliability: a raw message 1.0; a record derived from one (event, fact, attribute) 0.8; a persona
   trait, distilled from several, 0.7;
 - freshness: ``0.5 ** (age / half-life)``, the age counted in event time from the owner's clock;
-- agreement: the other returned items standing on the same evidence messages or the same conflict
-  slot with the same content;
+- agreement: the other returned items standing on the same evidence messages, and the other messages
+  a record or trait was made from (the folds merge a repeated statement into one record or trait);
 - conflict: the folds' conflict slots say when two records disagree (one superseded the other, or
   a persona trait is disputed); a message still in working memory is checked too, through the slots
   its recorded analysis will take at consolidation (``projections.folds.episodic.items_of``). Both
@@ -441,7 +441,7 @@ def _grade(
         said = item.occurred_at
         age_days = max(0, now - said) / _DAY_MS if said >= 0 and now >= 0 else 0.0
         freshness = 0.5 ** (age_days / settings.half_life_days) if settings.half_life_days > 0 else 1.0
-        support = len(agree[item.id] - against[item.id])
+        support = len(agree[item.id] - against[item.id]) + _corroborated(item, view)
         current = item.id not in superseded and not _disputed(item, snap)
         lift = 1 + 0.1 * min(support, 3)
         score = min(1.0, reliability * (0.5 + 0.5 * freshness) * lift) * (1.0 if current else 0.5)
@@ -476,6 +476,16 @@ def _ranked(item: Item, rank: int) -> Item:
     return item if item.rank == rank else replace(item, rank=rank)
 
 
+def _corroborated(item: Item, view: View) -> int:
+    """Other messages saying what a record or trait says (the fold merged their repetitions into it)."""
+    snap = view.snapshot
+    record = snap.records.get(item.id)
+    if record is not None:
+        return max(0, sum(1 for m in record.source_message_ids if m in snap.messages) - 1)
+    trait = snap.traits.get(item.id)
+    return max(0, len(view.evidence(trait)) - 1) if trait is not None else 0
+
+
 def _said(record: EpisodicRow, view: View) -> bool:
     """Whether a record stands at the view's point: active now (made, or waiting in working memory), or valid then."""
     return record.status == "active" if view.live else view.record(record)
@@ -503,7 +513,9 @@ def _confidence(graded: Sequence[GradedItem], conflicts: Sequence[Conflict]) -> 
         what = "persona trait"
     parts = [f"the best evidence is {_article(what)} {what} from {_date(top.item.occurred_at)}"]
     n = top.grade.agreement
-    parts.append(f"{n} other item{'s' if n != 1 else ''} agree{'s' if n == 1 else ''}" if n else "nothing else agrees")
+    parts.append(
+        f"{n} other statement{'s' if n != 1 else ''} agree{'s' if n == 1 else ''}" if n else "nothing else agrees"
+    )
     if conflicts:
         c = conflicts[0]
         slot = c.slot.replace("_", " ") if c.slot else "one statement"

@@ -202,3 +202,21 @@ def test_as_of_before_the_change_there_is_no_conflict_yet(researched: Retriever,
     found = research(researched, f"default:{owner}", ResearchRequest(question), as_of=before_move)
     assert found.conflicts == ()
     assert any(earlier in g.item.content for g in found.items[:3]) and all(g.grade.current for g in found.items)
+
+
+def test_a_statement_repeated_across_messages_is_graded_as_agreed(
+    tmp_path: Path, embedder: E5Embedder, memory_class: type[Any]
+) -> None:
+    memory = memory_class(tmp_path, embedder)
+    said = ("I love spicy food.", "Honestly, spicy food is my favourite.", "Nothing beats spicy food for me.")
+    memory.add(_lines("rosa", "Rosa", [(f"2024-0{n}-03", (text,)) for n, text in enumerate(said, start=1)]))
+    retriever = Retriever(memory.store, embedder, partitions=memory.partitions)
+    try:
+        found = research(retriever, "default:rosa", ResearchRequest("What food do I like?"))
+    finally:
+        retriever.close()
+        memory.store.close()
+    derived = [g for g in found.items if g.item.kind != "message"]
+    assert derived and max(g.grade.agreement for g in derived) >= 2  # the other two messages say it too
+    top = found.items[0].grade.agreement
+    assert (f"{top} other statement" in found.because) if top else ("nothing else agrees" in found.because)
