@@ -117,10 +117,9 @@ async def run_add(
     record = _record(user, text, tenant=tenant, speaker=speaker, role=role, at=at, conversation=conversation)
     if url is not None:
         from adamem.api.client import AsyncMemoryClient
+        from adamem.cli.remote import service_key
 
-        pairs = [part.strip().partition(":") for part in settings.api_keys.split(",")]
-        key = next((k for t, _, k in pairs if t == tenant and k), None)  # this tenant's key, if one is configured
-        async with AsyncMemoryClient(url, key, tenant=tenant, timeout=wait_s + 30) as client:
+        async with AsyncMemoryClient(url, service_key(settings, tenant), tenant=tenant, timeout=wait_s + 30) as client:
             out = await client.add(
                 user,
                 text,

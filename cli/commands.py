@@ -621,10 +621,9 @@ def run_query(
 
     if url is not None:
         from adamem.api.client import MemoryClient
+        from adamem.cli.remote import service_key
 
-        pairs = [part.strip().partition(":") for part in settings.api_keys.split(",")]
-        key = next((k for t, _, k in pairs if t == tenant and k), None)  # this tenant's key, if one is configured
-        with MemoryClient(url, key, tenant=tenant) as client:
+        with MemoryClient(url, service_key(settings, tenant), tenant=tenant) as client:
             answer = client.query(user, question, top_k, as_of)
     else:
         retriever = build_retriever(settings)

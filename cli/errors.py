@@ -18,6 +18,7 @@ from adamem.errors import (
     ModelError,
     NotFound,
     SchemaError,
+    ServiceUnavailable,
     StoreError,
 )
 from adamem.settings import Settings
@@ -47,8 +48,8 @@ EXIT_CODES: tuple[tuple[int, str, tuple[type[BaseException], ...]], ...] = (
     (3, "not found: no log, store, input file, memory owner, item or message where one was named", (NotFound,)),
     (4, "invalid input: records that fail validation (nothing was published) or bytes that do not decode",
      (InputError, SchemaError)),
-    (5, "the log or the store failed: damaged, locked by another writer, broker unreachable, store to rebuild",
-     (LogError, StoreError)),
+    (5, "the log, the store or the service failed: damaged, locked by another writer, broker or service (--url) "
+        "unreachable, store to rebuild", (LogError, StoreError, ServiceUnavailable)),
     (6, "a model (extractor or embedder endpoint) failed", (ModelError,)),
     (INTERRUPTED, "interrupted (Ctrl-C)", ()),
     (OUTPUT_CLOSED, "the reader of the output went away (e.g. `| head`): the command stops quietly", ()),

@@ -62,7 +62,11 @@ SERVICE_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return Settings.from_env(log_url=getattr(args, "log", None), store_url=getattr(args, "store", None))
+    return Settings.from_env(
+        log_url=getattr(args, "log", None),
+        store_url=getattr(args, "store", None),
+        api_key=getattr(args, "api_key", None),
+    )
 
 
 def _tenant(args: argparse.Namespace, settings: Settings) -> str:
@@ -476,6 +480,14 @@ def _examples(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
+def _api_key_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--api-key",
+        help="with --url: the key of a service that checks keys (default $ADAMEM_API_KEY, else the tenant's key "
+        "in $ADAMEM_API_KEYS)",
+    )
+
+
 def _metrics_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (/metrics)")
     p.add_argument("--metrics-host", default="127.0.0.1", help="address of --metrics-port (default 127.0.0.1)")
@@ -607,6 +619,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--conversation", help="conversation id (default 'default')")
     p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("--url", help="add through a running service, e.g. http://127.0.0.1:8000")
+    _api_key_argument(p)
     p.add_argument("--wait", type=float, default=10.0, help="seconds to wait for the memory (default 10)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
@@ -622,6 +635,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the full answer as JSON")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--url", help="ask a running service instead, e.g. http://127.0.0.1:8000")
+    _api_key_argument(p)
     p.set_defaults(run=_query, sync=True)
 
     p = sub.add_parser("research", help="gather graded evidence in rounds (the Research Agent)")
@@ -643,6 +657,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the full answer as JSON")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--url", help="ask a running service instead, e.g. http://127.0.0.1:8000")
+    _api_key_argument(p)
     p.set_defaults(run=_research, sync=True)
 
     p = sub.add_parser("provenance", help="walk from a memory item back to its messages and analyses")
