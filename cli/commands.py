@@ -748,7 +748,11 @@ def run_serve(
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", access_log=access_log)
+    from adamem.cli.replicas import log_config
+
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level="info", access_log=access_log, log_config=log_config()
+    )
     return 0
 
 

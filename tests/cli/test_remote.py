@@ -6,7 +6,6 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -22,14 +21,8 @@ KEY = "default-key-0003-0003"
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled sample conversation, published and projected: its store."""
-    root = tmp_path_factory.mktemp("remote")
-    sample = resources.files("adamem.samples").joinpath("sample_conversation.jsonl")
-    (root / "sample.jsonl").write_bytes(sample.read_bytes())
-    assert main(["publish", str(root / "sample.jsonl"), "--log", str(root / "log"), "--quiet"]) == 0
-    assert main(["project", "--log", str(root / "log"), "--store", str(root / "store"), "--quiet"]) == 0
-    return root / "store"
+def store(sample_built: tuple[Path, Path]) -> Path:
+    return sample_built[1]
 
 
 @pytest.fixture(scope="module")
