@@ -15,6 +15,7 @@ from adamem.settings import Settings
 
 __all__ = [
     "print_memory",
+    "row_line",
     "run_forget",
     "run_forget_verify",
     "run_log_check",
@@ -26,7 +27,13 @@ __all__ = [
     "run_worker",
 ]
 
-LAYERS = {"working": "messages", "episodic": "episodic", "persona": "persona", "graph": "graph_nodes"}
+LAYERS = {
+    "working": "messages",
+    "episodic": "episodic",
+    "persona": "persona",
+    "graph": "graph_nodes",
+    "archive": "messages",
+}
 
 
 async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) -> int:
@@ -169,7 +176,7 @@ def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool
             print(json.dumps([{"table": r.TABLE, **_row_json(r)} for r in selected], ensure_ascii=False, indent=1))
         else:
             for r in selected:
-                print(_row_line(r))
+                print(row_line(r))
         return 0
     summary = owner_summary(state)
     if as_json:
@@ -179,7 +186,8 @@ def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool
     return 0
 
 
-def _row_line(row: Any) -> str:
+def row_line(row: Any) -> str:
+    """One memory row as a line of text (a store row, or its JSON form with ``TABLE`` set)."""
     table = row.TABLE
     if table == "messages":
         return f"[{ms_to_iso(row.occurred_at)}] {row.speaker}: {row.text}"

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from importlib import resources
 
+from adamem import __version__
 from adamem.cli.errors import (
     EXIT_HELP,
     INTERRUPTED,
@@ -301,6 +302,11 @@ def _memory(args: argparse.Namespace) -> int:
     from adamem.cli.commands import print_memory
 
     settings = _settings(args)
+    if args.url is not None:
+        from adamem.cli.remote import print_memory_at
+
+        tenant = _tenant(args, settings)
+        return print_memory_at(args.url, settings, args.user, tenant=tenant, layer=args.layer, as_json=args.json)
     require_store(settings)
     return print_memory(settings, _owner(args, settings), args.layer, args.json)
 
@@ -418,6 +424,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "memory": (
         "adamem memory alice --store ./data/store",
         "adamem memory alice --layer persona --json --store ./data/store",
+        "adamem memory alice --layer persona --url http://127.0.0.1:8000",
     ),
     "serve": (
         "adamem serve                                                   # embedded: ingests, projects, serves",
@@ -505,12 +512,18 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
         epilog=MAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"adamem {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("publish", help="publish messages (JSON Lines or LoCoMo JSON) to the log")
     p.add_argument("file", help="input file, or - for standard input")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
-    p.add_argument("--format", choices=["auto", "jsonl", "locomo"], default="auto")
+    p.add_argument(
+        "--format",
+        choices=["auto", "jsonl", "locomo"],
+        default="auto",
+        help="JSON Lines or LoCoMo JSON (default auto: from the content)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     p.set_defaults(run=_publish)
 
@@ -527,7 +540,12 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
         help="check/repair: the store whose checkpoints to compare with (default $ADAMEM_STORE or ./data/store)",
     )
     p.add_argument("--upgrade", action="store_true", help="repair: also rewrite files without checksums with them")
-    p.add_argument("--topic", default="messages", choices=["messages", "analyses", "control", "deadletter"])
+    p.add_argument(
+        "--topic",
+        default="messages",
+        choices=["messages", "analyses", "control", "deadletter"],
+        help="tail, dump: the topic to read (default messages)",
+    )
     p.add_argument("--generation", default="g1", help="analysis generation of --topic analyses (g1, g2, ...)")
     p.add_argument("--from-offset", type=int, default=0, help="first offset to read, in every partition")
     p.add_argument("--user", help="only this user id's records (of every tenant, unless --tenant)")
@@ -546,7 +564,12 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run the Faust worker (analyze + project agents) on Kafka")
     p.add_argument("--log", help="kafka://host:port (default $ADAMEM_LOG)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
-    p.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--loglevel",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="Faust's log level (default info)",
+    )
     p.add_argument("--verbose", action="store_true", help="Faust's own log and tables on the terminal, not in a file")
     p.add_argument("--worker-log", help="file for Faust's own log (default worker-<pid>.log in the current folder)")
     _metrics_arguments(p)
@@ -555,9 +578,17 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p = sub.add_parser("memory", help="show a memory owner's four layers")
     p.add_argument("user", help="memory owner (user_id)")
     p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
-    p.add_argument("--layer", choices=["working", "episodic", "persona", "graph"], help="list one layer's rows")
+    p.add_argument(
+        "--layer",
+        choices=["working", "episodic", "persona", "graph", "archive"],
+        help="list one layer's rows (archive: every message kept)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.add_argument(
+        "--url", help="read a running service instead, e.g. http://127.0.0.1:8000 (without --layer: rows per layer)"
+    )
+    _api_key_argument(p)
     p.set_defaults(run=_memory, sync=True)
 
     p = sub.add_parser(
@@ -630,7 +661,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("user", help="memory owner")
     p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("question", help="the question, English or Chinese")
-    p.add_argument("--top-k", type=int, default=10)
+    p.add_argument("--top-k", type=int, default=10, help="how many ranked items to show (default 10)")
     p.add_argument("--as-of", help="memory as it was at an event time (ISO-8601) or ms")
     p.add_argument("--json", action="store_true", help="the full answer as JSON")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
@@ -664,7 +695,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("user", help="memory owner")
     p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("item", help="item id (episodic record, persona trait, graph node or message event id)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.set_defaults(run=_provenance)

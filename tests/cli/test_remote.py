@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -58,6 +59,8 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
         ["query", "alice", "What food do I like?"],
         ["research", "alice", "What food do I like?"],
         ["add", "alice", "I moved to Lisbon."],
+        ["memory", "alice"],
+        ["memory", "alice", "--layer", "persona"],
     ],
     ids=lambda a: a[0],
 )
@@ -99,3 +102,21 @@ def test_api_key_from_the_option_or_the_environment(
     monkeypatch.setenv("ADAMEM_API_KEY", KEY)
     code, out, err = _run(capsys, *question)
     assert code == 0 and '"items"' in out, err
+
+
+def test_memory_over_http_shows_what_it_shows_in_process(
+    store: Path, keyed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    remote = ["--url", keyed, "--api-key", KEY]
+    for layer in ("persona", "working", "graph"):
+        _, here, _ = _run(capsys, "memory", "xiaoming", "--layer", layer, "--store", str(store))
+        code, there, err = _run(capsys, "memory", "xiaoming", "--layer", layer, *remote)
+        assert code == 0 and there == here and here, (layer, err)
+        _, here_json, _ = _run(capsys, "memory", "xiaoming", "--layer", layer, "--json", "--store", str(store))
+        _, there_json, _ = _run(capsys, "memory", "xiaoming", "--layer", layer, "--json", *remote)
+        assert json.loads(there_json) == json.loads(here_json), layer
+    code, out, err = _run(capsys, "memory", "xiaoming", "--json", *remote)
+    counts = json.loads(out)["rows"]
+    assert code == 0 and counts["persona"] > 0 and counts["archive"] >= counts["working"] > 0, err
+    code, _, err = _run(capsys, "memory", "nobody", "--layer", "persona", *remote)
+    assert code == 3 and "unknown_user" in err, err
