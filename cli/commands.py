@@ -448,7 +448,19 @@ async def run_forget(
         what = "key was" if scope == "message" else "keys were"
         state = "destroyed" if destroyed else "not there (already destroyed, or never made)"
         print(f"the {what} {state} in {getattr(keys, 'root', 'the keystore')}: the log's copies cannot be read")
+    print(_until_projected(settings))
     return 0
+
+
+def _until_projected(settings: Settings) -> str:
+    """What a forget leaves to do: the store answers as before until a projection applies the control event."""
+    project = f"adamem project --log {settings.log_url} --store {settings.store_url}"
+    if settings.log_url.startswith("kafka://"):
+        return (
+            f"the store answers as before until the workers (`adamem worker`) apply this event; with none running: "
+            f"`{project}`"
+        )
+    return f"the store answers as before until this event is projected: run `{project}`"
 
 
 async def _owner_messages(log: Any, settings: Settings, tenant: str, user: str) -> dict[str, str]:
