@@ -251,7 +251,10 @@ def _mcp(args: argparse.Namespace) -> int:
     try:
         from adamem.integrations.mcp_server import serve
     except ModuleNotFoundError as exc:
-        raise ConfigError(f"adamem mcp needs the MCP SDK ({exc.name}): pip install 'adamem-stream[mcp]'") from exc
+        raise ConfigError(
+            f"adamem mcp needs the MCP SDK ({exc.name}): install the mcp extra, `pip install -e '.[mcp]'` in a "
+            "checkout of adamem-stream (or `pip install 'mcp>=2.3,<3'`)"
+        ) from exc
     from adamem.integrations.memory import AgentMemory
 
     settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
