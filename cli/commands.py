@@ -9,13 +9,13 @@ import sys
 from typing import Any
 
 from adamem.analysis.factory import build_agent
+from adamem.cli.rows import row_line
 from adamem.errors import ConfigError, NotFound, UnknownOwner
 from adamem.events import ms_to_iso
 from adamem.settings import Settings
 
 __all__ = [
     "print_memory",
-    "row_line",
     "run_forget",
     "run_forget_verify",
     "run_log_check",
@@ -184,24 +184,6 @@ def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool
         return 0
     print(_summary_text(summary))
     return 0
-
-
-def row_line(row: Any) -> str:
-    """One memory row as a line of text (a store row, or its JSON form with ``TABLE`` set)."""
-    table = row.TABLE
-    if table == "messages":
-        return f"[{ms_to_iso(row.occurred_at)}] {row.speaker}: {row.text}"
-    if table == "episodic":
-        valid = "" if row.status == "active" else f" (superseded at {ms_to_iso(row.valid_to)})"
-        return f"{row.type:9} {row.confidence:.2f} {row.content}{valid}"
-    if table == "persona":
-        flags = ", ".join(f for f, on in (("stable", row.stable), ("disputed", row.disputed)) if on)
-        return (
-            f"{row.kind:18} {row.key}={row.value} strength {row.strength:.2f}, {row.mention_count} mention(s) {flags}"
-        )
-    if table == "graph_nodes":
-        return f"node {row.node_type:9} {row.label[:80]}"
-    return f"edge {row.edge_type:15} {row.weight:.2f} {row.src[:8]}→{row.dst[:8]} ({row.direction})"
 
 
 def _summary_text(s: dict[str, Any]) -> str:

@@ -30,7 +30,7 @@ def service_key(settings: Settings, tenant: str) -> str | None:
 def print_memory_at(url: str, settings: Settings, user: str, *, tenant: str, layer: str | None, as_json: bool) -> int:
     """``adamem memory --url``: one layer's rows from a running service, or how many rows each layer holds."""
     from adamem.api.client import MemoryClient
-    from adamem.cli.commands import row_line
+    from adamem.cli.rows import row_line
 
     with MemoryClient(url, service_key(settings, tenant), tenant=tenant) as client:
         if layer is None:
