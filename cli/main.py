@@ -17,6 +17,7 @@ from adamem.cli.errors import (
     INTERRUPTED,
     OUTPUT_CLOSED,
     exit_code,
+    require_free_port,
     require_log,
     require_store,
 )
@@ -242,6 +243,7 @@ def _serve(args: argparse.Namespace) -> int:
     read_only = args.read_only or store_only
     if store_only:
         require_store(settings)  # a read-only service over a store that is not there would answer 404 to all
+    require_free_port(settings.host, settings.port)  # before the models load and the log is locked
     return run_serve(
         settings, with_log=with_log, read_only=read_only, access_log=not args.no_access_log, workers=args.workers
     )
@@ -374,18 +376,29 @@ async def _log(args: argparse.Namespace) -> int:
 async def _demo(args: argparse.Namespace) -> int:
     from adamem.cli.commands import print_memory, run_project
     from adamem.streams.factory import open_log
-    from adamem.streams.publish import publish_messages
+    from adamem.streams.publish import publish_messages, read_as_json
 
     settings = _settings(args)
+    if not args.no_serve:
+        require_free_port(settings.host, settings.port)  # before the build, not after it
     data = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
     messages = load_messages(data, settings, "sample_conversation.jsonl", "jsonl")
     log = open_log(settings.log_url, settings)
     await log.start()
     try:
-        report = await publish_messages(log, messages, settings)
+        # Run again, the demo publishes only what the log lacks: the sample's event ids are derived
+        # from its messages, and publishing a forgotten message again would bring it back.
+        held = {
+            row["event"]["event_id"] async for row in read_as_json(log, settings.topic("messages")) if "event" in row
+        }
+        missing = [m for m in messages if m.event_id not in held]
+        report = await publish_messages(log, missing, settings) if missing else None
     finally:
         await log.stop()
-    print(f"published {report.messages} sample message(s) for {report.owners} owner(s) into {log.url}")
+    if report is None:
+        print(f"the sample's {len(messages)} messages are already in {log.url}: nothing published")
+    else:
+        print(f"published {report.messages} sample message(s) for {report.owners} owner(s) into {log.url}")
     await run_project(settings, follow=False)
     for owner in sorted({m.owner_id for m in messages}):
         print()
@@ -397,6 +410,7 @@ async def _demo(args: argparse.Namespace) -> int:
         return 0
     from adamem.cli.commands import run_serve
 
+    require_free_port(settings.host, settings.port)  # still free after the build
     base = f"http://{settings.host}:{settings.port}"
     key = "" if not settings.api_keys else " -H 'X-API-Key: <your key>'"
     print(f"\nserving the query API at {base} (OpenAPI: {base}/docs); Ctrl-C stops it. Try:")
