@@ -115,6 +115,12 @@ async def run_add(
     if not 0 < wait_s <= 30:
         raise ConfigError(f"--wait {wait_s:g}: give a number of seconds above 0, at most 30")
     record = _record(user, text, tenant=tenant, speaker=speaker, role=role, at=at, conversation=conversation)
+    if url is None:
+        from adamem.cli.remote import serving_url
+
+        url = serving_url(settings)  # the folder's one writer is a running `adamem serve`: through it
+        if url is not None:
+            print(f"adamem add: an adamem serve writes {settings.log_url}; adding through it at {url}", file=sys.stderr)
     if url is not None:
         from adamem.api.client import AsyncMemoryClient
         from adamem.cli.remote import service_key

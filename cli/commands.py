@@ -750,11 +750,23 @@ def run_serve(
         file=sys.stderr,
         flush=True,
     )
+    from adamem.cli.remote import ServiceNotice
     from adamem.cli.replicas import log_config
 
-    uvicorn.run(
-        app, host=settings.host, port=settings.port, log_level="info", access_log=access_log, log_config=log_config()
-    )
+    # On the folder it writes, the service says where it listens: `adamem add` there goes through it.
+    notice = ServiceNotice(log.root) if writer is not None and isinstance(log, EmbeddedLog) else None
+    try:
+        uvicorn.run(
+            app if notice is None else notice.around(app, settings.host, settings.port),
+            host=settings.host,
+            port=settings.port,
+            log_level="info",
+            access_log=access_log,
+            log_config=log_config(),
+        )
+    finally:
+        if notice is not None:
+            notice.remove()
     return 0
 
 

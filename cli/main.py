@@ -656,8 +656,9 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
         "add",
         help="add one message and wait until the memory reflects it (read your writes)",
         description="Publish one message of USER and return once it is in memory: in-process on an embedded log "
-        "(analysed and projected here), through a running `adamem serve` with --url, or on a kafka:// log once "
-        "the workers projected it. Prints the log position it was written at.",
+        "(analysed and projected here), through a running `adamem serve` with --url (or by itself when that "
+        "serve writes the --log folder), or on a kafka:// log once the workers projected it. Prints the log "
+        "position it was written at.",
     )
     p.add_argument("user", help="memory owner (user_id)")
     p.add_argument("text", help="the message text")
