@@ -99,6 +99,7 @@ def _message(
     conversation_id: str | None,
     metadata: dict[str, str] | None,
     tenant: str | None,
+    message_id: str | None = None,
 ) -> dict[str, Any]:
     """One message of ``add``: said by ``speaker`` (default: the user) now, unless ``occurred_at`` says when."""
     when = occurred_at if occurred_at is not None else dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
@@ -108,6 +109,8 @@ def _message(
         message["conversation_id"] = conversation_id
     if metadata is not None:
         message["metadata"] = metadata
+    if message_id is not None:
+        message["message_id"] = message_id  # with the owner and conversation, it makes the event id
     if tenant is not None:
         message["tenant"] = tenant  # the client's tenant (a key acts for its own, and refuses any other)
     return message
@@ -240,14 +243,17 @@ class MemoryClient:
         occurred_at: str | int | None = None,
         conversation_id: str | None = None,
         metadata: dict[str, str] | None = None,
+        message_id: str | None = None,
         wait_ms: int = 10_000,
     ) -> dict[str, Any]:
         """Publish one message of ``user`` and wait until the memory reflects it; its event id and positions.
 
-        ``speaker`` defaults to the user, ``occurred_at`` to now. Raises ``ServiceError`` (409
-        not_visible) when the projections do not reach it within ``wait_ms``; the message stays published.
+        ``speaker`` defaults to the user, ``occurred_at`` to now. ``message_id`` (your id of the message
+        in its conversation) makes ``add`` idempotent: the same id again is the same event, kept once.
+        Raises ``ServiceError`` (409 not_visible) when the projections do not reach it within
+        ``wait_ms``; the message stays published.
         """
-        message = _message(user, text, speaker, role, occurred_at, conversation_id, metadata, self._tenant)
+        message = _message(user, text, speaker, role, occurred_at, conversation_id, metadata, self._tenant, message_id)
         published = self.publish([message])
         return _added(published, self.wait(published["positions"], wait_ms))
 
@@ -344,10 +350,11 @@ class AsyncMemoryClient:
         occurred_at: str | int | None = None,
         conversation_id: str | None = None,
         metadata: dict[str, str] | None = None,
+        message_id: str | None = None,
         wait_ms: int = 10_000,
     ) -> dict[str, Any]:
         """Publish one message of ``user`` and wait until the memory reflects it (see ``MemoryClient.add``)."""
-        message = _message(user, text, speaker, role, occurred_at, conversation_id, metadata, self._tenant)
+        message = _message(user, text, speaker, role, occurred_at, conversation_id, metadata, self._tenant, message_id)
         published = await self.publish([message])
         return _added(published, await self.wait(published["positions"], wait_ms))
 

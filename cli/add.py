@@ -16,7 +16,15 @@ __all__ = ["run_add"]
 
 
 def _record(
-    user: str, text: str, *, tenant: str, speaker: str | None, role: str, at: str | None, conversation: str | None
+    user: str,
+    text: str,
+    *,
+    tenant: str,
+    speaker: str | None,
+    role: str,
+    at: str | None,
+    conversation: str | None,
+    message_id: str | None = None,
 ) -> dict[str, Any]:
     from adamem.ingest import parse_time
 
@@ -37,6 +45,8 @@ def _record(
     }
     if conversation is not None:
         record["conversation_id"] = conversation
+    if message_id is not None:
+        record["message_id"] = message_id
     return record
 
 
@@ -110,11 +120,14 @@ async def run_add(
     url: str | None,
     wait_s: float,
     as_json: bool,
+    message_id: str | None = None,
 ) -> int:
     """Add one message of ``tenant``'s ``user`` and wait until the memory reflects it; print where it went."""
     if not 0 < wait_s <= 30:
         raise ConfigError(f"--wait {wait_s:g}: give a number of seconds above 0, at most 30")
-    record = _record(user, text, tenant=tenant, speaker=speaker, role=role, at=at, conversation=conversation)
+    record = _record(
+        user, text, tenant=tenant, speaker=speaker, role=role, at=at, conversation=conversation, message_id=message_id
+    )
     if url is None:
         from adamem.cli.remote import serving_url
 
@@ -133,6 +146,7 @@ async def run_add(
                 role=role,
                 occurred_at=record["occurred_at"],
                 conversation_id=conversation,
+                message_id=message_id,
                 wait_ms=int(wait_s * 1000),
             )
     else:

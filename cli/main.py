@@ -291,6 +291,7 @@ async def _add(args: argparse.Namespace) -> int:
         url=args.url,
         wait_s=args.wait,
         as_json=args.json,
+        message_id=args.message_id,
     )
 
 
@@ -666,6 +667,9 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--role", choices=["user", "assistant", "other"], default="user", help="the speaker's role")
     p.add_argument("--at", help="when it was said: RFC 3339 or ms since the epoch (default: now)")
     p.add_argument("--conversation", help="conversation id (default 'default')")
+    p.add_argument(
+        "--message-id", help="your id of the message in its conversation: adding it again keeps it once (idempotent)"
+    )
     p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("--url", help="add through a running service, e.g. http://127.0.0.1:8000")
     _api_key_argument(p)

@@ -150,6 +150,16 @@ def test_memory_client_add_then_query_sees_the_message(served: Served) -> None:
     assert any("Ilse" in t for t in _texts(answer)), answer
 
 
+def test_memory_client_add_with_a_message_id_twice_keeps_the_message_once(served: Served) -> None:
+    """Running a script that adds the same message again (a retry, a second run) does not store it twice."""
+    with MemoryClient(served.url) as m:
+        first = m.add("petra", "I keep a tortoise called Sheldon.", message_id="tortoise-1")
+        again = m.add("petra", "I keep a tortoise called Sheldon.", message_id="tortoise-1")
+        rows = m.memory("petra", layer="archive", limit=10_000)["rows"]
+    assert first["event_id"] == again["event_id"]
+    assert [r["text"] for r in rows].count("I keep a tortoise called Sheldon.") == 1, rows
+
+
 def test_async_memory_client_add_then_query_sees_the_message(served: Served) -> None:
     async def run() -> dict[str, Any]:
         async with AsyncMemoryClient(served.url) as m:
