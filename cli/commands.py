@@ -36,18 +36,41 @@ LAYERS = {
 }
 
 
+def _hold_writer_lock(log: Any, settings: Settings) -> None:
+    """Be the embedded log's one writer, or say who is: an ``adamem serve`` names itself in the folder."""
+    from adamem.api.notice import serving_url
+    from adamem.errors import LogError
+
+    try:
+        log.hold_writer_lock()
+    except LogError as exc:
+        url = serving_url(settings)
+        if url is None:
+            raise
+        raise LogError(f"{exc} (the adamem serve at {url} analyses and projects this folder already)") from exc
+
+
 async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) -> int:
     """Analyze and project everything pending (``follow``: keep going until interrupted); ``quiet``: no progress."""
     from adamem.progress import Progress
     from adamem.projections.projector import Projector
     from adamem.projections.store.factory import open_store
+    from adamem.streams.embedded_log import EmbeddedLog
     from adamem.streams.factory import open_log
     from adamem.streams.generations import resolve
     from adamem.streams.pipeline import pending_work, run_pipeline
 
-    store = open_store(settings.store_url)
-    settings = resolve(settings, store, record_if_missing=True)
     log = open_log(settings.log_url, settings)
+    if isinstance(log, EmbeddedLog):
+        # Before the store is opened for writing: a second projector of the folder (a running
+        # `adamem serve`) would be fenced out of the store's shards, even with nothing pending.
+        _hold_writer_lock(log, settings)
+    try:
+        store = open_store(settings.store_url)
+        settings = resolve(settings, store, record_if_missing=True)
+    except BaseException:
+        await log.stop()  # the writer lock
+        raise
     await log.start()
     bar = None
     try:

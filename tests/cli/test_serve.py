@@ -46,7 +46,7 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("ADAMEM_") or k == "ADAMEM_HOME"}
 
 
-def test_add_on_a_folder_a_serve_writes_goes_through_that_serve(
+def test_add_on_a_folder_a_serve_writes_goes_through_that_serve_and_project_is_refused(
     sample_built: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The Quickstart's `adamem serve`, then `adamem add alice ...` on the same folder: added, not refused."""
@@ -70,12 +70,16 @@ def test_add_on_a_folder_a_serve_writes_goes_through_that_serve(
         wait_healthy(base, process, 120, err)
         assert json.loads((log / ServiceNotice.NAME).read_text())["url"] == base
         capsys.readouterr()
+        assert main(["project", *folder, "--quiet"]) == 5  # nothing pending, and still: the serve projects here
+        said = capsys.readouterr().err
+        assert "another process is writing to the log" in said and f"the adamem serve at {base}" in said, said
         code = main(["add", "alice", "I adopted a cat named Miso.", *folder])
         out, said = capsys.readouterr()
         assert code == 0 and "in memory after" in out, said
         assert f"adding through it at {base}" in said
         code = main(["query", "alice", "What is my cat called?", "--url", base, "--json"])
         assert code == 0 and "Miso" in capsys.readouterr().out
+        assert httpx.get(f"{base}/health", timeout=30).json()["status"] == "ok"  # its write path was not fenced
     finally:
         stop_process(process)
     assert not (log / ServiceNotice.NAME).exists(), process.returncode  # gone with the service
