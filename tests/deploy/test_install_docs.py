@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,3 +34,30 @@ def test_the_quickstart_publishes_files_it_ships_or_says_where_they_come_from() 
         if name == "-" or (REPO / name).is_file():
             continue
         assert name == "locomo10.json" and "https://github.com/snap-research/LoCoMo" in quickstart, name
+
+
+def _setup(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """deploy/setup.sh run in a copy whose interpreter only records what pip is asked to install."""
+    (tmp_path / "deploy").mkdir(parents=True)
+    shutil.copy(REPO / "deploy" / "setup.sh", tmp_path / "deploy" / "setup.sh")
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\necho "$*" >> "{tmp_path}/asked"\n')
+    python.chmod(0o755)
+    env = {**os.environ, "ADAMEM_PYTHON": str(python)}
+    done = subprocess.run(
+        ["bash", str(tmp_path / "deploy" / "setup.sh"), *args], capture_output=True, text=True, env=env, timeout=60
+    )
+    asked = (tmp_path / "asked").read_text().splitlines() if (tmp_path / "asked").exists() else []
+    return done, [line for line in asked if line.startswith("-m pip install") and " -e " in line]
+
+
+def test_setup_installs_the_extras_it_is_asked_for(tmp_path: Path) -> None:
+    done, installs = _setup(tmp_path / "a", "--extras", "mcp,langchain")
+    assert done.returncode == 0 and installs[-1].endswith("-e .[mcp,langchain]"), (done.stderr, installs)
+    done, installs = _setup(tmp_path / "b", "--dev")
+    assert done.returncode == 0 and installs[-1].endswith("-e .[dev]"), (done.stderr, installs)
+    done, installs = _setup(tmp_path / "c")
+    assert done.returncode == 0 and installs[-1].endswith("-e ."), (done.stderr, installs)
+    done, _ = _setup(tmp_path / "d", "--with-everything")
+    assert done.returncode == 2 and "unknown option --with-everything" in done.stderr
