@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adamem.settings import Settings
 
@@ -35,7 +36,7 @@ class ServiceNotice:
         tmp.write_text(json.dumps({"url": f"http://{reach}:{port}", "pid": os.getpid()}), encoding="utf-8")
         os.replace(tmp, self.path)
 
-    def around(self, app: Any, host: str, port: int) -> Any:
+    def around(self, app: ASGIApp, host: str, port: int) -> ASGIApp:
         """``app`` (ASGI), which writes the notice once it has started and removes it when it shuts down.
 
         In the app's lifespan rather than around ``uvicorn.run``: on SIGTERM uvicorn shuts the app
@@ -43,18 +44,18 @@ class ServiceNotice:
         """
         notice = self
 
-        async def announced(scope: Any, receive: Any, send: Any) -> None:
+        async def announced(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] != "lifespan":
                 await app(scope, receive, send)
                 return
 
-            async def receiving() -> Any:
+            async def receiving() -> Message:
                 message = await receive()
                 if message["type"] == "lifespan.shutdown":
                     notice.remove()
                 return message
 
-            async def sending(message: Any) -> None:
+            async def sending(message: Message) -> None:
                 if message["type"] == "lifespan.startup.complete":
                     notice.write(host, port)
                 await send(message)
