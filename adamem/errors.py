@@ -11,6 +11,7 @@
     │   └── LogFenced           a newer worker owns a partition's transactions; this one may no longer publish
     ├── StoreError              a projection store cannot do what was asked
     │   └── StoreFenced         a newer writer owns the shard; this one may no longer commit to it
+    ├── ServiceUnavailable      a query service (``--url``) cannot be reached or does not answer
     ├── NotFound                a log, store, file, item or message that was named does not exist
     │   └── UnknownOwner        a query named an owner with no memory (HTTP 404)
     └── ModelError              an extractor or embedder model failed
@@ -36,6 +37,7 @@ __all__ = [
     "ModelUnavailable",
     "NotFound",
     "SchemaError",
+    "ServiceUnavailable",
     "StoreError",
     "StoreFenced",
     "UnknownOwner",
@@ -103,6 +105,10 @@ class StoreFenced(StoreError):
     timeout); nothing of the refused commit is visible, and the new owner rolls back any table
     version the old one wrote after the claim.
     """
+
+
+class ServiceUnavailable(AdaMemError):
+    """A query service named by its URL (``--url``, the Python client) cannot be reached or does not answer."""
 
 
 class ModelError(AdaMemError):

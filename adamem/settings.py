@@ -54,6 +54,11 @@ class Settings:
     embed_model: str = _env("ADAMEM_EMBED_MODEL", "", "Model of the OpenAI-compatible embedder.")
     embed_dim: int = _env("ADAMEM_EMBED_DIM", 0, "Vector dimension of the OpenAI-compatible embedder.")
     api_keys: str = _env("ADAMEM_API_KEYS", "", "Query service keys as tenant:key,tenant:key; empty runs it open.")
+    api_key: str = _env(
+        "ADAMEM_API_KEY",
+        "",
+        "Key the commands with --url send to the query service; empty: the tenant's key in ADAMEM_API_KEYS, if any.",
+    )
     host: str = _env("ADAMEM_HOST", "127.0.0.1", "Address the query service listens on.")
     port: int = _env("ADAMEM_PORT", 8000, "Port the query service listens on.")
     store_endpoint: str = _env(

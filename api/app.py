@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import email.message
 import http
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -32,6 +34,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from adamem.api.auth import MIN_KEY_LENGTH, KeyRing, Principal
 from adamem.api.metrics import instrument, observe_answer
 from adamem.api.models import (
+    MAX_CONTEXT_CHARS,
+    MAX_QUESTION_CHARS,
     AsOfBody,
     ErrorBody,
     ErrorKind,
@@ -95,6 +99,14 @@ def _error(status: int, kind: ErrorKind, detail: str, headers: Mapping[str, str]
     return JSONResponse({"error": kind, "detail": detail}, status_code=status, headers=headers)
 
 
+def _json_type(request: Request) -> bool:
+    """Whether the request declares a JSON body (``application/json``, ``application/*+json``), as FastAPI reads it."""
+    declared = email.message.Message()
+    declared["content-type"] = request.headers.get("content-type", "")
+    subtype = declared.get_content_subtype()
+    return declared.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
 def _row_json(row: Any) -> dict[str, Any]:
     data = dataclasses.asdict(row)
     data.pop("vector", None)
@@ -118,15 +130,30 @@ class _BodyLimit:
     while the request waits for its worker thread — a sixth of the service's CPU under load.
     """
 
-    def __init__(self, app: ASGIApp, limit: int = MAX_BODY) -> None:
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY, text_bytes: int = 32_768) -> None:
         self.app = app
         self.limit = limit
+        self.text_bytes = text_bytes
+
+    def too_large(self, path: str) -> str:
+        """What is over the limit, said for the endpoint: a question, or messages and their texts."""
+        over = f"the request body is over {self.limit} bytes, the most one request may send"
+        if path == "/v1/messages":
+            return (
+                f"{over}: a message's text holds at most {self.text_bytes} bytes of UTF-8 (ADAMEM_MAX_TEXT_BYTES); "
+                "send shorter texts, or fewer messages per call"
+            )
+        if path.endswith("/query"):
+            return f"{over}: a question holds at most {MAX_QUESTION_CHARS} characters"
+        if path.endswith("/research"):
+            return f"{over}: a question holds at most {MAX_QUESTION_CHARS} characters, its context {MAX_CONTEXT_CHARS}"
+        return over
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = f"request body over {self.limit} bytes; send fewer messages per call"
+        too_large = self.too_large(scope["path"])
         declared = {v.strip() for k, v in scope["headers"] if k == b"content-length"}
         if declared:
             if len(declared) > 1 or not all(_DIGITS.fullmatch(v) for v in declared):
@@ -172,7 +199,8 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         409: "The positions asked for (min_position, or the positions to wait for) are not in memory: "
         "not_visible: the projections did not reach them within wait_ms (ask again to wait longer); "
         "not_written: no message was written there.",
-        413: f"The request body is over {MAX_BODY} bytes.",
+        413: f"The request body is over {MAX_BODY} bytes (detail says what may be sent).",
+        415: "The body is not declared as JSON: send it with content-type: application/json.",
         422: "The request does not match this description (types, bounds, required or unknown fields).",
         500: "An unexpected error; it has been logged.",
         503: "The log or the store cannot answer now; retry later.",
@@ -236,13 +264,23 @@ def create_app(
         ),
     )
 
-    app.add_middleware(_BodyLimit)
+    app.add_middleware(_BodyLimit, text_bytes=settings.max_text_bytes)
     if settings.metrics:
         probes.update(instrument(app, settings, retriever, log_))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
+        sent = [e for e in errors if tuple(e.get("loc", ())) == ("body",) and e.get("type") != "missing"]
+        if sent and not _json_type(request):
+            # FastAPI reads a body as JSON only when it is declared so; any other is left as bytes.
+            given = request.headers.get("content-type") or "none"
+            return _error(
+                415,
+                "unsupported_media_type",
+                f"send the body as JSON with the header content-type: application/json (this request's content "
+                f"type: {given})",
+            )
         broken = next((e for e in errors if e.get("type") == "json_invalid"), None)
         if broken is not None:
             where = broken["loc"][-1] if broken.get("loc") else "?"
@@ -412,7 +450,7 @@ def create_app(
         summary="Ranked evidence for a question, with provenance",
         response_model=dict[str, Any],
         response_class=JSONResponse,
-        responses=_errors(*keyed_errors, 400, 404, 409, 413, 422, 500, 503),
+        responses=_errors(*keyed_errors, 400, 404, 409, 413, 415, 422, 500, 503),
     )
     async def query(body: QueryBody, owner_id: str = Depends(owner_of)) -> Response:
         if body.min_position:
@@ -428,7 +466,7 @@ def create_app(
         summary="Evidence gathered in rounds, graded, with conflicts and how sure the answer is",
         response_model=dict[str, Any],
         response_class=JSONResponse,
-        responses=_errors(*keyed_errors, 400, 404, 413, 422, 500, 503),
+        responses=_errors(*keyed_errors, 400, 404, 413, 415, 422, 500, 503),
     )
     async def research_request(body: ResearchBody, owner_id: str = Depends(owner_of)) -> Response:
         request = ResearchRequest(body.query, body.context, tuple(body.memory_hints), body.depth, body.top_k)
@@ -480,13 +518,17 @@ def create_app(
         from adamem.ingest import load_messages
         from adamem.streams.publish import publish_messages
 
+        # Stamped here, at the edge, as the CLI and the clients do (the folds never read a clock); one
+        # millisecond apart, so that the batch keeps its order and two equal texts stay two messages.
+        received = int(time.time() * 1000)
         records = []
-        for message in body.messages:
+        for i, message in enumerate(body.messages):
             record = message.model_dump(exclude_none=True)
             tenant = message.tenant or who.tenant or settings.default_tenant
             if not who.may_see(tenant):
                 raise Forbidden(f"this key may not publish for tenant {tenant!r}")
-            records.append({**record, "tenant": tenant, "occurred_at": to_millis(message.occurred_at)})
+            when = received + i if message.occurred_at is None else to_millis(message.occurred_at)
+            records.append({**record, "tenant": tenant, "occurred_at": when})
         data = "\n".join(json.dumps(r) for r in records).encode()  # ASCII: one line each, whatever the text
         messages = load_messages(data, settings, "body.messages", "jsonl")
         report = await publish_messages(log_, messages, settings)
@@ -507,14 +549,14 @@ def create_app(
         status_code=202,
         summary="Publish messages to the log",
         response_model=PublishAnswer,
-        responses=_errors(*keyed_errors, 400, 413, 422, 500, 503),
+        responses=_errors(*keyed_errors, 400, 413, 415, 422, 500, 503),
     )(publish)
 
     @app.post(
         "/v1/visible",
         summary="Wait until messages just published are in memory (read your writes)",
         response_model=WaitAnswer,
-        responses=_errors(*keyed_errors, 400, 409, 413, 422, 500, 503),
+        responses=_errors(*keyed_errors, 400, 409, 413, 415, 422, 500, 503),
     )
     async def visible(body: WaitBody, who: Principal = Depends(principal)) -> WaitAnswer:
         loop = asyncio.get_running_loop()

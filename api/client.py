@@ -1,7 +1,9 @@
 """A small Python client of the query service, sync (``MemoryClient``) and async (``AsyncMemoryClient``).
 
 Both mirror the HTTP API one method per endpoint and raise ``ServiceError`` (with the status and
-the service's message) for any 4xx/5xx answer. The LangChain integration wraps these.
+the service's message) for any 4xx/5xx answer — ``ServiceNotFound``, also a ``NotFound``, for a 404 —
+and ``ServiceUnavailable`` when the service cannot be reached or does not answer. The LangChain
+integration wraps these.
 
 ``add`` is the mem0-style entry point: it publishes one message and returns once the memory
 reflects it (``POST /v1/messages``, then ``POST /v1/visible`` with the positions written), so a
@@ -20,9 +22,9 @@ from typing import Any
 
 import httpx
 
-from adamem.errors import AdaMemError
+from adamem.errors import AdaMemError, NotFound, ServiceUnavailable
 
-__all__ = ["AsyncMemoryClient", "MemoryClient", "ServiceError"]
+__all__ = ["AsyncMemoryClient", "MemoryClient", "ServiceError", "ServiceNotFound", "ServiceUnavailable"]
 
 
 class ServiceError(AdaMemError):
@@ -33,6 +35,10 @@ class ServiceError(AdaMemError):
         super().__init__(f"HTTP {status} {kind}: {detail}")
 
 
+class ServiceNotFound(ServiceError, NotFound):
+    """The service has no such owner, item or path for this key (HTTP 404): the same error as in-process."""
+
+
 def _check(resp: httpx.Response) -> Any:
     if resp.status_code >= 400:
         try:
@@ -40,8 +46,16 @@ def _check(resp: httpx.Response) -> Any:
             kind, detail = body.get("error", "error"), body.get("detail", resp.text)
         except ValueError:
             kind, detail = "error", resp.text
-        raise ServiceError(resp.status_code, kind, detail)
+        raise (ServiceNotFound if resp.status_code == 404 else ServiceError)(resp.status_code, kind, detail)
     return resp.json()
+
+
+def _unreachable(base_url: httpx.URL, exc: httpx.TransportError) -> ServiceUnavailable:
+    """What a failed connection means to the caller: which service, and whether it was reached at all."""
+    base = str(base_url).rstrip("/")
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return ServiceUnavailable(f"cannot reach {base}: is `adamem serve` running? ({exc or type(exc).__name__})")
+    return ServiceUnavailable(f"{base} did not answer: {exc or type(exc).__name__}")
 
 
 def _research_body(
@@ -85,6 +99,7 @@ def _message(
     conversation_id: str | None,
     metadata: dict[str, str] | None,
     tenant: str | None,
+    message_id: str | None = None,
 ) -> dict[str, Any]:
     """One message of ``add``: said by ``speaker`` (default: the user) now, unless ``occurred_at`` says when."""
     when = occurred_at if occurred_at is not None else dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
@@ -94,6 +109,8 @@ def _message(
         message["conversation_id"] = conversation_id
     if metadata is not None:
         message["metadata"] = metadata
+    if message_id is not None:
+        message["message_id"] = message_id  # with the owner and conversation, it makes the event id
     if tenant is not None:
         message["tenant"] = tenant  # the client's tenant (a key acts for its own, and refuses any other)
     return message
@@ -152,6 +169,12 @@ class MemoryClient:
         self._tenant = tenant
         self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
 
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise _unreachable(self._http.base_url, exc) from exc
+
     def __enter__(self) -> MemoryClient:
         return self
 
@@ -172,7 +195,7 @@ class MemoryClient:
     ) -> Any:
         """Ranked evidence for a question (``POST /v1/users/{user}/query``), after ``min_position`` if given."""
         body = _query_body(question, top_k, as_of, min_position)
-        return _check(self._http.post(f"/v1/users/{user}/query", json=body))
+        return _check(self._send("POST", f"/v1/users/{user}/query", json=body))
 
     def research(
         self,
@@ -186,19 +209,19 @@ class MemoryClient:
     ) -> Any:
         """Evidence gathered in up to ``depth`` rounds, graded, with conflicts (``POST /v1/users/{user}/research``)."""
         body = _research_body(query, context, memory_hints, depth, top_k, as_of)
-        return _check(self._http.post(f"/v1/users/{user}/research", json=body))
+        return _check(self._send("POST", f"/v1/users/{user}/research", json=body))
 
     def memory(self, user: str, layer: str = "episodic", limit: int = 500) -> Any:
         """One layer of a user's memory (``GET /v1/users/{user}/memory``)."""
-        return _check(self._http.get(f"/v1/users/{user}/memory", params={"layer": layer, "limit": limit}))
+        return _check(self._send("GET", f"/v1/users/{user}/memory", params={"layer": layer, "limit": limit}))
 
     def provenance(self, user: str, item: str) -> Any:
         """From a memory item back to its messages and analyses."""
-        return _check(self._http.get(f"/v1/users/{user}/memory/{item}/provenance"))
+        return _check(self._send("GET", f"/v1/users/{user}/memory/{item}/provenance"))
 
     def publish(self, messages: list[dict[str, Any]]) -> Any:
         """Publish messages to the log (``POST /v1/messages``); the answer's ``positions`` say where."""
-        return _check(self._http.post("/v1/messages", json={"messages": messages}))
+        return _check(self._send("POST", "/v1/messages", json={"messages": messages}))
 
     def wait(self, positions: list[dict[str, int]], wait_ms: int = 10_000) -> Any:
         """Return once the messages at ``positions`` are in memory (``POST /v1/visible``, asked again while the
@@ -206,7 +229,7 @@ class MemoryClient:
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             step = _step(deadline)
-            resp = self._http.post("/v1/visible", json={"positions": positions, "wait_ms": step})
+            resp = self._send("POST", "/v1/visible", json={"positions": positions, "wait_ms": step})
             if not _again(resp, deadline):
                 return _check(resp)
 
@@ -220,20 +243,23 @@ class MemoryClient:
         occurred_at: str | int | None = None,
         conversation_id: str | None = None,
         metadata: dict[str, str] | None = None,
+        message_id: str | None = None,
         wait_ms: int = 10_000,
     ) -> dict[str, Any]:
         """Publish one message of ``user`` and wait until the memory reflects it; its event id and positions.
 
-        ``speaker`` defaults to the user, ``occurred_at`` to now. Raises ``ServiceError`` (409
-        not_visible) when the projections do not reach it within ``wait_ms``; the message stays published.
+        ``speaker`` defaults to the user, ``occurred_at`` to now. ``message_id`` (your id of the message
+        in its conversation) makes ``add`` idempotent: the same id again is the same event, kept once.
+        Raises ``ServiceError`` (409 not_visible) when the projections do not reach it within
+        ``wait_ms``; the message stays published.
         """
-        message = _message(user, text, speaker, role, occurred_at, conversation_id, metadata, self._tenant)
+        message = _message(user, text, speaker, role, occurred_at, conversation_id, metadata, self._tenant, message_id)
         published = self.publish([message])
         return _added(published, self.wait(published["positions"], wait_ms))
 
     def health(self) -> Any:
         """Readiness and projection lag."""
-        return _check(self._http.get("/health"))
+        return _check(self._send("GET", "/health"))
 
 
 class AsyncMemoryClient:
@@ -250,6 +276,12 @@ class AsyncMemoryClient:
         headers = _headers(api_key, tenant)
         self._tenant = tenant
         self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return await self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise _unreachable(self._http.base_url, exc) from exc
 
     async def __aenter__(self) -> AsyncMemoryClient:
         return self
@@ -271,7 +303,7 @@ class AsyncMemoryClient:
     ) -> Any:
         """Ranked evidence for a question, after ``min_position`` if given."""
         body = _query_body(question, top_k, as_of, min_position)
-        return _check(await self._http.post(f"/v1/users/{user}/query", json=body))
+        return _check(await self._send("POST", f"/v1/users/{user}/query", json=body))
 
     async def research(
         self,
@@ -285,26 +317,26 @@ class AsyncMemoryClient:
     ) -> Any:
         """Evidence gathered in up to ``depth`` rounds, graded, with conflicts."""
         body = _research_body(query, context, memory_hints, depth, top_k, as_of)
-        return _check(await self._http.post(f"/v1/users/{user}/research", json=body))
+        return _check(await self._send("POST", f"/v1/users/{user}/research", json=body))
 
     async def memory(self, user: str, layer: str = "episodic", limit: int = 500) -> Any:
         """One layer of a user's memory."""
-        return _check(await self._http.get(f"/v1/users/{user}/memory", params={"layer": layer, "limit": limit}))
+        return _check(await self._send("GET", f"/v1/users/{user}/memory", params={"layer": layer, "limit": limit}))
 
     async def provenance(self, user: str, item: str) -> Any:
         """From a memory item back to its messages and analyses."""
-        return _check(await self._http.get(f"/v1/users/{user}/memory/{item}/provenance"))
+        return _check(await self._send("GET", f"/v1/users/{user}/memory/{item}/provenance"))
 
     async def publish(self, messages: list[dict[str, Any]]) -> Any:
         """Publish messages to the log; the answer's ``positions`` say where."""
-        return _check(await self._http.post("/v1/messages", json={"messages": messages}))
+        return _check(await self._send("POST", "/v1/messages", json={"messages": messages}))
 
     async def wait(self, positions: list[dict[str, int]], wait_ms: int = 10_000) -> Any:
         """Return once the messages at ``positions`` are in memory (see ``MemoryClient.wait``); 409 if not in time."""
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             step = _step(deadline)
-            resp = await self._http.post("/v1/visible", json={"positions": positions, "wait_ms": step})
+            resp = await self._send("POST", "/v1/visible", json={"positions": positions, "wait_ms": step})
             if not _again(resp, deadline):
                 return _check(resp)
 
@@ -318,13 +350,14 @@ class AsyncMemoryClient:
         occurred_at: str | int | None = None,
         conversation_id: str | None = None,
         metadata: dict[str, str] | None = None,
+        message_id: str | None = None,
         wait_ms: int = 10_000,
     ) -> dict[str, Any]:
         """Publish one message of ``user`` and wait until the memory reflects it (see ``MemoryClient.add``)."""
-        message = _message(user, text, speaker, role, occurred_at, conversation_id, metadata, self._tenant)
+        message = _message(user, text, speaker, role, occurred_at, conversation_id, metadata, self._tenant, message_id)
         published = await self.publish([message])
         return _added(published, await self.wait(published["positions"], wait_ms))
 
     async def health(self) -> Any:
         """Readiness and projection lag."""
-        return _check(await self._http.get("/health"))
+        return _check(await self._send("GET", "/health"))

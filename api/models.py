@@ -28,6 +28,8 @@ from pydantic import (
 from adamem.retrieval.research import MAX_DEPTH as MAX_RESEARCH_DEPTH
 
 __all__ = [
+    "MAX_CONTEXT_CHARS",
+    "MAX_QUESTION_CHARS",
     "MAX_TIME_MS",
     "MIN_TIME_MS",
     "AsOfBody",
@@ -51,6 +53,8 @@ __all__ = [
 # as milliseconds since the Unix epoch (each fits an Avro timestamp-millis).
 MIN_TIME_MS = -62_135_596_800_000
 MAX_TIME_MS = 253_402_300_799_999
+MAX_QUESTION_CHARS = 2_000  # a question's length, in characters (the CLI and MCP allow the same)
+MAX_CONTEXT_CHARS = 8_000  # a research request's context, in characters
 MAX_WAIT_MS = 5_000  # the longest one request waits for the projections (ask again to wait longer)
 MAX_OFFSET = (1 << 53) - 1  # exact as a JSON number; a Kafka offset (int64) never gets this far in practice
 
@@ -74,6 +78,7 @@ ErrorKind = Literal[
     "not_found",
     "method_not_allowed",
     "too_large",
+    "unsupported_media_type",
     "bad_request",
     "not_visible",
     "not_written",
@@ -273,6 +278,16 @@ class HealthAnswer(BaseModel):
     detail: str | None = Field(None, description="Why the status is degraded.")
 
 
+def _not_blank(value: str) -> str:
+    if not value.strip():  # the same test as NOT_BLANK, and as the ingest checks
+        raise ValueError("is blank")
+    return value
+
+
+# Enforced by the validator (with a readable message), described by the pattern: the two agree.
+NotBlank = Annotated[str, Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK}), AfterValidator(_not_blank)]
+
+
 class QueryBody(BaseModel):
     """A question about one owner's memory."""
 
@@ -282,7 +297,9 @@ class QueryBody(BaseModel):
         json_schema_extra={"examples": [{"question": "What food does Alice like?", "top_k": 5}]},
     )
 
-    question: str = Field(..., min_length=1, max_length=2000, description="The question, English or Chinese.")
+    question: NotBlank = Field(
+        ..., max_length=MAX_QUESTION_CHARS, description="The question, English or Chinese (not blank)."
+    )
     top_k: TopK = Field(10, description="How many ranked items to return.")
     as_of: AsOfPoint | None = Field(
         None, description="Answer from memory as it was then: an RFC 3339 time, integer ms, or {time} or {offset}."
@@ -300,16 +317,6 @@ class QueryBody(BaseModel):
     )
 
 
-def _not_blank(value: str) -> str:
-    if not value.strip():  # the same test as NOT_BLANK, and as the ingest checks
-        raise ValueError("is blank")
-    return value
-
-
-# Enforced by the validator (with a readable message), described by the pattern: the two agree.
-NotBlank = Annotated[str, Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK}), AfterValidator(_not_blank)]
-
-
 class ResearchBody(BaseModel):
     """A research request (``ResearchRequest{query, context, memory_hints, depth}``) about one owner's memory."""
 
@@ -321,9 +328,11 @@ class ResearchBody(BaseModel):
         },
     )
 
-    query: NotBlank = Field(..., max_length=2000, description="The question, English or Chinese.")
+    query: NotBlank = Field(..., max_length=MAX_QUESTION_CHARS, description="The question, English or Chinese.")
     context: str = Field(
-        "", max_length=8000, description="Text around the question (the agent's conversation); its rarest words help."
+        "",
+        max_length=MAX_CONTEXT_CHARS,
+        description="Text around the question (the agent's conversation); its rarest words help.",
     )
     memory_hints: list[Annotated[str, Field(max_length=200)]] = Field(
         default_factory=list, max_length=20, description="Words or names known to matter, searched for in round 1."
@@ -358,7 +367,10 @@ class MessageBody(BaseModel):
     speaker: NotBlank | SpeakerBody = Field(..., description="Who said it: a name, or {name, role}.")
     role: Role = Field("user", description="user: the memory owner; assistant: the agent; other: anyone else.")
     text: NotBlank = Field(..., description="The message text (not blank).")
-    occurred_at: Time = Field(..., description="When it was said: RFC 3339, or integer ms since the epoch.")
+    occurred_at: Time | None = Field(
+        None,
+        description="When it was said: RFC 3339, or integer ms since the epoch; absent: when the service receives it.",
+    )
     tenant: str | None = Field(None, description="The tenant; empty or absent: the key's tenant (or the default one).")
     conversation_id: str | None = Field(None, description="The conversation; empty or absent: 'default'.")
     message_id: str | None = Field(None, description="The producer's id; empty or absent: derived from the message.")

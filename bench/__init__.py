@@ -3,7 +3,7 @@ query latency and footprint. Run them with ``adamem bench …`` (or ``python -m 
 each prints a table and writes JSON under ``bench/results/``.
 
 Nothing in the library imports this package; only ``adamem bench`` loads it. Its plots need the
-``bench`` extra (``pip install 'adamem-stream[bench]'``: matplotlib).
+``bench`` extra (``pip install -e '.[bench]'`` in a checkout: matplotlib).
 """
 
 HELP = "benchmarks: retrieval quality, throughput, latency, footprint"

@@ -343,7 +343,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``adamem bench concurrency``."""
     p.add_argument("--data", default=str(DEFAULT_LOCOMO), help="LoCoMo-format file (turns and questions)")
     p.add_argument("--work", default="/tmp/adamem-bench-latency", help="where adamem bench latency keeps its stores")
-    p.add_argument("--clients", nargs="+", type=int, default=[1, 2, 4, 8, 16], metavar="N")
+    p.add_argument(
+        "--clients", nargs="+", type=int, default=[1, 2, 4, 8, 16], metavar="N", help="concurrent clients per level"
+    )
     p.add_argument(
         "--configs",
         nargs="+",

@@ -372,7 +372,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``adamem bench footprint``."""
     p.add_argument("--data", default=str(DEFAULT_LOCOMO), help="LoCoMo-format file (turns and questions)")
     p.add_argument("--work", default="/tmp/adamem-bench-latency", help="where the stores are (built if missing)")
-    p.add_argument("--stores", nargs="+", default=list(STORES), choices=list(STORES))
+    p.add_argument(
+        "--stores", nargs="+", default=list(STORES), choices=list(STORES), help="which stores to measure (default all)"
+    )
     p.add_argument("--kafka", help="kafka://host:port: also measure a real worker's memory")
     p.add_argument("--rss-messages", type=int, default=500, help="messages ingested while memory is measured")
     p.add_argument("--queries", type=int, default=200, help="questions for the index recall")

@@ -386,7 +386,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``adamem bench latency``."""
     p.add_argument("--data", default=str(DEFAULT_LOCOMO), help="LoCoMo-format file (turns and questions)")
     p.add_argument("--work", default="/tmp/adamem-bench-latency", help="where the stores are built and kept")
-    p.add_argument("--stores", nargs="+", default=list(STORES), choices=list(STORES))
+    p.add_argument(
+        "--stores", nargs="+", default=list(STORES), choices=list(STORES), help="which stores to measure (default all)"
+    )
     p.add_argument("--per-route", type=int, default=100, help="distinct questions per route and phase")
     p.add_argument("--connections", type=int, default=8, help="concurrent HTTP clients")
     p.add_argument("--no-http", action="store_true", help="in-process only")

@@ -153,10 +153,10 @@ def print_report(result: dict[str, Any]) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``adamem bench objectstore``."""
     p.add_argument("--s3", default="127.0.0.1:9000", help="host:port of the S3-compatible server (deploy/s3.sh)")
-    p.add_argument("--owners", type=int, default=20)
-    p.add_argument("--messages", type=int, default=2000)
+    p.add_argument("--owners", type=int, default=20, help="memory owners the messages are spread over (default 20)")
+    p.add_argument("--messages", type=int, default=2000, help="synthetic messages written (default 2000)")
     p.add_argument("--batch", type=int, default=100, help="rows per commit")
-    p.add_argument("--seed", type=int, default=19)
+    p.add_argument("--seed", type=int, default=19, help="seed of the synthetic messages (default 19)")
     p.add_argument("--json", dest="out", help="result file (default bench/results/objectstore.json)")
 
 

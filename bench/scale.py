@@ -300,9 +300,13 @@ def print_report(result: dict[str, Any], png: Path = RESULTS / "scale.png") -> N
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``adamem bench scale``."""
-    p.add_argument("--per-owner", nargs="+", type=int, default=[1000, 10_000, 100_000])
-    p.add_argument("--owners", nargs="+", type=int, default=[1000, 10_000, 100_000])
-    p.add_argument("--seed", type=int, default=19)
+    p.add_argument(
+        "--per-owner", nargs="+", type=int, default=[1000, 10_000, 100_000], help="messages of the one-owner stores"
+    )
+    p.add_argument(
+        "--owners", nargs="+", type=int, default=[1000, 10_000, 100_000], help="owners of the many-owner stores"
+    )
+    p.add_argument("--seed", type=int, default=19, help="seed of the synthetic messages (default 19)")
     p.add_argument("--build", nargs=3, metavar=("FOLDER", "OWNERS", "PER_OWNER"), help=argparse.SUPPRESS)
     p.add_argument("--measure", nargs=2, metavar=("FOLDER", "OWNERS"), help=argparse.SUPPRESS)
     p.add_argument("--json", dest="out", help="result file (default bench/results/scale.json)")

@@ -468,8 +468,8 @@ def print_report(r: dict[str, Any], png: Path = RESULTS / "scaleout.png") -> Non
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``adamem bench scaleout``."""
     p.add_argument("--log", default="kafka://127.0.0.1:9092", help="kafka://host:port of a real broker")
-    p.add_argument("--partitions", nargs="+", type=int, default=[1, 4, 12])
-    p.add_argument("--workers", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--partitions", nargs="+", type=int, default=[1, 4, 12], help="partition counts to run")
+    p.add_argument("--workers", nargs="+", type=int, default=[1, 2, 3], help="worker counts to run at each")
     p.add_argument("--messages", type=int, default=4000, help="messages per run (LoCoMo turns, cycled)")
     p.add_argument("--owners", type=int, default=120, help="memory owners the messages are spread over")
     p.add_argument("--distinct", type=int, default=600, help="distinct LoCoMo turns cycled (each embedded once by e5)")

@@ -16,7 +16,15 @@ __all__ = ["run_add"]
 
 
 def _record(
-    user: str, text: str, *, tenant: str, speaker: str | None, role: str, at: str | None, conversation: str | None
+    user: str,
+    text: str,
+    *,
+    tenant: str,
+    speaker: str | None,
+    role: str,
+    at: str | None,
+    conversation: str | None,
+    message_id: str | None = None,
 ) -> dict[str, Any]:
     from adamem.ingest import parse_time
 
@@ -37,6 +45,8 @@ def _record(
     }
     if conversation is not None:
         record["conversation_id"] = conversation
+    if message_id is not None:
+        record["message_id"] = message_id
     return record
 
 
@@ -110,17 +120,25 @@ async def run_add(
     url: str | None,
     wait_s: float,
     as_json: bool,
+    message_id: str | None = None,
 ) -> int:
     """Add one message of ``tenant``'s ``user`` and wait until the memory reflects it; print where it went."""
     if not 0 < wait_s <= 30:
         raise ConfigError(f"--wait {wait_s:g}: give a number of seconds above 0, at most 30")
-    record = _record(user, text, tenant=tenant, speaker=speaker, role=role, at=at, conversation=conversation)
+    record = _record(
+        user, text, tenant=tenant, speaker=speaker, role=role, at=at, conversation=conversation, message_id=message_id
+    )
+    if url is None:
+        from adamem.cli.remote import serving_url
+
+        url = serving_url(settings)  # the folder's one writer is a running `adamem serve`: through it
+        if url is not None:
+            print(f"adamem add: an adamem serve writes {settings.log_url}; adding through it at {url}", file=sys.stderr)
     if url is not None:
         from adamem.api.client import AsyncMemoryClient
+        from adamem.cli.remote import service_key
 
-        pairs = [part.strip().partition(":") for part in settings.api_keys.split(",")]
-        key = next((k for t, _, k in pairs if t == tenant and k), None)  # this tenant's key, if one is configured
-        async with AsyncMemoryClient(url, key, tenant=tenant, timeout=wait_s + 30) as client:
+        async with AsyncMemoryClient(url, service_key(settings, tenant), tenant=tenant, timeout=wait_s + 30) as client:
             out = await client.add(
                 user,
                 text,
@@ -128,6 +146,7 @@ async def run_add(
                 role=role,
                 occurred_at=record["occurred_at"],
                 conversation_id=conversation,
+                message_id=message_id,
                 wait_ms=int(wait_s * 1000),
             )
     else:

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from adamem.analysis.factory import build_agent
+from adamem.cli.rows import row_line
 from adamem.errors import ConfigError, NotFound, UnknownOwner
 from adamem.events import ms_to_iso
 from adamem.settings import Settings
@@ -26,7 +27,27 @@ __all__ = [
     "run_worker",
 ]
 
-LAYERS = {"working": "messages", "episodic": "episodic", "persona": "persona", "graph": "graph_nodes"}
+LAYERS = {
+    "working": "messages",
+    "episodic": "episodic",
+    "persona": "persona",
+    "graph": "graph_nodes",
+    "archive": "messages",
+}
+
+
+def _hold_writer_lock(log: Any, settings: Settings) -> None:
+    """Be the embedded log's one writer, or say who is: an ``adamem serve`` names itself in the folder."""
+    from adamem.api.notice import serving_url
+    from adamem.errors import LogError
+
+    try:
+        log.hold_writer_lock()
+    except LogError as exc:
+        url = serving_url(settings)
+        if url is None:
+            raise
+        raise LogError(f"{exc} (the adamem serve at {url} analyses and projects this folder already)") from exc
 
 
 async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) -> int:
@@ -34,13 +55,22 @@ async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) 
     from adamem.progress import Progress
     from adamem.projections.projector import Projector
     from adamem.projections.store.factory import open_store
+    from adamem.streams.embedded_log import EmbeddedLog
     from adamem.streams.factory import open_log
     from adamem.streams.generations import resolve
     from adamem.streams.pipeline import pending_work, run_pipeline
 
-    store = open_store(settings.store_url)
-    settings = resolve(settings, store, record_if_missing=True)
     log = open_log(settings.log_url, settings)
+    if isinstance(log, EmbeddedLog):
+        # Before the store is opened for writing: a second projector of the folder (a running
+        # `adamem serve`) would be fenced out of the store's shards, even with nothing pending.
+        _hold_writer_lock(log, settings)
+    try:
+        store = open_store(settings.store_url)
+        settings = resolve(settings, store, record_if_missing=True)
+    except BaseException:
+        await log.stop()  # the writer lock
+        raise
     await log.start()
     bar = None
     try:
@@ -169,7 +199,7 @@ def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool
             print(json.dumps([{"table": r.TABLE, **_row_json(r)} for r in selected], ensure_ascii=False, indent=1))
         else:
             for r in selected:
-                print(_row_line(r))
+                print(row_line(r))
         return 0
     summary = owner_summary(state)
     if as_json:
@@ -177,23 +207,6 @@ def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool
         return 0
     print(_summary_text(summary))
     return 0
-
-
-def _row_line(row: Any) -> str:
-    table = row.TABLE
-    if table == "messages":
-        return f"[{ms_to_iso(row.occurred_at)}] {row.speaker}: {row.text}"
-    if table == "episodic":
-        valid = "" if row.status == "active" else f" (superseded at {ms_to_iso(row.valid_to)})"
-        return f"{row.type:9} {row.confidence:.2f} {row.content}{valid}"
-    if table == "persona":
-        flags = ", ".join(f for f, on in (("stable", row.stable), ("disputed", row.disputed)) if on)
-        return (
-            f"{row.kind:18} {row.key}={row.value} strength {row.strength:.2f}, {row.mention_count} mention(s) {flags}"
-        )
-    if table == "graph_nodes":
-        return f"node {row.node_type:9} {row.label[:80]}"
-    return f"edge {row.edge_type:15} {row.weight:.2f} {row.src[:8]}→{row.dst[:8]} ({row.direction})"
 
 
 def _summary_text(s: dict[str, Any]) -> str:
@@ -440,7 +453,19 @@ async def run_forget(
         what = "key was" if scope == "message" else "keys were"
         state = "destroyed" if destroyed else "not there (already destroyed, or never made)"
         print(f"the {what} {state} in {getattr(keys, 'root', 'the keystore')}: the log's copies cannot be read")
+    print(_until_projected(settings))
     return 0
+
+
+def _until_projected(settings: Settings) -> str:
+    """What a forget leaves to do: the store answers as before until a projection applies the control event."""
+    project = f"adamem project --log {settings.log_url} --store {settings.store_url}"
+    if settings.log_url.startswith("kafka://"):
+        return (
+            f"the store answers as before until the workers (`adamem worker`) apply this event; with none running: "
+            f"`{project}`"
+        )
+    return f"the store answers as before until this event is projected: run `{project}`"
 
 
 async def _owner_messages(log: Any, settings: Settings, tenant: str, user: str) -> dict[str, str]:
@@ -621,10 +646,9 @@ def run_query(
 
     if url is not None:
         from adamem.api.client import MemoryClient
+        from adamem.cli.remote import service_key
 
-        pairs = [part.strip().partition(":") for part in settings.api_keys.split(",")]
-        key = next((k for t, _, k in pairs if t == tenant and k), None)  # this tenant's key, if one is configured
-        with MemoryClient(url, key, tenant=tenant) as client:
+        with MemoryClient(url, service_key(settings, tenant), tenant=tenant) as client:
             answer = client.query(user, question, top_k, as_of)
     else:
         retriever = build_retriever(settings)
@@ -749,7 +773,23 @@ def run_serve(
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", access_log=access_log)
+    from adamem.cli.remote import ServiceNotice
+    from adamem.cli.replicas import log_config
+
+    # On the folder it writes, the service says where it listens: `adamem add` there goes through it.
+    notice = ServiceNotice(log.root) if writer is not None and isinstance(log, EmbeddedLog) else None
+    try:
+        uvicorn.run(
+            app if notice is None else notice.around(app, settings.host, settings.port),
+            host=settings.host,
+            port=settings.port,
+            log_level="info",
+            access_log=access_log,
+            log_config=log_config(),
+        )
+    finally:
+        if notice is not None:
+            notice.remove()
     return 0
 
 

@@ -1,4 +1,4 @@
-"""One exit code per error class, for every ``adamem`` command, and the refusals of reading commands.
+"""One exit code per error class, for every ``adamem`` command, and the refusals made before any work.
 
 ``EXIT_CODES`` is the table the README and ``adamem --help`` show; ``exit_code`` maps an error to
 its row. Reading commands (``log dump``, ``memory``, ``query``, …) call ``require_log`` and
@@ -8,6 +8,7 @@ its row. Reading commands (``log dump``, ``memory``, ``query``, …) call ``requ
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from adamem.errors import (
@@ -18,6 +19,7 @@ from adamem.errors import (
     ModelError,
     NotFound,
     SchemaError,
+    ServiceUnavailable,
     StoreError,
 )
 from adamem.settings import Settings
@@ -30,6 +32,7 @@ __all__ = [
     "OUTPUT_CLOSED",
     "embedded_log_folder",
     "exit_code",
+    "require_free_port",
     "require_log",
     "require_store",
     "store_exists",
@@ -47,8 +50,8 @@ EXIT_CODES: tuple[tuple[int, str, tuple[type[BaseException], ...]], ...] = (
     (3, "not found: no log, store, input file, memory owner, item or message where one was named", (NotFound,)),
     (4, "invalid input: records that fail validation (nothing was published) or bytes that do not decode",
      (InputError, SchemaError)),
-    (5, "the log or the store failed: damaged, locked by another writer, broker unreachable, store to rebuild",
-     (LogError, StoreError)),
+    (5, "the log, the store or the service failed: damaged, locked by another writer, broker or service (--url) "
+        "unreachable, store to rebuild", (LogError, StoreError, ServiceUnavailable)),
     (6, "a model (extractor or embedder endpoint) failed", (ModelError,)),
     (INTERRUPTED, "interrupted (Ctrl-C)", ()),
     (OUTPUT_CLOSED, "the reader of the output went away (e.g. `| head`): the command stops quietly", ()),
@@ -107,3 +110,16 @@ def require_store(settings: Settings) -> None:
             f"no store at {folder}: the folder does not exist. Check --store (or $ADAMEM_STORE); "
             f"`adamem project --log LOG --store {folder}` builds one from the log"
         )
+
+
+def require_free_port(host: str, port: int) -> None:
+    """Refuse to start a service on a port something already listens on, before saying where it serves."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no conflict
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc} (another `adamem serve`?). Stop it, or "
+                f"choose another port: ADAMEM_PORT={port + 1} (`adamem serve` also takes --port)"
+            ) from exc

@@ -11,11 +11,13 @@ import sys
 from collections.abc import Sequence
 from importlib import resources
 
+from adamem import __version__
 from adamem.cli.errors import (
     EXIT_HELP,
     INTERRUPTED,
     OUTPUT_CLOSED,
     exit_code,
+    require_free_port,
     require_log,
     require_store,
 )
@@ -63,7 +65,11 @@ SERVICE_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return Settings.from_env(log_url=getattr(args, "log", None), store_url=getattr(args, "store", None))
+    return Settings.from_env(
+        log_url=getattr(args, "log", None),
+        store_url=getattr(args, "store", None),
+        api_key=getattr(args, "api_key", None),
+    )
 
 
 def _tenant(args: argparse.Namespace, settings: Settings) -> str:
@@ -238,6 +244,7 @@ def _serve(args: argparse.Namespace) -> int:
     read_only = args.read_only or store_only
     if store_only:
         require_store(settings)  # a read-only service over a store that is not there would answer 404 to all
+    require_free_port(settings.host, settings.port)  # before the models load and the log is locked
     return run_serve(
         settings, with_log=with_log, read_only=read_only, access_log=not args.no_access_log, workers=args.workers
     )
@@ -247,7 +254,10 @@ def _mcp(args: argparse.Namespace) -> int:
     try:
         from adamem.integrations.mcp_server import serve
     except ModuleNotFoundError as exc:
-        raise ConfigError(f"adamem mcp needs the MCP SDK ({exc.name}): pip install 'adamem-stream[mcp]'") from exc
+        raise ConfigError(
+            f"adamem mcp needs the MCP SDK ({exc.name}): install the mcp extra, `pip install -e '.[mcp]'` in a "
+            "checkout of adamem-stream (or `pip install 'mcp>=2.3,<3'`)"
+        ) from exc
     from adamem.integrations.memory import AgentMemory
 
     settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
@@ -282,6 +292,7 @@ async def _add(args: argparse.Namespace) -> int:
         url=args.url,
         wait_s=args.wait,
         as_json=args.json,
+        message_id=args.message_id,
     )
 
 
@@ -298,6 +309,11 @@ def _memory(args: argparse.Namespace) -> int:
     from adamem.cli.commands import print_memory
 
     settings = _settings(args)
+    if args.url is not None:
+        from adamem.cli.remote import print_memory_at
+
+        tenant = _tenant(args, settings)
+        return print_memory_at(args.url, settings, args.user, tenant=tenant, layer=args.layer, as_json=args.json)
     require_store(settings)
     return print_memory(settings, _owner(args, settings), args.layer, args.json)
 
@@ -362,18 +378,29 @@ async def _log(args: argparse.Namespace) -> int:
 async def _demo(args: argparse.Namespace) -> int:
     from adamem.cli.commands import print_memory, run_project
     from adamem.streams.factory import open_log
-    from adamem.streams.publish import publish_messages
+    from adamem.streams.publish import publish_messages, read_as_json
 
     settings = _settings(args)
+    if not args.no_serve:
+        require_free_port(settings.host, settings.port)  # before the build, not after it
     data = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
     messages = load_messages(data, settings, "sample_conversation.jsonl", "jsonl")
     log = open_log(settings.log_url, settings)
     await log.start()
     try:
-        report = await publish_messages(log, messages, settings)
+        # Run again, the demo publishes only what the log lacks: the sample's event ids are derived
+        # from its messages, and publishing a forgotten message again would bring it back.
+        held = {
+            row["event"]["event_id"] async for row in read_as_json(log, settings.topic("messages")) if "event" in row
+        }
+        missing = [m for m in messages if m.event_id not in held]
+        report = await publish_messages(log, missing, settings) if missing else None
     finally:
         await log.stop()
-    print(f"published {report.messages} sample message(s) for {report.owners} owner(s) into {log.url}")
+    if report is None:
+        print(f"the sample's {len(messages)} messages are already in {log.url}: nothing published")
+    else:
+        print(f"published {report.messages} sample message(s) for {report.owners} owner(s) into {log.url}")
     await run_project(settings, follow=False)
     for owner in sorted({m.owner_id for m in messages}):
         print()
@@ -385,6 +412,7 @@ async def _demo(args: argparse.Namespace) -> int:
         return 0
     from adamem.cli.commands import run_serve
 
+    require_free_port(settings.host, settings.port)  # still free after the build
     base = f"http://{settings.host}:{settings.port}"
     key = "" if not settings.api_keys else " -H 'X-API-Key: <your key>'"
     print(f"\nserving the query API at {base} (OpenAPI: {base}/docs); Ctrl-C stops it. Try:")
@@ -415,6 +443,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "memory": (
         "adamem memory alice --store ./data/store",
         "adamem memory alice --layer persona --json --store ./data/store",
+        "adamem memory alice --layer persona --url http://127.0.0.1:8000",
     ),
     "serve": (
         "adamem serve                                                   # embedded: ingests, projects, serves",
@@ -477,6 +506,14 @@ def _examples(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
+def _api_key_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--api-key",
+        help="with --url: the key of a service that checks keys (default $ADAMEM_API_KEY, else the tenant's key "
+        "in $ADAMEM_API_KEYS)",
+    )
+
+
 def _metrics_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (/metrics)")
     p.add_argument("--metrics-host", default="127.0.0.1", help="address of --metrics-port (default 127.0.0.1)")
@@ -494,12 +531,18 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
         epilog=MAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"adamem {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("publish", help="publish messages (JSON Lines or LoCoMo JSON) to the log")
     p.add_argument("file", help="input file, or - for standard input")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
-    p.add_argument("--format", choices=["auto", "jsonl", "locomo"], default="auto")
+    p.add_argument(
+        "--format",
+        choices=["auto", "jsonl", "locomo"],
+        default="auto",
+        help="JSON Lines or LoCoMo JSON (default auto: from the content)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     p.set_defaults(run=_publish)
 
@@ -516,7 +559,12 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
         help="check/repair: the store whose checkpoints to compare with (default $ADAMEM_STORE or ./data/store)",
     )
     p.add_argument("--upgrade", action="store_true", help="repair: also rewrite files without checksums with them")
-    p.add_argument("--topic", default="messages", choices=["messages", "analyses", "control", "deadletter"])
+    p.add_argument(
+        "--topic",
+        default="messages",
+        choices=["messages", "analyses", "control", "deadletter"],
+        help="tail, dump: the topic to read (default messages)",
+    )
     p.add_argument("--generation", default="g1", help="analysis generation of --topic analyses (g1, g2, ...)")
     p.add_argument("--from-offset", type=int, default=0, help="first offset to read, in every partition")
     p.add_argument("--user", help="only this user id's records (of every tenant, unless --tenant)")
@@ -535,7 +583,12 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run the Faust worker (analyze + project agents) on Kafka")
     p.add_argument("--log", help="kafka://host:port (default $ADAMEM_LOG)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
-    p.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--loglevel",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="Faust's log level (default info)",
+    )
     p.add_argument("--verbose", action="store_true", help="Faust's own log and tables on the terminal, not in a file")
     p.add_argument("--worker-log", help="file for Faust's own log (default worker-<pid>.log in the current folder)")
     _metrics_arguments(p)
@@ -544,9 +597,17 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p = sub.add_parser("memory", help="show a memory owner's four layers")
     p.add_argument("user", help="memory owner (user_id)")
     p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
-    p.add_argument("--layer", choices=["working", "episodic", "persona", "graph"], help="list one layer's rows")
+    p.add_argument(
+        "--layer",
+        choices=["working", "episodic", "persona", "graph", "archive"],
+        help="list one layer's rows (archive: every message kept)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
+    p.add_argument(
+        "--url", help="read a running service instead, e.g. http://127.0.0.1:8000 (without --layer: rows per layer)"
+    )
+    _api_key_argument(p)
     p.set_defaults(run=_memory, sync=True)
 
     p = sub.add_parser(
@@ -597,8 +658,9 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
         "add",
         help="add one message and wait until the memory reflects it (read your writes)",
         description="Publish one message of USER and return once it is in memory: in-process on an embedded log "
-        "(analysed and projected here), through a running `adamem serve` with --url, or on a kafka:// log once "
-        "the workers projected it. Prints the log position it was written at.",
+        "(analysed and projected here), through a running `adamem serve` with --url (or by itself when that "
+        "serve writes the --log folder), or on a kafka:// log once the workers projected it. Prints the log "
+        "position it was written at.",
     )
     p.add_argument("user", help="memory owner (user_id)")
     p.add_argument("text", help="the message text")
@@ -606,8 +668,12 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--role", choices=["user", "assistant", "other"], default="user", help="the speaker's role")
     p.add_argument("--at", help="when it was said: RFC 3339 or ms since the epoch (default: now)")
     p.add_argument("--conversation", help="conversation id (default 'default')")
+    p.add_argument(
+        "--message-id", help="your id of the message in its conversation: adding it again keeps it once (idempotent)"
+    )
     p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("--url", help="add through a running service, e.g. http://127.0.0.1:8000")
+    _api_key_argument(p)
     p.add_argument("--wait", type=float, default=10.0, help="seconds to wait for the memory (default 10)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
@@ -618,11 +684,12 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("user", help="memory owner")
     p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("question", help="the question, English or Chinese")
-    p.add_argument("--top-k", type=int, default=10)
+    p.add_argument("--top-k", type=int, default=10, help="how many ranked items to show (default 10)")
     p.add_argument("--as-of", help="memory as it was at an event time (ISO-8601) or ms")
     p.add_argument("--json", action="store_true", help="the full answer as JSON")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--url", help="ask a running service instead, e.g. http://127.0.0.1:8000")
+    _api_key_argument(p)
     p.set_defaults(run=_query, sync=True)
 
     p = sub.add_parser("research", help="gather graded evidence in rounds (the Research Agent)")
@@ -644,13 +711,14 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the full answer as JSON")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.add_argument("--url", help="ask a running service instead, e.g. http://127.0.0.1:8000")
+    _api_key_argument(p)
     p.set_defaults(run=_research, sync=True)
 
     p = sub.add_parser("provenance", help="walk from a memory item back to its messages and analyses")
     p.add_argument("user", help="memory owner")
     p.add_argument("--tenant", help="the tenant of the user (default $ADAMEM_TENANT or default)")
     p.add_argument("item", help="item id (episodic record, persona trait, graph node or message event id)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")
     p.set_defaults(run=_provenance)

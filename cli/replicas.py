@@ -13,12 +13,25 @@ uvicorn 0.55 binds it as TCP itself (``tests/cli/test_replicas.py``); this stays
 from __future__ import annotations
 
 import contextlib
+import copy
 import socket
+from typing import Any
 
 import uvicorn
+from uvicorn.config import LOGGING_CONFIG
 from uvicorn.supervisors import Multiprocess
 
-__all__ = ["TcpConfig", "run_replicas"]
+__all__ = ["TcpConfig", "log_config", "run_replicas"]
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging, with the access log on stderr beside its other lines (uvicorn's own puts it on stdout).
+
+    stdout is what scripts parse; every line of the service's own log goes to stderr.
+    """
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    return config
 
 
 class TcpConfig(uvicorn.Config):
@@ -37,7 +50,14 @@ class TcpConfig(uvicorn.Config):
 def run_replicas(app: str, *, host: str, port: int, workers: int, access_log: bool) -> None:
     """Serve the app factory ``app`` (``module:function``) from ``workers`` processes on one port until stopped."""
     config = TcpConfig(
-        app, factory=True, host=host, port=port, workers=workers, log_level="info", access_log=access_log
+        app,
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="info",
+        access_log=access_log,
+        log_config=log_config(),
     )
     with contextlib.suppress(KeyboardInterrupt):  # the supervisor handles SIGINT itself; as uvicorn.run
         Multiprocess(config, sockets=[config.bind_socket()]).run()

@@ -33,10 +33,9 @@ def run_research(
     request = ResearchRequest(query, context, tuple(hints), depth, top_k)  # InputError for a bad one, before any I/O
     if url is not None:
         from adamem.api.client import MemoryClient
+        from adamem.cli.remote import service_key
 
-        pairs = [part.strip().partition(":") for part in settings.api_keys.split(",")]
-        key = next((k for t, _, k in pairs if t == tenant and k), None)
-        with MemoryClient(url, key, tenant=tenant) as client:
+        with MemoryClient(url, service_key(settings, tenant), tenant=tenant) as client:
             answer = client.research(user, query, depth, context, list(hints), top_k, as_of)
     else:
         from adamem.cli.commands import build_retriever

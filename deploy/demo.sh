@@ -4,5 +4,6 @@
 set -euo pipefail
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$ROOT"
+echo "demo.sh: installing AdaMem Stream into $ROOT/.venv (about a minute the first time) ..." >&2
 bash deploy/setup.sh >/dev/null
 exec .venv/bin/adamem demo "$@"

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, Field
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, InputRequiredResult, TextContent
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adamem.api.auth import KeyRing
@@ -34,7 +34,17 @@ from adamem.integrations.memory import AgentMemory, InvalidArgument, UnknownUser
 from adamem.retrieval.answer import Answer
 from adamem.retrieval.research import MAX_DEPTH, Research
 
-__all__ = ["INSTRUCTIONS", "KeyCheck", "MessageIn", "build_server", "compact_answer", "compact_research", "http_app"]
+__all__ = [
+    "INSTRUCTIONS",
+    "KeyCheck",
+    "MemoryServer",
+    "MessageIn",
+    "argument_errors",
+    "build_server",
+    "compact_answer",
+    "compact_research",
+    "http_app",
+]
 
 INSTRUCTIONS = (
     "Long-term memory of the people you talk with (AdaMem Stream). Call `recall` before answering "
@@ -117,6 +127,76 @@ def compact_research(found: Research) -> str:
     return "\n".join(lines)
 
 
+def _allowed(schema: Mapping[str, Any]) -> str:
+    """What an argument's JSON schema allows, in words: "an integer from 1 to 50", "text of 1 to 2000 characters"."""
+    if "enum" in schema:
+        return "one of " + ", ".join(str(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "integer" and "minimum" in schema and "maximum" in schema:
+        return f"an integer from {schema['minimum']} to {schema['maximum']}"
+    if kind == "string" and "maxLength" in schema:
+        return f"text of {schema.get('minLength', 0)} to {schema['maxLength']} characters"
+    if kind == "array" and "maxItems" in schema:
+        return f"a list of {schema.get('minItems', 0)} to {schema['maxItems']} items"
+    if kind == "boolean":
+        return "true or false"
+    described = str(schema.get("description", "")).rstrip(".")
+    return described[:1].lower() + described[1:]
+
+
+def argument_errors(tool: str, exc: ValidationError, schema: Mapping[str, Any]) -> str:
+    """A tool's invalid arguments in one short message: each argument, what is wrong, and what is allowed.
+
+    In place of pydantic's report (its model's name, the input's type, a link per error), which
+    an agent has to dig the argument's name out of.
+    """
+    arguments = schema.get("properties", {})
+    errors = exc.errors()
+    parts: list[str] = []
+    seen: set[str] = set()
+    for err in errors:
+        loc = [str(p) for p in err["loc"]]
+        if loc and "anyOf" in arguments.get(loc[0], {}):
+            loc = loc[:1]  # one error for the argument, not one per branch of its union ("start.str", "start.int")
+        where = ".".join(loc) or "the arguments"
+        if where in seen:
+            continue
+        seen.add(where)
+        argument = arguments.get(loc[0]) if len(loc) == 1 else None
+        if err["type"] == "missing":
+            problem = f"{where} is missing"
+        elif err["type"] == "extra_forbidden":
+            problem = f"{where} is not " + ("an argument of this tool" if len(loc) == 1 else "allowed there")
+        elif argument is not None:
+            shown = repr(err.get("input"))
+            problem = f"{where}: {shown if len(shown) <= 40 else shown[:37] + '...'} is not allowed"
+        else:
+            message = str(err["msg"]).removeprefix("Value error, ")
+            problem = f"{where}: {message[:1].lower()}{message[1:]}"
+        allowed = _allowed(argument) if argument is not None else ""
+        parts.append(f"{problem}; give {allowed}" if allowed else problem)
+    more = f" (and {len(parts) - 5} more)" if len(parts) > 5 else ""
+    return f"invalid arguments to {tool}: " + ". ".join(parts[:5]) + more
+
+
+class MemoryServer(MCPServer[Any]):
+    """The SDK's server, whose answer to invalid tool arguments names each argument and what it allows."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Call a tool (``MCPServer.call_tool``); invalid arguments are a ``ToolError`` saying which, and why."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            schema = next((t.input_schema for t in await self.list_tools() if t.name == name), {})
+            raise ToolError(argument_errors(name, exc.__cause__, schema)) from exc.__cause__
+
+
 def _result(text: str, structured: Mapping[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(structured))
 
@@ -176,7 +256,7 @@ def build_server(memory: AgentMemory, *, tenant: str | None = None, api_keys: st
     """The MCP server over ``memory``; ``tenant`` is whom a request without HTTP headers (stdio) acts for."""
     keys = KeyRing(api_keys)
     local_tenant = tenant or memory.settings.default_tenant
-    server: MCPServer = MCPServer("adamem", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING")
+    server = MemoryServer("adamem", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING")
 
     def tenant_of(ctx: Context | None) -> str:
         headers = None

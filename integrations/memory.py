@@ -302,9 +302,27 @@ class AgentMemory:
             raise InvalidArgument("give at least one message")
         data = _message_lines(user_id, tenant, messages, int(time.time() * 1000))
         parsed: list[ChatMessage] = load_messages(data, self.settings, "messages", "jsonl")
+        if self._log is None:  # this handle does not write the log yet: an `adamem serve` may
+            from adamem.api.notice import serving_url
+
+            url = await asyncio.to_thread(serving_url, self.settings)
+            if url is not None:
+                return await self._remember_through(url, tenant, [json.loads(line) for line in data.splitlines()])
         topic = self.settings.topic("messages")
         positions = await self._write(topic, messages=parsed)
         return Remembered(tuple(m.event_id for m in parsed), positions)
+
+    async def _remember_through(self, url: str, tenant: str, records: list[dict[str, Any]]) -> Remembered:
+        """Publish through the ``adamem serve`` that writes the embedded log (its one writer), and wait as here."""
+        from adamem.api.client import AsyncMemoryClient
+        from adamem.api.notice import service_key
+
+        key = service_key(self.settings, tenant)
+        async with AsyncMemoryClient(url, key, tenant=tenant, timeout=self.wait_timeout_s + 30) as client:
+            published = await client.publish(records)
+            await client.wait(published["positions"], wait_ms=int(self.wait_timeout_s * 1000))
+        written = {int(p["partition"]): int(p["offset"]) for p in published["positions"]}
+        return Remembered(tuple(published["event_ids"]), {published["topic"]: written})
 
     async def aforget(
         self,

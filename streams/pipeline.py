@@ -51,7 +51,9 @@ from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 
 __all__ = [
+    "ANALYSIS_BATCH",
     "FOR_HEADER",
+    "PROGRESS_BATCH",
     "RESUME_HEADER",
     "SOURCE_HEADER",
     "PipelineStats",
@@ -278,12 +280,18 @@ async def _read_partition(log: EventLog, topic: str, partition: int, start: int,
     return [r async for r in log.read(topic, from_offsets={partition: start}, until={partition: end})]
 
 
+ANALYSIS_BATCH = 256
+"""Messages the Memory Agent analyses at once (one embedding batch, one append)."""
+PROGRESS_BATCH = 32
+"""The same, while a progress bar is shown: it moves after each batch."""
+
+
 async def analyze_pending(
     log: EventLog,
     agent: MemoryAgent,
     settings: Settings,
     partition: int,
-    batch: int = 256,
+    batch: int = ANALYSIS_BATCH,
     progress: Callable[[int], None] | None = None,
     resume: dict[str, int] | None = None,
 ) -> PipelineStats:
@@ -539,8 +547,13 @@ async def run_pipeline(
             # Before anything is analysed: analyses appended to a log that lost some would reuse their offsets.
             seen = projector.store.checkpoint(p).get(analyses, 0)
             _refuse_lost(log, analyses, p, seen, ends.get(p, 0), f"the store {projector.store.url}")
+            # With a progress bar to move, smaller analysis batches: at e5's 10-40 messages a second, a
+            # batch of 256 left the bar still for up to half a minute; e5 embeds as fast in batches of 32.
+            batch = PROGRESS_BATCH if progress is not None else ANALYSIS_BATCH
             total.add(
-                await analyze_pending(log, agent, settings, p, progress=progress, resume=resume.setdefault(p, {}))
+                await analyze_pending(
+                    log, agent, settings, p, batch=batch, progress=progress, resume=resume.setdefault(p, {})
+                )
             )
             total.add(await project_pending(log, projector, settings, p, progress=progress))
             await _record_lag(log, projector, settings, p, resume[p])

@@ -10,6 +10,7 @@ store that a restart continues without losing or repeating a message.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -149,6 +150,16 @@ def test_memory_client_add_then_query_sees_the_message(served: Served) -> None:
     assert any("Ilse" in t for t in _texts(answer)), answer
 
 
+def test_memory_client_add_with_a_message_id_twice_keeps_the_message_once(served: Served) -> None:
+    """Running a script that adds the same message again (a retry, a second run) does not store it twice."""
+    with MemoryClient(served.url) as m:
+        first = m.add("petra", "I keep a tortoise called Sheldon.", message_id="tortoise-1")
+        again = m.add("petra", "I keep a tortoise called Sheldon.", message_id="tortoise-1")
+        rows = m.memory("petra", layer="archive", limit=10_000)["rows"]
+    assert first["event_id"] == again["event_id"]
+    assert [r["text"] for r in rows].count("I keep a tortoise called Sheldon.") == 1, rows
+
+
 def test_async_memory_client_add_then_query_sees_the_message(served: Served) -> None:
     async def run() -> dict[str, Any]:
         async with AsyncMemoryClient(served.url) as m:
@@ -184,9 +195,11 @@ def test_a_position_never_written_is_refused_at_once(served: Served) -> None:
     assert time.monotonic() - started < 9.5  # it did not wait the 2 × 5 s it was allowed
 
 
-def test_a_second_writer_is_refused_while_serve_runs_and_told_to_go_through_it(served: Served) -> None:
+def test_a_second_writer_is_refused_while_serve_runs_and_add_goes_through_it(served: Served) -> None:
+    line = _message("nora", "I also keep goats.", "2024-04-01T10:00:00Z")
+    (served.folder / "more.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
     done = subprocess.run(
-        [ADAMEM, "add", "nora", "I also keep goats."],
+        [ADAMEM, "publish", "more.jsonl", "--quiet"],
         cwd=served.folder,
         env=_env(int(served.url.rsplit(":", 1)[1])),
         capture_output=True,
@@ -194,9 +207,18 @@ def test_a_second_writer_is_refused_while_serve_runs_and_told_to_go_through_it(s
         timeout=120,
     )
     assert done.returncode == 5, done.stdout + done.stderr
-    assert "another process is writing to the log" in done.stderr and "--url http://127.0.0.1:" in done.stderr
+    assert "another process is writing to the log" in done.stderr
+    by_itself = subprocess.run(
+        [ADAMEM, "add", "nora", "I also keep goats."],
+        cwd=served.folder,
+        env=_env(0),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert by_itself.returncode == 0 and f"adding through it at {served.url}" in by_itself.stderr, by_itself.stderr
     through = subprocess.run(
-        [ADAMEM, "add", "nora", "I also keep goats.", "--url", served.url, "--json"],
+        [ADAMEM, "add", "nora", "I also keep sheep.", "--url", served.url, "--json"],
         cwd=served.folder,
         env=_env(0),
         capture_output=True,
@@ -205,7 +227,7 @@ def test_a_second_writer_is_refused_while_serve_runs_and_told_to_go_through_it(s
     )
     assert through.returncode == 0, through.stderr
     answer = httpx.post(f"{served.url}/v1/users/nora/query", json={"question": "What animals do I keep?"}).json()
-    assert any("goats" in t for t in _texts(answer))
+    assert any("goats" in t for t in _texts(answer)) and any("sheep" in t for t in _texts(answer))
 
 
 def test_a_stop_mid_work_loses_nothing_and_a_restart_repeats_nothing(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.rules import RuleExtractor
 from adamem.api.app import create_app
 from adamem.api.client import MemoryClient, ServiceError
+from adamem.ingest import parse_time
 from adamem.projections.projector import Projector
 from adamem.projections.store import MemoryStore
 from adamem.projections.store.factory import open_store
@@ -24,6 +26,7 @@ from adamem.retrieval.service import Retriever
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.pipeline import run_pipeline
+from adamem.streams.publish import read_as_json
 from tests.api.conftest import ACME, DEFAULT, DEFAULT_KEY, GLOBEX, KEYS, SAMPLE
 from tests.api.conftest import embedder as _embedder
 from tests.conftest import serving
@@ -329,3 +332,55 @@ def test_a_query_reads_the_owner_once_tenant_check_included(
         assert loaded == ["default:alice", "default:alice"]  # one load per request
         r = c.post("/v1/users/dave/query", json={"question": "What is my secret project?"}, headers=ACME)
         assert r.status_code == 404 and "Zephyr" not in r.text and loaded.count("acme:dave") == 1
+
+
+@pytest.mark.parametrize("question", ["   ", " \u3000\n"])
+def test_a_blank_question_is_refused_as_on_the_command_line(client: httpx.Client, question: str) -> None:
+    r = client.post("/v1/users/alice/query", json={"question": question}, headers=DEFAULT)
+    assert r.status_code == 422 and "question" in r.json()["detail"] and "blank" in r.json()["detail"], r.text
+
+
+def test_an_oversized_question_or_message_says_what_is_too_large(client: httpx.Client) -> None:
+    huge = "x" * (2 << 20)
+    r = client.post("/v1/users/alice/query", json={"question": huge}, headers=DEFAULT)
+    assert r.status_code == 413 and "a question holds at most 2000 characters" in r.json()["detail"], r.text
+    message = {"user_id": "alice", "speaker": "Alice", "text": huge, "occurred_at": "2024-05-01T00:00:00Z"}
+    r = client.post("/v1/messages", json={"messages": [message]}, headers=DEFAULT)
+    detail = r.json()["detail"]
+    assert r.status_code == 413 and "a message's text holds at most 32768 bytes" in detail, r.text
+
+
+def test_occurred_at_defaults_to_when_the_service_receives_the_message(
+    client: httpx.Client, built: tuple[Settings, str]
+) -> None:
+    """As the CLI, the Python client and MCP do: absent (or null) is now, stamped at the API's edge."""
+    before = int(time.time() * 1000)
+    messages = [
+        {"user_id": "erin", "speaker": "Erin", "text": "I keep bees."},
+        {"user_id": "erin", "speaker": "Erin", "text": "I keep bees.", "occurred_at": None},
+    ]
+    r = client.post("/v1/messages", json={"messages": messages}, headers=DEFAULT)
+    after = int(time.time() * 1000)
+    assert r.status_code == 202 and r.json()["published"] == 2, r.text
+    settings = built[0]
+
+    async def times() -> list[int]:
+        log = open_log(settings.log_url, settings)
+        await log.start()
+        try:
+            rows = [row async for row in read_as_json(log, settings.topic("messages"), user="erin")]
+        finally:
+            await log.stop()
+        return [parse_time(row["event"]["occurred_at"]) for row in rows]
+
+    stamped = asyncio.run(times())
+    assert len(stamped) == 2 and stamped[0] < stamped[1], stamped  # in the order sent: two messages, not one
+    assert all(before <= t <= after + 1 for t in stamped), (before, stamped, after)
+
+
+@pytest.mark.parametrize("content_type", [None, "application/x-www-form-urlencoded", "text/plain"])
+def test_a_body_not_declared_as_json_is_told_how_to_send_it(client: httpx.Client, content_type: str | None) -> None:
+    headers = {**DEFAULT, **({"content-type": content_type} if content_type else {})}
+    r = client.post("/v1/users/alice/query", content=b'{"question": "What food do I like?"}', headers=headers)
+    assert r.status_code == 415 and r.json()["error"] == "unsupported_media_type", r.text
+    assert "content-type: application/json" in r.json()["detail"] and (content_type or "none") in r.json()["detail"]

@@ -49,12 +49,24 @@ def test_every_route_declares_the_error_body_for_each_status_it_can_answer(clien
     assert "HTTPValidationError" not in spec["components"]["schemas"]  # FastAPI's own 422 shape is gone
     assert set(spec["components"]["schemas"]["ErrorBody"]["required"]) == {"error", "detail"}
     expected = {
-        ("post", "/v1/users/{user}/query"): {"200", "400", "401", "403", "404", "409", "413", "422", "500", "503"},
-        ("post", "/v1/users/{user}/research"): {"200", "400", "401", "403", "404", "413", "422", "500", "503"},
+        ("post", "/v1/users/{user}/query"): {
+            "200",
+            "400",
+            "401",
+            "403",
+            "404",
+            "409",
+            "413",
+            "415",
+            "422",
+            "500",
+            "503",
+        },
+        ("post", "/v1/users/{user}/research"): {"200", "400", "401", "403", "404", "413", "415", "422", "500", "503"},
         ("get", "/v1/users/{user}/memory"): {"200", "401", "403", "404", "422", "500", "503"},
         ("get", "/v1/users/{user}/memory/{item}/provenance"): {"200", "401", "403", "404", "422", "500", "503"},
-        ("post", "/v1/messages"): {"202", "400", "401", "403", "413", "422", "500", "503"},
-        ("post", "/v1/visible"): {"200", "400", "401", "403", "409", "413", "422", "500", "503"},
+        ("post", "/v1/messages"): {"202", "400", "401", "403", "413", "415", "422", "500", "503"},
+        ("post", "/v1/visible"): {"200", "400", "401", "403", "409", "413", "415", "422", "500", "503"},
         ("get", "/health"): {"200", "500"},
     }
     operations = {(m, p): op for p, item in spec["paths"].items() for m, op in item.items()}
@@ -78,7 +90,9 @@ def test_the_described_limits_are_the_enforced_ones(client: httpx.Client) -> Non
     assert (top_k["type"], top_k["minimum"], top_k["maximum"]) == ("integer", 1, 100)
     text = schemas["MessageBody"]["properties"]["text"]
     assert text["maxLength"] == Settings().max_text_bytes and "pattern" in text
-    millis, rfc3339 = schemas["MessageBody"]["properties"]["occurred_at"]["oneOf"]
+    times, null = schemas["MessageBody"]["properties"]["occurred_at"]["anyOf"]  # absent or null: now
+    assert null == {"type": "null"} and "occurred_at" not in schemas["MessageBody"]["required"]
+    millis, rfc3339 = times["oneOf"]
     assert (millis["minimum"], millis["maximum"]) == (-62135596800000, 253402300799999)
     assert rfc3339["format"] == "date-time"
     assert schemas["AsOfBody"]["additionalProperties"] is False

@@ -122,16 +122,25 @@ async def test_stdio_errors_are_mcp_errors_and_the_server_goes_on(built: Setting
     async with Client(_stdio(built), read_timeout_seconds=300) as client:
         unknown = await client.call_tool("recall", {"user_id": "nobody", "question": "anything?"})
         assert unknown.is_error and "no memory for user 'nobody'" in _text(unknown)
-        for bad in (
-            {"user_id": "alice"},  # no question
-            {"user_id": "alice", "question": ""},
-            {"user_id": "alice", "question": "q", "top_k": 0},
-            {"user_id": "alice", "question": "q", "top_k": "ten"},
+        for bad, said in (
+            ({"user_id": "alice"}, "question is missing; give text of 1 to 2000 characters"),
+            ({"user_id": "alice", "question": ""}, "question: '' is not allowed; give text of 1 to 2000 characters"),
+            (
+                {"user_id": "alice", "question": "q", "top_k": 0},
+                "top_k: 0 is not allowed; give an integer from 1 to 50",
+            ),
+            ({"user_id": "alice", "question": "q", "top_k": "ten"}, "top_k: 'ten' is not allowed; give an integer"),
         ):
             result = await client.call_tool("recall", bad)
-            assert result.is_error and "validation error" in _text(result), bad
+            assert result.is_error and _text(result).startswith("invalid arguments to recall: "), bad
+            assert said in _text(result) and "pydantic" not in _text(result) and "\n" not in _text(result), bad
+        union = await client.call_tool("timeline", {"user_id": "alice", "start": 1.5, "end": "2024-01-01T00:00:00Z"})
+        assert _text(union) == (
+            "invalid arguments to timeline: start: 1.5 is not allowed; give a time: RFC 3339 with offset, "
+            "e.g. 2024-03-01T09:30:00Z, or integer ms since the epoch"
+        ), _text(union)  # one error for the argument, not one per branch of its type
         extra = await client.call_tool("remember", {"user_id": "alice", "messages": [{"text": "x", "colour": "red"}]})
-        assert extra.is_error and "colour" in _text(extra)
+        assert extra.is_error and "messages.0.colour is not allowed there" in _text(extra), _text(extra)
         badtime = await client.call_tool(
             "timeline", {"user_id": "alice", "start": "yesterday-ish", "end": "2024-01-01T00:00:00Z"}
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from importlib import resources
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.log import EventLog, OutgoingRecord
-from adamem.streams.pipeline import ERROR_HEADER, SOURCE_HEADER, project_pending, run_pipeline
+from adamem.streams.pipeline import ERROR_HEADER, PROGRESS_BATCH, SOURCE_HEADER, project_pending, run_pipeline
 from adamem.streams.publish import publish_messages
+from tests.conftest import FlatEmbedder
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
 
@@ -147,4 +149,22 @@ async def test_a_crash_mid_batch_loses_and_duplicates_nothing(
     restarted = open_store(str(tmp_path / "crash"))
     await run_pipeline(log, Projector(restarted), agent(), settings)
     assert snapshot(restarted) == snapshot(reference)
+    await log.stop()
+
+
+async def test_a_progress_bar_moves_every_few_dozen_messages(settings: Settings, tmp_path: Path) -> None:
+    """Not once per 256 (half a minute of e5 on a busy machine): every ``PROGRESS_BATCH`` analysed, then as folded."""
+    log = await _log(settings)
+    rows = "\n".join(
+        json.dumps({"user_id": "u", "speaker": "U", "text": f"I like hiking number {i}", "occurred_at": 1000 + i})
+        for i in range(100)
+    )
+    await publish_messages(log, load_messages(rows.encode(), settings), settings)
+    steps: list[int] = []
+    agent = MemoryAgent(RuleExtractor(), FlatEmbedder())
+    stats = await run_pipeline(
+        log, Projector(open_store(str(tmp_path / "store"))), agent, settings, progress=steps.append
+    )
+    assert stats.analyzed == 100 and sum(steps) == 200
+    assert steps[:4] == [PROGRESS_BATCH] * 3 + [100 - 3 * PROGRESS_BATCH], steps  # the analyses, batch by batch
     await log.stop()
