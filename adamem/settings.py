@@ -125,7 +125,7 @@ class Settings:
         return options
 
     def topic(self, name: str) -> str:
-        """Full topic name of ``messages``, ``analyses``, ``control`` or ``deadletter``.
+        """Full topic name of ``messages``, ``analyses``, ``control``, ``deadletter`` or ``changes``.
 
         Each analysis generation has its own analyses topic: ``<prefix>.analyses`` for the first
         (``g1``), ``<prefix>.analyses.<generation>`` for the later ones.
