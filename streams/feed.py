@@ -45,7 +45,7 @@ from adamem.settings import Settings
 from adamem.streams.keys import KeyRingLike, keystore_for
 from adamem.streams.log import EventLog, OutgoingRecord
 
-__all__ = ["compute_feed", "feed_records", "publish_feed", "published_upto", "recover_feed"]
+__all__ = ["compute_feed", "feed_records", "missing_feed", "publish_feed", "published_upto", "recover_feed"]
 
 SOURCE_HEADER = "adamem-source"
 RESUME_HEADER = "adamem-resume"
@@ -139,12 +139,14 @@ async def compute_feed(
     return out
 
 
-async def recover_feed(log: EventLog, projector: Projector, settings: Settings, partition: int) -> int:
-    """Publish what the store committed but the feed never got (a crash between the two); returns events published."""
+async def missing_feed(
+    log: EventLog, projector: Projector, settings: Settings, partition: int
+) -> tuple[list[MemoryChanged], int]:
+    """The change events the store committed but the feed never got (a crash between the two), and their reach."""
     done = projector.store.checkpoint(partition).get(settings.topic("analyses"), 0)
     upto = await published_upto(log, settings, partition)
     if upto is None or upto >= done:
-        return 0
+        return [], done
     view = getattr(projector.store, "view", None)
     feed = await compute_feed(
         log,
@@ -155,4 +157,10 @@ async def recover_feed(log: EventLog, projector: Projector, settings: Settings, 
         view=view if isinstance(view, str) else "",
         params=projector.params,
     )
+    return feed, done
+
+
+async def recover_feed(log: EventLog, projector: Projector, settings: Settings, partition: int) -> int:
+    """Publish what the store committed but the feed never got (a crash between the two); returns events published."""
+    feed, done = await missing_feed(log, projector, settings, partition)
     return await publish_feed(log, settings, feed, done)

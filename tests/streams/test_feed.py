@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,10 +21,13 @@ from adamem.settings import Settings
 from adamem.streams import feed as feed_module
 from adamem.streams.feed import compute_feed, published_upto
 from adamem.streams.log import EventLog, OutgoingRecord
+from adamem.streams.memory_log import InMemoryLog
 from adamem.streams.pipeline import project_pending, run_pipeline
 from adamem.streams.publish import publish_messages
 from adamem.streams.replay import rebuild_view
+from adamem.streams.worker import create_app
 from tests.streams.test_pipeline import SAMPLE, _log, agent
+from tests.streams.test_worker import _capture, faust_apps  # noqa: F401  (a fixture)
 
 
 async def published(log: EventLog, settings: Settings) -> list[tuple[int, str, MemoryChanged]]:
@@ -132,3 +138,35 @@ async def test_a_crash_between_commit_and_publish_is_published_by_the_next_run(
     assert {e.event_id: e for e in after} == {e.event_id: e for e in want}  # nothing missing, nothing else
     assert len(after) == len({e.event_id for e in after})  # and in this crash nothing twice
     await log.stop()
+
+
+async def test_the_faust_worker_sends_the_feed_of_each_committed_batch(
+    settings: Settings,
+    tmp_path: Path,
+    faust_apps: list[Any],  # noqa: F811  (the fixture of tests.streams.test_worker)
+) -> None:
+    """The project agent sends, to the partition it folded, exactly the events a replay of the log computes."""
+    settings = dataclasses.replace(settings, partitions=1, embedded_partitions=1)
+    on_log = InMemoryLog(settings)
+    await on_log.start()
+    analyses = agent().analyze(load_messages(SAMPLE, settings)[:6])
+    values = [encode_event(a, on_log.keyring) for a in analyses if a.message.user_id == "alice"]
+    await on_log.append(settings.topic("analyses"), [OutgoingRecord("alice", v) for v in values])
+    store = open_store(str(tmp_path / "store"))
+    app = create_app(settings, "127.0.0.1:1", agent, lambda: Projector(store), within_s=0.1, log_reader=lambda: on_log)
+    app.finalize()
+    faust_apps.append(app)
+    sent: list[dict[str, Any]] = []
+    _capture(app.adamem_topics["changes"], sent)  # type: ignore[attr-defined]
+    async with app.adamem_agents["project"].test_context() as p:  # type: ignore[attr-defined]
+        for value in values:
+            await p.put(value, key=b"alice", partition=0)
+        for _ in range(100):
+            if store.checkpoint(0).get(settings.topic("analyses")) == len(values):
+                break
+            await asyncio.sleep(0.1)
+    assert store.checkpoint(0).get(settings.topic("analyses")) == len(values)
+    want = await compute_feed(on_log, settings, 0, view=store.view)
+    assert want and [decode_as(s["value"], MemoryChanged) for s in sent] == want
+    assert {(s["key"], s["partition"]) for s in sent} == {(b"alice", 0)}
+    await on_log.stop()
