@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from adamem.events import NAMESPACE, _ms
 from adamem.owners import owner_key
@@ -30,9 +30,8 @@ def change_event_id(owner_id: str, topic: str, partition: int, offset: int, part
     return str(uuid.uuid5(NAMESPACE, "\x1f".join(("chg", owner_id, topic, str(partition), str(offset), str(part)))))
 
 
-@dataclass(frozen=True, slots=True)
-class ItemChange:
-    """One row of one layer that changed, and how."""
+class ItemChange(NamedTuple):
+    """One row of one layer that changed, and how (a named tuple: the fold makes one per changed row)."""
 
     layer: str  # one of FEED_LAYERS
     kind: ChangeKind

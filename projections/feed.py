@@ -25,7 +25,7 @@ from adamem.feed import FEED_LAYERS, ChangeKind, ItemChange, MemoryChanged, chan
 from adamem.owners import split_owner
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.folds.changes import Change, Delete
-from adamem.projections.folds.rows import EpisodicRow, GraphNodeRow, PersonaRow, Row
+from adamem.projections.folds.rows import EpisodicRow, GraphNodeRow, PersonaRow, Row, changed_fields
 
 __all__ = ["PART_SIZE", "change_events", "item_change"]
 
@@ -44,10 +44,6 @@ def _historical(row: Row) -> bool:
     return False
 
 
-def _changed_fields(old: Row, new: Row) -> tuple[str, ...]:
-    return tuple(name for name in type(new).__slots__ if getattr(old, name) != getattr(new, name))
-
-
 def item_change(change: Change) -> ItemChange | None:
     """The feed's view of one fold change (None for tables the feed does not report)."""
     if change.table not in _LAYERS:
@@ -58,7 +54,7 @@ def item_change(change: Change) -> ItemChange | None:
     if old is None:
         return ItemChange(change.table, "added", new.id)
     kind: ChangeKind = "superseded" if _historical(new) and not _historical(old) else "updated"
-    return ItemChange(change.table, kind, new.id, _changed_fields(old, new))
+    return ItemChange(change.table, kind, new.id, changed_fields(old, new))
 
 
 def change_events(positioned: Positioned, changes: Sequence[Change], view: str = "") -> list[MemoryChanged]:
