@@ -102,7 +102,7 @@ def changes_router(
                         try:
                             event = decode_as(rec.value, MemoryChanged)
                         except AdaMemError:
-                            continue  # not ours to explain here: `adamem log dump --topic changes` shows it
+                            continue  # not a change event (another writer's garbage): nothing to stream
                         if event.owner_id == owner_id:  # the same user id of another tenant is not this owner
                             yield _frame(rec.offset, event)
                     position, idle = end, 0.0
