@@ -43,7 +43,7 @@ from adamem.projections.store.memory import InMemoryStore
 from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
-from adamem.streams.feed import RESUME_HEADER
+from adamem.streams.feed import FEED_HEADER
 from adamem.streams.log import OutgoingRecord
 from adamem.streams.pipeline import project_pending
 from bench.fold_speed import synthetic
@@ -134,7 +134,7 @@ def _subscriber(settings: Settings, stop: threading.Event, seen: dict[int, float
             end = (await log.end_offsets(topic)).get(0, 0)
             if end > position:
                 async for rec in log.read(topic, from_offsets={0: position}, until={0: end}):
-                    reach = json.loads(dict(rec.headers)[RESUME_HEADER]).get(analyses)
+                    reach = json.loads(dict(rec.headers)[FEED_HEADER]).get(analyses)
                     seen.setdefault(reach, time.monotonic())
                 position = end
             await asyncio.sleep(0.05)

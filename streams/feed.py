@@ -2,15 +2,17 @@
 
 Topic ``<prefix>.changes``, keyed by the owner's bare user id like every topic, so an owner's
 changes land on the partition of its messages and analyses (co-partitioned) in the order they
-were folded. Each record carries ``adamem-source`` (the causing event's position) and
-``adamem-resume`` (``{"<analyses topic>": next offset}``: below it, every committed change of the
-partition is published).
+were folded. Each record carries one header, ``adamem-feed`` (``{"<analyses topic>": next
+offset}``: below it, every committed change of the partition is published); the causing event's
+position is in the event itself. Neither the pipeline's ``adamem-resume`` nor ``adamem-source``
+is used: the embedded log and ``adamem log check`` read those as claims on the topics they name,
+and the feed is derived data that vouches for nothing upstream.
 
 **Delivery: at least once, after the commit.** A runner publishes a batch's events only after the
 store committed the batch, so a subscriber never hears of a change it cannot read yet. A process
 that dies between the commit and the publish leaves the feed behind the store; the next runner
 to project the partition (once per process, before its first batch) compares the
-``adamem-resume`` of the partition's newest change record with the store's checkpoint and, when
+``adamem-feed`` of the partition's newest change record with the store's checkpoint and, when
 the feed is behind, computes the missing events again from the log (``compute_feed``: the owners
 of that range folded from the partition's start, exactly as a replay would) and publishes them.
 Events already published before the crash may so be published twice: **a consumer dedupes by
@@ -45,10 +47,17 @@ from adamem.settings import Settings
 from adamem.streams.keys import KeyRingLike, keystore_for
 from adamem.streams.log import EventLog, OutgoingRecord
 
-__all__ = ["compute_feed", "feed_records", "missing_feed", "publish_feed", "published_upto", "recover_feed"]
+__all__ = [
+    "FEED_HEADER",
+    "compute_feed",
+    "feed_records",
+    "missing_feed",
+    "publish_feed",
+    "published_upto",
+    "recover_feed",
+]
 
-SOURCE_HEADER = "adamem-source"
-RESUME_HEADER = "adamem-resume"
+FEED_HEADER = "adamem-feed"
 
 
 def feed_records(feed: Sequence[MemoryChanged], reach: int) -> list[OutgoingRecord]:
@@ -57,8 +66,7 @@ def feed_records(feed: Sequence[MemoryChanged], reach: int) -> list[OutgoingReco
     for i, event in enumerate(feed):
         upto = reach if i == len(feed) - 1 else event.source_offset
         resume = json.dumps({event.source_topic: upto}, separators=(",", ":")).encode()
-        source = f"{event.source_topic}:{event.source_partition}:{event.source_offset}".encode()
-        headers = ((SOURCE_HEADER, source), (RESUME_HEADER, resume))
+        headers = ((FEED_HEADER, resume),)
         out.append(OutgoingRecord(partition_key(event.owner_id), encode_event(event), headers))
     return out
 
@@ -73,7 +81,7 @@ async def publish_feed(log: EventLog, settings: Settings, feed: Sequence[MemoryC
 async def published_upto(log: EventLog, settings: Settings, partition: int) -> int | None:
     """How far the feed of ``partition`` is published (an offset of the analyses topic), or None when unknown.
 
-    Read from the ``adamem-resume`` header of the partition's newest change record; None when
+    Read from the ``adamem-feed`` header of the partition's newest change record; None when
     there is none, or it is of another analyses topic (generation).
     """
     topic = settings.topic("changes")
@@ -82,7 +90,7 @@ async def published_upto(log: EventLog, settings: Settings, partition: int) -> i
         return None
     analyses = settings.topic("analyses")
     async for rec in log.read(topic, from_offsets={partition: end - 1}, until={partition: end}):
-        value = dict(rec.headers).get(RESUME_HEADER)
+        value = dict(rec.headers).get(FEED_HEADER)
         try:
             points = json.loads(value) if value is not None else {}
         except ValueError:
