@@ -549,9 +549,8 @@ def create_app(
             try:
                 await catch_up_feed(partition)
                 result = await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach)
-                await send_feed(
-                    partition, feed_records(result.feed, result.reach)
-                )  # committed: now subscribers may hear of it
+                # committed: now subscribers may hear of it
+                await send_feed(partition, feed_records(result.feed, result.reach))
                 await rebuild_after_forgets(reader(), projector(), settings, partition, batch_events)
                 return True
             except StoreFenced as exc:
