@@ -81,6 +81,11 @@ class Settings:
         True,
         "The worker commits each partition's analyses with its input offsets in one Kafka transaction.",
     )
+    change_feed: bool = _env(
+        "ADAMEM_CHANGE_FEED",
+        True,
+        "The projection publishes each committed batch's memory changes on the changes topic.",
+    )
     progress: bool = _env(
         "ADAMEM_PROGRESS", True, "Show progress (bars, status lines) on stderr; --quiet turns it off."
     )

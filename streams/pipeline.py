@@ -529,6 +529,7 @@ async def run_pipeline(
     from adamem.streams.generations import FIRST, settings_for
 
     total = PipelineStats()
+    projector.feed &= settings.change_feed  # ADAMEM_CHANGE_FEED=false: no feed computed or published
     projector.store.bind(log.partitions(settings.topic("analyses")))
     resume: dict[int, dict[str, int]] = {}
     while True:

@@ -197,6 +197,7 @@ def create_app(
         if "projector" not in made:
             made["projector"] = projector_factory()
             made["projector"].store.bind(settings.partitions)
+            made["projector"].feed &= settings.change_feed  # ADAMEM_CHANGE_FEED=false: no feed computed or sent
         return made["projector"]  # type: ignore[no-any-return]
 
     def dead_headers(event: Any, error: str, points: dict[str, int], of: str = "") -> list[tuple[str, bytes]]:

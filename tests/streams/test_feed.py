@@ -170,3 +170,13 @@ async def test_the_faust_worker_sends_the_feed_of_each_committed_batch(
     assert want and [decode_as(s["value"], MemoryChanged) for s in sent] == want
     assert {(s["key"], s["partition"]) for s in sent} == {(b"alice", 0)}
     await on_log.stop()
+
+
+async def test_with_the_change_feed_off_nothing_is_published(settings: Settings, tmp_path: Path) -> None:
+    settings = dataclasses.replace(settings, change_feed=False)
+    log = await _log(settings)
+    await publish_messages(log, load_messages(SAMPLE, settings), settings)
+    stats = await run_pipeline(log, Projector(open_store(str(tmp_path / "store"))), agent(), settings)
+    assert stats.applied == 29
+    assert await published(log, settings) == []
+    await log.stop()
