@@ -86,6 +86,11 @@ class Settings:
         True,
         "The worker commits each partition's analyses with its input offsets in one Kafka transaction.",
     )
+    change_feed: bool = _env(
+        "ADAMEM_CHANGE_FEED",
+        True,
+        "The projection publishes each committed batch's memory changes on the changes topic.",
+    )
     progress: bool = _env(
         "ADAMEM_PROGRESS", True, "Show progress (bars, status lines) on stderr; --quiet turns it off."
     )
@@ -130,7 +135,7 @@ class Settings:
         return options
 
     def topic(self, name: str) -> str:
-        """Full topic name of ``messages``, ``analyses``, ``control`` or ``deadletter``.
+        """Full topic name of ``messages``, ``analyses``, ``control``, ``deadletter`` or ``changes``.
 
         Each analysis generation has its own analyses topic: ``<prefix>.analyses`` for the first
         (``g1``), ``<prefix>.analyses.<generation>`` for the later ones.

@@ -32,6 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adamem.api.auth import MIN_KEY_LENGTH, KeyRing, Principal
+from adamem.api.changes import changes_router
 from adamem.api.metrics import instrument, observe_answer
 from adamem.api.models import (
     MAX_CONTEXT_CHARS,
@@ -596,6 +597,7 @@ def create_app(
                 out.status, out.detail = "degraded", str(exc)
         return out
 
+    app.include_router(changes_router(settings, log_, owner_of, _errors(*keyed_errors, 403, 422, 500, 503)))
     return app
 
 

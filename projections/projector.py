@@ -8,6 +8,10 @@ The cache is trimmed to its size only after a batch is committed: an owner evict
 be reloaded from rows that do not hold the batch's earlier events yet.
 A batch that applied a ``MemoryForgotten`` is followed by ``store.erase_history``: the rows it
 deleted must not survive in older versions of the store or in other views.
+With ``feed`` (the default) a batch also returns its change feed (``BatchResult.feed``: one
+``MemoryChanged`` per folded event that changed memory, from ``projections.feed``), computed from
+the fold's own changes; the runner publishes it once the batch is committed. A rebuild that no one
+subscribes to turns it off.
 Each batch is timed (``adamem_fold_duration_seconds``, ``adamem_commit_duration_seconds``) around
 the folds, never inside them: the folds read no clock.
 """
@@ -21,6 +25,8 @@ from dataclasses import dataclass
 
 from adamem import metrics
 from adamem.events import MemoryForgotten
+from adamem.feed import MemoryChanged
+from adamem.projections.feed import change_events
 from adamem.projections.folds.apply import Positioned, apply
 from adamem.projections.folds.changes import Change
 from adamem.projections.folds.params import SEED_DEFAULT, MemoryParameters
@@ -32,19 +38,31 @@ __all__ = ["BatchResult", "Projector"]
 
 @dataclass(frozen=True, slots=True)
 class BatchResult:
-    """What one batch did: events applied, skipped as already applied, rows changed, views removed by erasure."""
+    """What one batch did: events applied, skipped as already applied, rows changed, views removed by erasure.
+
+    ``feed`` holds the batch's change events (empty when the projector computes no feed) and
+    ``reach`` the next offset of the batch's topic that the commit recorded.
+    """
 
     applied: int
     skipped: int
     changes: int
     removed_views: tuple[str, ...] = ()
+    feed: tuple[MemoryChanged, ...] = ()
+    reach: int = 0
 
 
 class Projector:
     """Applies events to owner states and commits the changes with the offsets they reach."""
 
-    def __init__(self, store: MemoryStore, params: MemoryParameters = SEED_DEFAULT, cache_size: int = 2_000) -> None:
+    def __init__(
+        self, store: MemoryStore, params: MemoryParameters = SEED_DEFAULT, cache_size: int = 2_000, *, feed: bool = True
+    ) -> None:
         self.store = store
+        self.feed = feed
+        # Partitions whose published feed a runner has compared with the store in this process
+        # (``streams.feed.recover_feed``, once, before the partition's first batch).
+        self.feed_checked: set[int] = set()
         self.params = params
         self._cache: OrderedDict[str, OwnerMemory] = OrderedDict()
         self._cache_size = cache_size
@@ -89,8 +107,10 @@ class Projector:
             if reach > done:
                 self.store.commit(partition, [], {topic: reach})
                 metrics.CHECKPOINT_TIME.labels(str(partition)).set_to_current_time()
-            return BatchResult(0, len(events), 0)
+            return BatchResult(0, len(events), 0, reach=max(reach, done))
         changes: list[Change] = []
+        feed: list[MemoryChanged] = []
+        view_name = view if isinstance(view, str) else ""
         touched: set[str] = set()
         try:
             started = time.perf_counter()
@@ -99,8 +119,11 @@ class Projector:
                 touched.add(owner)
                 _, delta = apply(self._state(owner), positioned, self.params)
                 changes.extend(delta)
+                if self.feed and delta:
+                    feed.extend(change_events(positioned, delta, view_name))
             folded = time.perf_counter()
-            self.store.commit(partition, changes, {topic: max(reach, todo[-1].offset + 1)})
+            reach = max(reach, todo[-1].offset + 1)
+            self.store.commit(partition, changes, {topic: reach})
             metrics.FOLD_DURATION.observe(folded - started)
             metrics.COMMIT_DURATION.observe(time.perf_counter() - folded)
             metrics.EVENTS_FOLDED.inc(len(todo))
@@ -111,7 +134,8 @@ class Projector:
             raise
         finally:
             self._trim()
-        return BatchResult(len(todo), len(events) - len(todo), len(changes), self._erase(partition, todo))
+        erased = self._erase(partition, todo)
+        return BatchResult(len(todo), len(events) - len(todo), len(changes), erased, tuple(feed), reach)
 
     def apply_forgets(self, partition: int, events: Sequence[Positioned]) -> BatchResult:
         """Fold the forgets among events past the checkpoint without moving it (a view as of an earlier offset)."""

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from adamem.errors import DecodeError, SchemaError
 from adamem.events import ChatMessage, Event, MemoryCorrected, MemoryForgotten, MessageAnalyzed
+from adamem.feed import MemoryChanged
 from adamem.schemas import default_registry
 from adamem.schemas.sealing import KeyRing, open_analysis, open_message, seal_analysis, seal_message
 
@@ -21,11 +22,14 @@ _MODELS: dict[str, type[ChatMessage] | type[MessageAnalyzed] | type[MemoryForgot
     cls.SCHEMA: cls for cls in (ChatMessage, MessageAnalyzed, MemoryForgotten, MemoryCorrected)
 }
 
-E = TypeVar("E", ChatMessage, MessageAnalyzed, MemoryForgotten, MemoryCorrected)
+E = TypeVar("E", ChatMessage, MessageAnalyzed, MemoryForgotten, MemoryCorrected, MemoryChanged)
 
 
-def encode_event(event: Event, keys: KeyRing | None = None) -> bytes:
-    """Single-object-encode an event with its current schema; with ``keys``, seal its free text."""
+def encode_event(event: Event | MemoryChanged, keys: KeyRing | None = None) -> bytes:
+    """Single-object-encode an event with its current schema; with ``keys``, seal its free text.
+
+    A ``MemoryChanged`` (the change feed) holds ids only and is never sealed.
+    """
     if keys is not None:
         if isinstance(event, ChatMessage):
             event = seal_message(event, keys)
@@ -63,6 +67,8 @@ def decode_as(data: bytes, model: type[E], keys: KeyRing | None = None) -> E:
         event = model.from_record(record)
     except (KeyError, TypeError, ValueError) as exc:
         raise DecodeError(f"{name} record does not build a model: {exc}") from exc
+    if isinstance(event, MemoryChanged):
+        return event
     opened = _opened(event, keys)
     assert isinstance(opened, model)
     return opened

@@ -47,6 +47,7 @@ from adamem.projections.projector import Projector
 from adamem.projections.store.base import MemoryStore
 from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
+from adamem.streams.feed import publish_feed, recover_feed
 from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 
@@ -410,7 +411,11 @@ async def project_pending(
     batch: int = 1000,
     progress: Callable[[int], None] | None = None,
 ) -> PipelineStats:
-    """Fold every analysis/control event of a partition past the store's checkpoint."""
+    """Fold every analysis/control event of a partition past the store's checkpoint; publish each batch's feed.
+
+    Each batch's change events go to the changes topic once the batch is committed (at least once:
+    ``streams.feed``).
+    """
     stats = PipelineStats()
     topic = settings.topic("analyses")
     start = projector.store.checkpoint(partition).get(topic, 0)
@@ -418,6 +423,9 @@ async def project_pending(
     _refuse_lost(log, topic, partition, start, end, f"the store {projector.store.url}")
     dead_below: int | None = None  # read from the dead-letter topic when a record first needs it
     keys = keystore_for(log, settings)
+    if projector.feed and partition not in projector.feed_checked:
+        await recover_feed(log, projector, settings, partition)  # a crash between a commit and its publish
+        projector.feed_checked.add(partition)
     while start < end:
         stop = min(end, start + batch)
         events: list[Positioned] = []
@@ -440,6 +448,7 @@ async def project_pending(
             events.append(Positioned(event, rec.topic, rec.partition, rec.offset))
         done = projector.store.checkpoint(partition).get(topic, 0)
         result = projector.apply_batch(partition, topic, events, upto=stop)
+        await publish_feed(log, settings, result.feed, result.reach)  # committed: now subscribers may hear of it
         await rebuild_after_forgets(log, projector, settings, partition, [e for e in events if e.offset >= done])
         stats.applied += result.applied
         stats.skipped += result.skipped
@@ -528,6 +537,7 @@ async def run_pipeline(
     from adamem.streams.generations import FIRST, settings_for
 
     total = PipelineStats()
+    projector.feed &= settings.change_feed  # ADAMEM_CHANGE_FEED=false: no feed computed or published
     projector.store.bind(log.partitions(settings.topic("analyses")))
     resume: dict[int, dict[str, int]] = {}
     while True:

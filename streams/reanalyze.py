@@ -139,7 +139,7 @@ async def _analyze_and_project(
     topic = settings.topic("analyses")
     partitions = log.partitions(settings.topic("messages"))
     store.bind(log.partitions(topic))
-    projector = Projector(store)
+    projector = Projector(store, feed=False)  # a view nobody reads until a switch: subscribers hear nothing of it
     stats = PipelineStats()
     for p in range(partitions):
         stats.add(await analyze_pending(log, agent, settings, p, progress=progress))

@@ -228,7 +228,9 @@ async def rebuild_view(
     rebuilt = LanceStore(root, view=name, optimize_every=0, bulk=True)
     rebuilt.bind(len(ends))
     rebuilt.record_generation(live.generation() or generation_record(settings))
-    projector = Projector(rebuilt)
+    projector = Projector(
+        rebuilt, feed=False
+    )  # a rebuild publishes nothing: streams.feed.compute_feed recomputes its feed
     report = RebuildReport(view=name)
     progress = _measured(progress, sum(target.values()))
     with _collector_paused():

@@ -40,8 +40,9 @@ from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
 from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
+from adamem.streams.feed import feed_records, missing_feed
 from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
-from adamem.streams.log import EventLog, LogRecord
+from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 from adamem.streams.metrics import ConsumerPositions
 from adamem.streams.pipeline import (
     ERROR_HEADER,
@@ -184,6 +185,7 @@ def create_app(
     inputs = app.topic(settings.topic("messages"), settings.topic("control"), **raw)
     analyses = app.topic(settings.topic("analyses"), **raw)
     deadletter = app.topic(settings.topic("deadletter"), **raw)
+    changes = app.topic(settings.topic("changes"), **raw)  # the change feed (streams.feed), sent after each commit
     made: dict[str, Any] = {}
 
     def memory_agent() -> MemoryAgent:
@@ -195,6 +197,7 @@ def create_app(
         if "projector" not in made:
             made["projector"] = projector_factory()
             made["projector"].store.bind(settings.partitions)
+            made["projector"].feed &= settings.change_feed  # ADAMEM_CHANGE_FEED=false: no feed computed or sent
         return made["projector"]  # type: ignore[no-any-return]
 
     def dead_headers(event: Any, error: str, points: dict[str, int], of: str = "") -> list[tuple[str, bytes]]:
@@ -545,7 +548,10 @@ def create_app(
                 # replaced, or a refused commit): the store is the truth about progress, so fill the gap.
                 batch_events = await _gap(partition, done, first) + own
             try:
-                await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach)
+                await catch_up_feed(partition)
+                result = await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach)
+                # committed: now subscribers may hear of it
+                await send_feed(partition, feed_records(result.feed, result.reach))
                 await rebuild_after_forgets(reader(), projector(), settings, partition, batch_events)
                 return True
             except StoreFenced as exc:
@@ -567,6 +573,27 @@ def create_app(
                 )
                 done = (await asyncio.to_thread(projector().store.checkpoint, partition)).get(topic, 0)
         return False
+
+    async def send_feed(partition: int, records: list[OutgoingRecord]) -> None:
+        """Send change records to the partition of the changes topic they were folded on; wait for the broker."""
+        futures = [
+            await changes.send(key=r.key.encode(), value=r.value, partition=partition, headers=list(r.headers))
+            for r in records
+        ]
+        for fut in futures:
+            await fut
+
+    async def catch_up_feed(partition: int) -> None:
+        """Once per assignment, before a partition's first batch: send what a crash left committed but unsent."""
+        if not projector().feed or partition in projector().feed_checked:
+            return
+        missing, done = await missing_feed(reader(), projector(), settings, partition)
+        if missing:
+            log.warning(
+                "p%d: sending %d change event(s) committed before a crash but never sent", partition, len(missing)
+            )
+        await send_feed(partition, feed_records(missing, done))
+        projector().feed_checked.add(partition)
 
     # partition -> how far the analyses topic is dead-lettered (read from the dead-letter topic once per assignment)
     dead_letters: dict[int, int] = {}
@@ -605,6 +632,7 @@ def create_app(
         assignment["epoch"] += 1
         if "projector" in made:
             made["projector"].forget_cache()
+            made["projector"].feed_checked.clear()  # another worker may fold (and send) these partitions now
             made["projector"].store.release(sorted({tp.partition for tp in revoked}))
 
     positions = ConsumerPositions()  # adamem_consumer_lag_events, refreshed by the timer below
@@ -631,6 +659,7 @@ def create_app(
         assignment["epoch"] += 1
         if "projector" in made:
             made["projector"].forget_cache()
+            made["projector"].feed_checked.clear()
             made["projector"].store.release(sorted({tp.partition for tp in assigned}))
 
     app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
@@ -639,5 +668,10 @@ def create_app(
     app.adamem_counts = counts  # type: ignore[attr-defined]
     app.adamem_partitions = held  # type: ignore[attr-defined]
     app.adamem_agents = {"analyze": analyze, "project": project}  # type: ignore[attr-defined]
-    app.adamem_topics = {"inputs": inputs, "analyses": analyses, "deadletter": deadletter}  # type: ignore[attr-defined]
+    app.adamem_topics = {  # type: ignore[attr-defined]
+        "inputs": inputs,
+        "analyses": analyses,
+        "deadletter": deadletter,
+        "changes": changes,
+    }
     return app

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from adamem.projections.folds.rows import Row
 
@@ -11,10 +11,16 @@ __all__ = ["Change", "Delete", "Upsert"]
 
 @dataclass(frozen=True, slots=True)
 class Upsert:
-    """Insert or replace ``row`` (by ``row.id``) in ``table``."""
+    """Insert or replace ``row`` (by ``row.id``) in ``table``.
+
+    ``previous`` is the row as it was before the event that wrote this one (None: the id was not
+    there), as the fold's own state had it; the change feed reads the kind of change from it. It
+    does not take part in equality: two upserts writing the same row are the same change.
+    """
 
     table: str
     row: Row
+    previous: Row | None = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -28,6 +34,7 @@ class Delete:
 
     table: str
     id: str
+    previous: Row | None = field(default=None, compare=False, repr=False)
 
 
 Change = Upsert | Delete

@@ -37,6 +37,7 @@ __all__ = [
     "OwnerRow",
     "PersonaRow",
     "Row",
+    "changed_fields",
     "evolve",
     "float32_vector",
     "row_types",
@@ -221,6 +222,13 @@ def evolve(row: _R, **changes: Any) -> _R:
             raise TypeError(f"{cls.__name__} has no field {name!r}")
         values[index[name]] = value
     return cls(*values)
+
+
+def changed_fields(old: Row, new: Row) -> tuple[str, ...]:
+    """Names of the fields in which two rows of the same table differ."""
+    get, index = _LAYOUTS[type(new).__name__]
+    names = tuple(index)
+    return tuple(names[i] for i, (a, b) in enumerate(zip(get(old), get(new), strict=True)) if a is not b and a != b)
 
 
 @functools.lru_cache(maxsize=64)

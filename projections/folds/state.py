@@ -256,7 +256,7 @@ class Transaction:
             if new is old:
                 continue
             if new is None:
-                out.append(Delete(table, id))
+                out.append(Delete(table, id, old))
             elif new != old:
-                out.append(Upsert(table, new))
+                out.append(Upsert(table, new, old))
         return out

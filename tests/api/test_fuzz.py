@@ -82,6 +82,10 @@ items = {{ values = {json.dumps(_item_ids(service, owners))} }}
         "1",
         "--request-timeout",
         "60",
+        # The change feed is a stream that never ends (server-sent events): no answer to check, only a
+        # timeout. Its keys, errors and events are tested against a real service in test_changes.py.
+        "--exclude-path",
+        "/v1/owners/{user}/changes",
         "--report",
         "junit",
         "--report-dir",

@@ -67,6 +67,7 @@ def test_every_route_declares_the_error_body_for_each_status_it_can_answer(clien
         ("get", "/v1/users/{user}/memory/{item}/provenance"): {"200", "401", "403", "404", "422", "500", "503"},
         ("post", "/v1/messages"): {"202", "400", "401", "403", "413", "415", "422", "500", "503"},
         ("post", "/v1/visible"): {"200", "400", "401", "403", "409", "413", "415", "422", "500", "503"},
+        ("get", "/v1/owners/{user}/changes"): {"200", "401", "403", "422", "500", "503"},
         ("get", "/health"): {"200", "500"},
     }
     operations = {(m, p): op for p, item in spec["paths"].items() for m, op in item.items()}

@@ -31,6 +31,7 @@ import pytest
 
 from adamem.cli import main
 from adamem.events import ChatMessage, MessageAnalyzed, Speaker, message_event_id
+from adamem.feed import ItemChange, MemoryChanged, change_event_id
 from adamem.partitioning import partition_for
 from adamem.projections.store.lance import LanceStore
 from adamem.schemas import default_registry
@@ -56,6 +57,25 @@ TEXTS = (
     "Last week I started a new job as a nurse.",
 )
 OWNERS = ("ana", "chen", "dmitri", "eve")  # on every one of 3 partitions, and of 2
+
+
+CHANGED = MemoryChanged(
+    event_id=change_event_id("default:ana", "adamem.analyses", 1, 41, 0),
+    user_id="ana",
+    source_topic="adamem.analyses",
+    source_partition=1,
+    source_offset=41,
+    causation_id=ANALYSIS.event_id,
+    occurred_at=1_709_542_800_000,
+    changes=(
+        ItemChange("messages", "added", MSG.event_id),
+        ItemChange("episodic", "superseded", "rec-1", ("status", "valid_to", "superseded_by")),
+        ItemChange("graph_edges", "removed", "edge-1"),
+    ),
+    view="r2",
+)
+EVENTS = (MSG, ANALYSIS, FORGOT, CORRECTED, CHANGED)
+"""One of every event type this project writes (the change feed's too), in the order Java is asked to decode them."""
 
 
 def _sealed() -> list[tuple[str, bytes]]:
@@ -184,7 +204,7 @@ def java(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Java
             "topics": [by_project.topic("messages"), by_worker.topic("messages")],
             "messages": [m.to_record() for m in messages],
         },
-        "decode": [{"schema": e.SCHEMA, "hex": encode_event(e).hex()} for e in (MSG, ANALYSIS, FORGOT, CORRECTED)]
+        "decode": [{"schema": e.SCHEMA, "hex": encode_event(e).hex()} for e in EVENTS]
         + [{"schema": name, "hex": data.hex()} for name, data in SEALED],
         "refuse": legacy,
         "container_files": [str(p) for p in _container_files(embedded) + _container_files(LEGACY / "log")],
@@ -241,11 +261,9 @@ def _as_json(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-@pytest.mark.parametrize(
-    "index", range(4), ids=["ChatMessage", "MessageAnalyzed", "MemoryForgotten", "MemoryCorrected"]
-)
+@pytest.mark.parametrize("index", range(len(EVENTS)), ids=[type(e).__name__ for e in EVENTS])
 def test_java_s_decoder_reads_every_event_type_we_write(java: Java, index: int) -> None:
-    event = (MSG, ANALYSIS, FORGOT, CORRECTED)[index]
+    event = EVENTS[index]
     row = java.report["decoded"][index]
     assert row["schema"] == event.SCHEMA
     assert row["record"] == _as_json(event.to_record())  # every field's value, as Java read it
@@ -257,7 +275,7 @@ def test_java_s_decoder_reads_every_event_type_we_write(java: Java, index: int) 
 )
 def test_java_s_decoder_reads_sealed_events_and_the_records_inside_byte_for_byte(java: Java, index: int) -> None:
     name, data = SEALED[index]
-    row = java.report["decoded"][4 + index]
+    row = java.report["decoded"][len(EVENTS) + index]
     assert row["schema"] == name
     assert bytes.fromhex(row["reencoded_hex"]) == data  # Java writes back exactly what we wrote
     record = row["record"]

@@ -244,7 +244,8 @@ async def test_analyze_agent_records_how_far_both_input_topics_are_analysed(
 async def test_project_agent_folds_into_the_store(settings: Settings, tmp_path: Path, faust_apps: list[Any]) -> None:
     store = open_store(str(tmp_path / "store"))
     settings = Settings(topic_prefix=settings.topic_prefix, partitions=1, home=settings.home)
-    app = create_app(settings, "127.0.0.1:1", agent, lambda: Projector(store), within_s=0.1)
+    # No broker here, so no change feed (it reads the changes topic first): tests/streams/test_feed.py has it.
+    app = create_app(settings, "127.0.0.1:1", agent, lambda: Projector(store, feed=False), within_s=0.1)
     app.finalize()
     faust_apps.append(app)
     analyses = agent().analyze(load_messages(SAMPLE, settings))
@@ -284,7 +285,8 @@ async def test_project_agent_folds_again_a_batch_refused_while_it_still_owns_the
 
     store = open_store(str(tmp_path / "store"))
     settings = Settings(topic_prefix=settings.topic_prefix, partitions=1, worker_transactions=False, home=settings.home)
-    app = create_app(settings, "127.0.0.1:1", agent, lambda: Projector(store), within_s=0.1)
+    # No broker here, so no change feed (it reads the changes topic first): tests/streams/test_feed.py has it.
+    app = create_app(settings, "127.0.0.1:1", agent, lambda: Projector(store, feed=False), within_s=0.1)
     app.finalize()
     faust_apps.append(app)
     analyses = agent().analyze(load_messages(SAMPLE, settings))
@@ -624,6 +626,7 @@ async def test_project_agent_dead_letters_garbage_once_across_a_crash(
         app.finalize()
         faust_apps.append(app)
         _capture(app.adamem_topics["deadletter"], dead)  # type: ignore[attr-defined]
+        _capture(app.adamem_topics["changes"], [])  # type: ignore[attr-defined]  # else Faust's producer, never closed
         async with app.adamem_agents["project"].test_context() as p:  # type: ignore[attr-defined]
             for value in values:
                 await p.put(value, key=b"alice", partition=0)

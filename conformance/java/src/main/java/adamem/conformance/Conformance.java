@@ -57,6 +57,7 @@ public final class Conformance {
   private static final HexFormat HEX = HexFormat.of();
   private static final String[] SCHEMA_FILES = {
     "chat_message.avsc", "message_analyzed.avsc", "memory_forgotten.avsc", "memory_corrected.avsc",
+    "memory_changed.avsc", // the change feed (adamem.changes)
     // The plaintext records inside the sealed ciphertexts (crypto-shredding); they name MessageAnalyzed's types.
     "message_content.avsc", "analysis_content.avsc"
   };
