@@ -6,6 +6,7 @@ serialises it as is). Times are event-time milliseconds since the epoch; -1 mean
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from adamem.retrieval.route import RoutePlan
 from adamem.retrieval.snapshot import AsOf
 from adamem.retrieval.whose import WhoseDecision
 
-__all__ = ["Answer", "Item", "PathStep", "Provenance", "Timing"]
+__all__ = ["Answer", "Item", "PathStep", "Provenance", "Timing", "evidence_ids"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,17 @@ class Timing:
         return {k: round(getattr(self, k), 2) for k in ("resolve", "route", "retrieve", "expand", "fuse", "total")}
 
 
+def evidence_ids(items: Iterable[Item], limit: int | None = None) -> list[str]:
+    """Distinct source ``message_id``s of items' provenance, in rank order, at most ``limit``."""
+    seen: dict[str, None] = {}
+    for item in items:
+        for p in item.provenance:
+            seen.setdefault(p.message_id, None)
+            if limit is not None and len(seen) >= limit:
+                return list(seen)
+    return list(seen)
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """The ranked evidence for a question, and how it was found."""
@@ -164,13 +176,7 @@ class Answer:
 
     def message_ids(self, limit: int | None = None) -> list[str]:
         """Distinct source ``message_id``s of the items' provenance, in rank order (the evidence chain)."""
-        seen: dict[str, None] = {}
-        for item in self.items:
-            for p in item.provenance:
-                seen.setdefault(p.message_id, None)
-                if limit is not None and len(seen) >= limit:
-                    return list(seen)
-        return list(seen)
+        return evidence_ids(self.items, limit)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -44,7 +44,7 @@ from adamem.projections.folds.episodic import items_of
 from adamem.projections.folds.keys import record_content_key
 from adamem.projections.folds.lexicon import normalize
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
-from adamem.retrieval.answer import Answer, Item
+from adamem.retrieval.answer import Answer, Item, evidence_ids
 from adamem.retrieval.base import query_terms
 from adamem.retrieval.feedback import Feedback, feedback_of, surface_words
 from adamem.retrieval.service import Retriever
@@ -214,13 +214,7 @@ class Research:
 
     def message_ids(self, limit: int | None = None) -> list[str]:
         """Distinct source ``message_id``s of the items' provenance, in rank order."""
-        seen: dict[str, None] = {}
-        for graded in self.items:
-            for p in graded.item.provenance:
-                seen.setdefault(p.message_id, None)
-                if limit is not None and len(seen) >= limit:
-                    return list(seen)
-        return list(seen)
+        return evidence_ids((g.item for g in self.items), limit)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
