@@ -65,13 +65,16 @@ async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) 
         # Before the store is opened for writing: a second projector of the folder (a running
         # `adamem serve`) would be fenced out of the store's shards, even with nothing pending.
         _hold_writer_lock(log, settings)
+    store = None
     try:
         store = open_store(settings.store_url)
         settings = resolve(settings, store, record_if_missing=True)
+        await log.start()  # refuses a damaged log: the writer lock and the store are let go then too
     except BaseException:
+        if store is not None:
+            store.close()
         await log.stop()  # the writer lock
         raise
-    await log.start()
     bar = None
     try:
         store.bind(log.partitions(settings.topic("analyses")))
