@@ -107,15 +107,5 @@ class MemoryChanged:
         )
 
     def as_json(self) -> dict[str, Any]:
-        """A JSON-ready form (the server-sent events' data)."""
-        return {
-            "event_id": self.event_id,
-            "tenant": self.tenant,
-            "user_id": self.user_id,
-            "view": self.view,
-            "source": {"topic": self.source_topic, "partition": self.source_partition, "offset": self.source_offset},
-            "causation_id": self.causation_id,
-            "occurred_at": self.occurred_at,
-            "part": self.part,
-            "changes": [c.to_record() for c in self.changes],
-        }
+        """A JSON-ready form (the server-sent events' data): the Avro record without its schema version."""
+        return {k: v for k, v in self.to_record().items() if k != "schema_version"}

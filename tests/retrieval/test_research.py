@@ -21,7 +21,7 @@ FILLER_EN = (
     "The bakery on the corner sells great sourdough.",
     "I finished a novel about a lighthouse keeper.",
     "My cousin's band played a gig on Friday.",
-    "The tram was late again this morning.",
+    "The tram was late again on Tuesday.",
     "I repotted the basil on the balcony.",
     "We watched a documentary about octopuses.",
     "The gym was packed after work.",
