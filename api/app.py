@@ -22,7 +22,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
@@ -51,11 +51,9 @@ from adamem.api.models import (
     publish_body,
     to_millis,
 )
-from adamem.api.provenance import ItemNotFound
-from adamem.errors import AdaMemError, InputError, LogError
+from adamem.errors import AdaMemError, Forbidden, LogError, NotVisible, NotWritten
 from adamem.metrics import HTTP_ERRORS
 from adamem.owners import owner_key, split_owner
-from adamem.retrieval.errors import UnknownOwner
 from adamem.retrieval.research import ResearchRequest, research
 from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf
@@ -76,18 +74,6 @@ LAYER_TABLES = {
 }
 MAX_BODY = 1 << 20
 _DIGITS = re.compile(rb"[0-9]{1,19}")
-
-
-class Forbidden(AdaMemError):
-    """The key may not do this."""
-
-
-class NotVisible(AdaMemError):
-    """Positions asked for are not reflected in memory within the time given: ask again to wait longer."""
-
-
-class NotWritten(AdaMemError):
-    """Positions asked for hold no message (no such partition, or past its end): waiting would not help."""
 
 
 class _AuthError(Exception):
@@ -311,39 +297,12 @@ def create_app(
             detail = f"{request.method} is not allowed here; allowed: {(exc.headers or {}).get('Allow', '')}"
         return _error(status, kind, detail, exc.headers)
 
-    @app.exception_handler(ItemNotFound)
-    async def unknown_item(request: Request, exc: ItemNotFound) -> JSONResponse:
-        return _error(404, "unknown_item", str(exc))
-
-    @app.exception_handler(UnknownOwner)
-    async def unknown(request: Request, exc: UnknownOwner) -> JSONResponse:
-        return _error(404, "unknown_user", f"no memory for user {exc.user_id!r}")  # nothing of other owners
-
-    @app.exception_handler(InputError)
-    async def bad_input(request: Request, exc: InputError) -> JSONResponse:
-        return _error(400, "invalid_messages", str(exc))
-
-    @app.exception_handler(Forbidden)
-    async def forbidden(request: Request, exc: Forbidden) -> JSONResponse:
-        return _error(403, "forbidden", str(exc))
-
-    @app.exception_handler(NotVisible)
-    async def not_visible(request: Request, exc: NotVisible) -> JSONResponse:
-        return _error(409, "not_visible", str(exc))
-
-    @app.exception_handler(NotWritten)
-    async def not_written(request: Request, exc: NotWritten) -> JSONResponse:
-        return _error(409, "not_written", str(exc))
-
-    @app.exception_handler(LogError)
-    async def no_log(request: Request, exc: LogError) -> JSONResponse:
-        log.warning("log unavailable: %s", exc)
-        return _error(503, "log_unavailable", str(exc))
-
     @app.exception_handler(AdaMemError)
     async def failed(request: Request, exc: AdaMemError) -> JSONResponse:
-        log.warning("request failed: %s", exc)
-        return _error(503, "unavailable", f"{type(exc).__name__}: {exc}")
+        """Every error of the project: its class carries the status and kind (``adamem.errors``)."""
+        if exc.http_status >= 500:
+            log.warning("request failed: %s", exc)
+        return _error(exc.http_status, cast(ErrorKind, exc.kind), exc.public_detail())
 
     @app.exception_handler(Exception)
     async def bug(request: Request, exc: Exception) -> JSONResponse:

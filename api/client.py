@@ -28,15 +28,28 @@ __all__ = ["AsyncMemoryClient", "MemoryClient", "ServiceError", "ServiceNotFound
 
 
 class ServiceError(AdaMemError):
-    """The query service answered with an error status."""
+    """The query service answered with an error status; it carries that status and kind on.
+
+    A command exits as the service failed (5) for a 5xx answer, as a usage error (2) otherwise.
+    """
 
     def __init__(self, status: int, kind: str, detail: str) -> None:
         self.status, self.kind, self.detail = status, kind, detail
+        self.http_status = status
+        self.exit_code = 5 if status >= 500 else 2
         super().__init__(f"HTTP {status} {kind}: {detail}")
+
+    def public_detail(self) -> str:
+        """What the service said."""
+        return self.detail
 
 
 class ServiceNotFound(ServiceError, NotFound):
     """The service has no such owner, item or path for this key (HTTP 404): the same error as in-process."""
+
+    def __init__(self, status: int, kind: str, detail: str) -> None:
+        super().__init__(status, kind, detail)
+        self.exit_code = NotFound.exit_code
 
 
 def _check(resp: httpx.Response) -> Any:

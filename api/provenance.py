@@ -23,10 +23,16 @@ __all__ = ["ItemNotFound", "trace"]
 class ItemNotFound(UnknownOwner):
     """No memory item with that id for the owner (answered as 404)."""
 
+    kind = "unknown_item"
+
     def __init__(self, owner_id: str, item: str) -> None:
         self.owner_id = owner_id
         self.tenant, self.user_id = split_owner(owner_id)
         AdaMemError.__init__(self, f"user {self.user_id!r} has no memory item {item!r}")
+
+    def public_detail(self) -> str:
+        """The item asked for: it names nothing of other owners."""
+        return str(self)
 
 
 async def _analysis(log: EventLog, m: MessageRow, keys: KeyRingLike) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """One exit code per error class, for every ``adamem`` command, and the refusals made before any work.
 
-``EXIT_CODES`` is the table the README and ``adamem --help`` show; ``exit_code`` maps an error to
-its row. Reading commands (``log dump``, ``memory``, ``query``, …) call ``require_log`` and
+``EXIT_CODES`` is the table the README and ``adamem --help`` show; ``exit_code`` is the code an
+error's class carries. Reading commands (``log dump``, ``memory``, ``query``, …) call ``require_log`` and
 ``require_store`` first: opening a missing embedded log or store would create it, so a typo in
 ``--log`` or ``--store`` would read an empty one and look like success.
 """
@@ -11,17 +11,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from adamem.errors import (
-    AdaMemError,
-    ConfigError,
-    InputError,
-    LogError,
-    ModelError,
-    NotFound,
-    SchemaError,
-    ServiceUnavailable,
-    StoreError,
-)
+from adamem.errors import AdaMemError, ConfigError, NotFound
 from adamem.settings import Settings
 
 __all__ = [
@@ -42,31 +32,26 @@ CHECK_FAILED = 1
 INTERRUPTED = 130
 OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what a shell reports for a Unix tool whose reader went away
 
-EXIT_CODES: tuple[tuple[int, str, tuple[type[BaseException], ...]], ...] = (
-    (0, "success", ()),
-    (CHECK_FAILED, "a check found a problem: replay --verify differences, log check damage, forget --verify text",
-     ()),
-    (2, "usage: a bad argument, option or setting (argparse's own errors too)", (ConfigError,)),
-    (3, "not found: no log, store, input file, memory owner, item or message where one was named", (NotFound,)),
-    (4, "invalid input: records that fail validation (nothing was published) or bytes that do not decode",
-     (InputError, SchemaError)),
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (0, "success"),
+    (CHECK_FAILED, "a check found a problem: replay --verify differences, log check damage, forget --verify text"),
+    (2, "usage: a bad argument, option or setting (argparse's own errors too)"),
+    (3, "not found: no log, store, input file, memory owner, item or message where one was named"),
+    (4, "invalid input: records that fail validation (nothing was published) or bytes that do not decode"),
     (5, "the log, the store or the service failed: damaged, locked by another writer, broker or service (--url) "
-        "unreachable, store to rebuild", (LogError, StoreError, ServiceUnavailable)),
-    (6, "a model (extractor or embedder endpoint) failed", (ModelError,)),
-    (INTERRUPTED, "interrupted (Ctrl-C)", ()),
-    (OUTPUT_CLOSED, "the reader of the output went away (e.g. `| head`): the command stops quietly", ()),
+        "unreachable, store to rebuild"),
+    (6, "a model (extractor or embedder endpoint) failed"),
+    (INTERRUPTED, "interrupted (Ctrl-C)"),
+    (OUTPUT_CLOSED, "the reader of the output went away (e.g. `| head`): the command stops quietly"),
 )  # fmt: skip
-"""(code, meaning, error classes): the first row whose classes match an error gives its code."""
+"""(code, meaning): what each exit code says. An error's code is its class's ``exit_code`` (``adamem.errors``)."""
 
-EXIT_HELP = "exit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning, _ in EXIT_CODES)
+EXIT_HELP = "exit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES)
 
 
 def exit_code(exc: AdaMemError) -> int:
-    """The exit code of an error: its class's row in ``EXIT_CODES`` (2 for an error of no row)."""
-    for code, _, classes in EXIT_CODES:
-        if classes and isinstance(exc, classes):
-            return code
-    return 2
+    """The exit code of an error: the one its class carries."""
+    return exc.exit_code
 
 
 def embedded_log_folder(settings: Settings) -> Path | None:

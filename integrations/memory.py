@@ -21,7 +21,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from adamem.errors import AdaMemError, LogError
+from adamem.errors import InvalidArgument, NotFound, NotVisible
 from adamem.events import ChatMessage, MemoryForgotten, ms_to_iso
 from adamem.ingest import load_messages
 from adamem.owners import owner_key
@@ -39,8 +39,10 @@ _T = TypeVar("_T")
 __all__ = ["AgentMemory", "InvalidArgument", "ProjectionTimeout", "Remembered", "UnknownUser", "publish_and_wait"]
 
 
-class UnknownUser(AdaMemError):
+class UnknownUser(NotFound):
     """The caller's tenant has no memory for that user (says nothing about other tenants' owners)."""
+
+    kind = "unknown_user"
 
     def __init__(self, tenant: str, user_id: str) -> None:
         self.tenant, self.user_id = tenant, user_id
@@ -50,11 +52,7 @@ class UnknownUser(AdaMemError):
         )
 
 
-class InvalidArgument(AdaMemError):
-    """A call's arguments do not make sense together (nothing was written)."""
-
-
-class ProjectionTimeout(LogError):
+class ProjectionTimeout(NotVisible):
     """Written events were not projected within the wait (a Kafka log whose workers are behind or stopped)."""
 
 

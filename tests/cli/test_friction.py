@@ -184,7 +184,7 @@ def test_help_has_examples_the_exit_codes_and_the_readme() -> None:
     helped = subprocess.run([str(EXE), "--help"], capture_output=True, text=True, check=True).stdout
     assert "examples:" in helped and "README.md" in helped
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    for code, meaning, _ in EXIT_CODES:
+    for code, meaning in EXIT_CODES:
         assert re.search(rf"^\s+{code}\s+{re.escape(meaning[:30])}", helped, re.M), code
         assert re.search(rf"^\| {code} \|", readme, re.M), f"README's exit-code table lacks {code}"
 
