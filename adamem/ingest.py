@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from adamem.errors import InputError, NotFound
 from adamem.events import ChatMessage, Speaker, message_event_id
 from adamem.settings import Settings
 
-__all__ = ["detect_format", "load_messages", "parse_jsonl", "parse_locomo", "parse_time"]
+__all__ = ["detect_format", "load_messages", "messages_from_records", "parse_jsonl", "parse_locomo", "parse_time"]
 
 ROLES = ("user", "assistant", "other")
 _LOCOMO_TIME = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I)
@@ -186,6 +186,25 @@ def parse_jsonl(data: bytes, settings: Settings, source: str = "<input>") -> lis
             problems.append(f"{where}: not JSON ({exc.msg} at column {exc.colno})")
             continue
         msg = _message_from(obj, where, settings, problems)
+        if msg is not None:
+            messages.append(msg)
+    if problems:
+        raise InputError(problems)
+    return messages
+
+
+def messages_from_records(
+    records: Sequence[Mapping[str, Any]], settings: Settings, source: str = "<input>"
+) -> list[ChatMessage]:
+    """Validated messages from records already parsed (the API's bodies, the clients' and CLI's calls).
+
+    The same checks as ``parse_jsonl``, record ``i`` named ``source:i`` (from 1); raises
+    ``InputError`` naming every bad record.
+    """
+    problems: list[str] = []
+    messages: list[ChatMessage] = []
+    for number, obj in enumerate(records, start=1):
+        msg = _message_from(dict(obj) if isinstance(obj, Mapping) else obj, f"{source}:{number}", settings, problems)
         if msg is not None:
             messages.append(msg)
     if problems:

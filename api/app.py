@@ -51,7 +51,8 @@ from adamem.api.models import (
     publish_body,
     to_millis,
 )
-from adamem.errors import AdaMemError, Forbidden, LogError, NotVisible, NotWritten
+from adamem.core import wait_visible
+from adamem.errors import AdaMemError, Forbidden, LogError, NotWritten
 from adamem.metrics import HTTP_ERRORS
 from adamem.owners import owner_key, split_owner
 from adamem.retrieval.research import ResearchRequest, research
@@ -372,7 +373,6 @@ def create_app(
         if log_ is None:
             raise LogError("this service was started without a log; it cannot tell where the projections are")
         from adamem.streams.generations import settings_for
-        from adamem.streams.visible import visible_messages
 
         record = await asyncio.to_thread(retriever.store.generation)
         active = settings_for(settings, record) if record else settings
@@ -390,20 +390,15 @@ def create_app(
                     f"no message was written at {topic} partition {p} offset {offset}: the partition ends at "
                     f"offset {ends.get(p, 0)}"
                 )
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_ms / 1000
-        while True:
-            for p in sorted(want):
-                if await visible_messages(log_, retriever.store, active, p) > want[p]:
-                    del want[p]
-            if not want:
-                return
-            if loop.time() >= deadline:
-                behind = ", ".join(f"partition {p} offset {o}" for p, o in sorted(want.items()))
-                raise NotVisible(
-                    f"the projections did not reach {behind} of {topic} within {wait_ms} ms; ask again to wait longer"
-                )
-            await asyncio.sleep(0.02)
+        await wait_visible(
+            log_,
+            retriever.store,
+            active,
+            {topic: want},
+            wait_ms / 1000,
+            poll_s=0.02,
+            advice="ask again to wait longer",
+        )
 
     @app.post(
         "/v1/users/{user}/query",
@@ -473,9 +468,7 @@ def create_app(
     async def publish(body: PublishBody, who: Principal = Depends(principal)) -> PublishAnswer:
         if log_ is None:
             raise LogError("this service was started without --log; it cannot publish")
-        import json
-
-        from adamem.ingest import load_messages
+        from adamem.ingest import messages_from_records
         from adamem.streams.publish import publish_messages
 
         # Stamped here, at the edge, as the CLI and the clients do (the folds never read a clock); one
@@ -483,14 +476,13 @@ def create_app(
         received = int(time.time() * 1000)
         records = []
         for i, message in enumerate(body.messages):
-            record = message.model_dump(exclude_none=True)
+            record = message.model_dump(mode="json", exclude_none=True)
             tenant = message.tenant or who.tenant or settings.default_tenant
             if not who.may_see(tenant):
                 raise Forbidden(f"this key may not publish for tenant {tenant!r}")
             when = received + i if message.occurred_at is None else to_millis(message.occurred_at)
             records.append({**record, "tenant": tenant, "occurred_at": when})
-        data = "\n".join(json.dumps(r) for r in records).encode()  # ASCII: one line each, whatever the text
-        messages = load_messages(data, settings, "body.messages", "jsonl")
+        messages = messages_from_records(records, settings, "body.messages")
         report = await publish_messages(log_, messages, settings)
         if writer is not None:
             writer.wake()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
 from typing import Any
 
-from adamem.analysis.factory import build_agent
 from adamem.errors import ConfigError, LogError
 from adamem.settings import Settings
 
@@ -51,57 +49,29 @@ def _record(
 
 
 async def _in_process(settings: Settings, record: dict[str, Any], wait_s: float) -> dict[str, Any]:
-    """Publish to the log; on an embedded log analyse and project here, on Kafka wait for the workers."""
-    from adamem.ingest import load_messages
-    from adamem.projections.projector import Projector
-    from adamem.projections.store.factory import open_store
+    """Publish to the log and return once memory reflects it (``adamem.core``'s write path)."""
+    from adamem.core import publish_and_wait
+    from adamem.ingest import messages_from_records
     from adamem.streams.factory import open_log
-    from adamem.streams.generations import resolve
-    from adamem.streams.pipeline import run_pipeline
-    from adamem.streams.publish import publish_messages
-    from adamem.streams.visible import visible_messages
 
-    messages = load_messages(json.dumps(record).encode(), settings, "adamem add", "jsonl")
-    kafka = settings.log_url.startswith("kafka://")
+    messages = messages_from_records([record], settings, "adamem add")
     log = open_log(settings.log_url, settings)
     await log.start()
     started = time.monotonic()
-    store = None
     try:
-        try:
-            report = await publish_messages(log, messages, settings)
-        except LogError as exc:
-            if "another process is writing" in str(exc):
-                raise LogError(
-                    f"{exc} (an `adamem serve` on this log is its writer: add through it with "
-                    f"--url http://{settings.host}:{settings.port})"
-                ) from exc
-            raise
-        # Only now, as the log's writer (or on Kafka, a reader): a second writer of the store would roll it back.
-        store = open_store(settings.store_url, read_only=kafka)
-        settings = resolve(settings, store, record_if_missing=not kafka)
-        if not kafka:
-            await run_pipeline(log, Projector(store), build_agent(settings), settings, agent_factory=build_agent)
-        positions = sorted(report.last.items())
-        deadline = started + wait_s
-        while True:
-            behind = [(p, o) for p, o in positions if await visible_messages(log, store, settings, p) <= o]
-            if not behind:
-                break
-            if time.monotonic() >= deadline:
-                where = ", ".join(f"partition {p} offset {o}" for p, o in behind)
-                raise LogError(
-                    f"published {messages[0].event_id} at {where} of {report.topic}, but the memory in "
-                    f"{store.url} did not reflect it within {wait_s:g} s; are the workers running?"
-                )
-            await asyncio.sleep(0.05)
+        report = await publish_and_wait(log, None, settings, messages, timeout_s=wait_s)
+    except LogError as exc:
+        if "another process is writing" in str(exc):
+            raise LogError(
+                f"{exc} (an `adamem serve` on this log is its writer: add through it with "
+                f"--url http://{settings.host}:{settings.port})"
+            ) from exc
+        raise
     finally:
-        if store is not None:
-            store.close()
         await log.stop()
     return {
         "event_id": messages[0].event_id,
-        "positions": [{"partition": p, "offset": o} for p, o in positions],
+        "positions": [{"partition": p, "offset": o} for p, o in sorted(report.last.items())],
         "topic": report.topic,
         "waited_ms": round((time.monotonic() - started) * 1000, 1),
     }

@@ -618,18 +618,9 @@ def run_log_check(settings: Settings, *, repair: bool, upgrade: bool = False) ->
 
 def build_retriever(settings: Settings) -> Any:
     """A Retriever over the configured store (read-only) with the embedder of its analysis generation."""
-    from adamem.analysis.factory import build_embedder
-    from adamem.projections.store.factory import open_store
-    from adamem.retrieval.service import Retriever
-    from adamem.streams.generations import resolve, settings_for
+    from adamem.core import open_retriever
 
-    store = open_store(settings.store_url, read_only=True)
-    resolved = resolve(settings, store)
-    return Retriever(
-        store,
-        build_embedder(resolved),
-        embedder_for=lambda record: build_embedder(settings_for(settings, record)),
-    )
+    return open_retriever(settings)
 
 
 def run_query(

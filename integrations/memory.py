@@ -1,19 +1,15 @@
 """One handle on a log and a store for the agent integrations: remember, recall, persona, timeline, forget.
 
 The MCP server, the LangChain classes, the LangGraph store and ``hybrid_query`` all go through
-``AgentMemory``, so they agree on owners, tenants and what "visible" means. Writes publish events
-to the log (the only truth) and then wait until the projections hold them
-(``publish_and_wait``): on the embedded log (or ``memory://``) by catching the projections up
-in-process with the same pipeline as ``adamem project``; on a Kafka log by waiting until the
-store's checkpoint passes an analysis that accounts for every written offset (workers project
-it), bounded by ``wait_timeout_s``.
+``AgentMemory``, so they agree on owners, tenants and what "visible" means. Writes go through the
+application core's one write path (``adamem.core``): events on the log, then back once memory
+reflects them, bounded by ``wait_timeout_s`` (``NotVisible`` after it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import threading
 import time
 import uuid
@@ -21,9 +17,10 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from adamem.errors import InvalidArgument, NotFound, NotVisible
+from adamem.core import append_and_wait, publish_and_wait
+from adamem.errors import InvalidArgument, NotFound
 from adamem.events import ChatMessage, MemoryForgotten, ms_to_iso
-from adamem.ingest import load_messages
+from adamem.ingest import messages_from_records
 from adamem.owners import owner_key
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 from adamem.projections.store.base import MemoryStore
@@ -36,7 +33,7 @@ from adamem.streams.log import EventLog, OutgoingRecord
 
 _T = TypeVar("_T")
 
-__all__ = ["AgentMemory", "InvalidArgument", "ProjectionTimeout", "Remembered", "UnknownUser", "publish_and_wait"]
+__all__ = ["AgentMemory", "InvalidArgument", "Remembered", "UnknownUser"]
 
 
 class UnknownUser(NotFound):
@@ -50,10 +47,6 @@ class UnknownUser(NotFound):
             f"no memory for user {user_id!r} of tenant {tenant!r}; check the user_id, or remember "
             "something for that user first"
         )
-
-
-class ProjectionTimeout(NotVisible):
-    """Written events were not projected within the wait (a Kafka log whose workers are behind or stopped)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,120 +65,15 @@ class Remembered:
         }
 
 
-def _written(topic: str, placed: Sequence[tuple[int, int]]) -> dict[str, dict[int, int]]:
-    last: dict[int, int] = {}
-    for p, off in placed:
-        last[p] = max(last.get(p, off), off)
-    return {topic: last}
-
-
-async def _catch_up(log: EventLog, settings: Settings) -> None:
-    """What ``adamem project`` (without ``--follow``) does: analyse and project everything pending."""
-    from adamem.analysis.factory import build_agent
-    from adamem.projections.projector import Projector
-    from adamem.projections.store.factory import open_store
-    from adamem.streams.generations import resolve
-    from adamem.streams.pipeline import run_pipeline
-
-    store = open_store(settings.store_url)
-    try:
-        resolved = resolve(settings, store, record_if_missing=True)
-        await run_pipeline(log, Projector(store), build_agent(resolved), resolved, agent_factory=build_agent)
-    finally:
-        store.close()
-
-
-def _resume(header: bytes | None) -> dict[str, int]:
-    """An ``adamem-resume`` header's points; nothing for a missing or unreadable one (it vouches for nothing)."""
-    try:
-        points = json.loads(header) if header else {}
-    except ValueError:
-        return {}
-    if not isinstance(points, dict):
-        return {}
-    return {str(k): v for k, v in points.items() if isinstance(v, int)}
-
-
-async def _wait_for_checkpoint(
-    log: EventLog,
-    store: MemoryStore,
-    settings: Settings,
-    written: Mapping[str, Mapping[int, int]],
-    scan_from: Mapping[int, int],
-    timeout_s: float,
-    poll_s: float = 0.2,
-) -> None:
-    """Wait until the store's checkpoint passes an analysis whose ``adamem-resume`` covers every written offset."""
-    from adamem.streams.generations import resolve
-    from adamem.streams.pipeline import RESUME_HEADER
-
-    analyses = resolve(settings, store).topic("analyses")
-    want: dict[int, dict[str, int]] = {}
-    for topic, parts in written.items():
-        for p, off in parts.items():
-            want.setdefault(p, {})[topic] = off + 1
-    target: dict[int, int] = {}
-    scanned = dict(scan_from)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        ends = await log.end_offsets(analyses)
-        for p, needed in want.items():
-            if p in target or ends.get(p, 0) <= scanned.get(p, 0):
-                continue
-            async for rec in log.read(analyses, from_offsets={p: scanned.get(p, 0)}, until={p: ends[p]}):
-                scanned[p] = rec.offset + 1
-                resume = _resume(dict(rec.headers).get(RESUME_HEADER))
-                if all(resume.get(t, 0) >= o for t, o in needed.items()):
-                    target[p] = rec.offset + 1
-                    break
-        if len(target) == len(want) and all(store.checkpoint(p).get(analyses, 0) >= o for p, o in target.items()):
-            return
-        if time.monotonic() > deadline:
-            raise ProjectionTimeout(
-                f"written events {dict(written)} were not projected into {store.url} within {timeout_s:g} s "
-                f"(analysed up to {scanned} on {analyses}); are the workers (`adamem worker`) running? "
-                "A dead-lettered event is never projected: see `adamem log dump --topic deadletter`; nor is a message "
-                "whose key the workers cannot find (they log 'has no key': give every process one keystore, "
-                "ADAMEM_KEYSTORE or ADAMEM_HOME)"
-            )
-        await asyncio.sleep(poll_s)
-
-
-async def publish_and_wait(
-    log: EventLog,
-    store: MemoryStore,
-    settings: Settings,
-    topic: str,
-    records: Sequence[OutgoingRecord],
-    *,
-    timeout_s: float = 60.0,
-    workers: bool | None = None,
-) -> dict[str, dict[int, int]]:
-    """Append ``records`` to ``topic`` and return once the projections hold them: the one write path here.
-
-    Embedded and ``memory://`` logs are caught up in-process; a Kafka log (or ``workers=True``) is
-    waited for — other processes project it — until ``timeout_s``, then ``ProjectionTimeout``.
-    ``store`` is a reader (``open_store(url, read_only=True)``): it sees every commit of the writers.
-    """
-    from adamem.streams.generations import resolve
-
-    analyses = resolve(settings, store).topic("analyses")
-    before = await log.end_offsets(analyses)
-    written = _written(topic, await log.append(topic, records))
-    if workers if workers is not None else settings.log_url.startswith("kafka://"):
-        await _wait_for_checkpoint(log, store, settings, written, before, timeout_s)
-    else:
-        await _catch_up(log, settings)
-    return written
-
-
-def _message_lines(user_id: str, tenant: str, messages: Sequence[Mapping[str, Any]], now_ms: int) -> bytes:
-    lines = []
+def _message_records(
+    user_id: str, tenant: str, messages: Sequence[Mapping[str, Any]], now_ms: int
+) -> list[dict[str, Any]]:
+    records = []
     for i, m in enumerate(messages):
         record = {"user_id": user_id, "tenant": tenant, "speaker": user_id, "occurred_at": now_ms + i, **m}
         record["user_id"], record["tenant"] = user_id, tenant  # a message cannot name another owner
-        lines.append(json.dumps(record, ensure_ascii=True))
-    return "\n".join(lines).encode()
+        records.append(record)
+    return records
 
 
 class AgentMemory:
@@ -217,16 +105,9 @@ class AgentMemory:
 
     def _open_retriever(self) -> Retriever:
         if self._retriever is None:
-            from adamem.analysis.factory import build_embedder
-            from adamem.projections.store.factory import open_store
-            from adamem.streams.generations import resolve, settings_for
+            from adamem.core import open_retriever
 
-            store = open_store(self.settings.store_url, read_only=True)
-            self._retriever = Retriever(
-                store,
-                build_embedder(resolve(self.settings, store)),
-                embedder_for=lambda record: build_embedder(settings_for(self.settings, record)),
-            )
+            self._retriever = open_retriever(self.settings)
         return self._retriever
 
     @property
@@ -271,9 +152,7 @@ class AgentMemory:
     async def _write_here(
         self, topic: str, records: Sequence[OutgoingRecord], messages: Sequence[ChatMessage]
     ) -> dict[str, dict[int, int]]:
-        from adamem.schemas.serde import encode_event
         from adamem.streams.factory import open_log
-        from adamem.streams.keys import keystore_for
 
         if self._writing is None:
             self._writing = asyncio.Lock()
@@ -281,11 +160,12 @@ class AgentMemory:
             if self._log is None:
                 self._log = open_log(self.settings.log_url, self.settings)
                 await self._log.start()
-            if messages:  # the text is sealed as `adamem publish` seals it, so a forget can shred it
-                keys = keystore_for(self._log, self.settings)
-                records = [OutgoingRecord(m.user_id, encode_event(m, keys)) for m in messages]
-                keys.flush()
-            return await publish_and_wait(
+            if messages:  # sealed as `adamem publish` seals them, so a forget can shred them
+                report = await publish_and_wait(
+                    self._log, self.store, self.settings, messages, timeout_s=self.wait_timeout_s
+                )
+                return {report.topic: report.last}
+            return await append_and_wait(
                 self._log, self.store, self.settings, topic, records, timeout_s=self.wait_timeout_s
             )
 
@@ -298,14 +178,14 @@ class AgentMemory:
         tenant = tenant or self.settings.default_tenant
         if not messages:
             raise InvalidArgument("give at least one message")
-        data = _message_lines(user_id, tenant, messages, int(time.time() * 1000))
-        parsed: list[ChatMessage] = load_messages(data, self.settings, "messages", "jsonl")
+        records = _message_records(user_id, tenant, messages, int(time.time() * 1000))
+        parsed: list[ChatMessage] = messages_from_records(records, self.settings, "messages")
         if self._log is None:  # this handle does not write the log yet: an `adamem serve` may
             from adamem.api.notice import serving_url
 
             url = await asyncio.to_thread(serving_url, self.settings)
             if url is not None:
-                return await self._remember_through(url, tenant, [json.loads(line) for line in data.splitlines()])
+                return await self._remember_through(url, tenant, records)
         topic = self.settings.topic("messages")
         positions = await self._write(topic, messages=parsed)
         return Remembered(tuple(m.event_id for m in parsed), positions)

@@ -1,7 +1,8 @@
 """The package's layers, read from its import graph: what a reader of the folders is promised.
 
 Bottom to top: the domain core (``adamem``'s own modules and the Memory Agent's ports) and the
-event schemas; the projections; the log and the retrieval, side by side; the HTTP service; the
+event schemas; the projections; the log and the retrieval, side by side; the application core
+that wires them (the one write path, the retriever); the HTTP service; the
 agent integrations (MCP, LangChain/LangGraph, hybrid queries: they check the service's tenant
 keys, so they sit above it); the benchmarks; the command line. A module imports only its own
 layer or lower ones (lazy imports inside functions count too), ports never name their adapters,
@@ -25,6 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"adamem.schemas"}),
     frozenset({"adamem.projections"}),
     frozenset({"adamem.streams", "adamem.retrieval"}),
+    frozenset({"adamem.core"}),
     frozenset({"adamem.api"}),
     frozenset({"adamem.integrations"}),
     frozenset({"adamem.bench"}),

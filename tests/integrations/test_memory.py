@@ -1,4 +1,4 @@
-"""``publish_and_wait``: a write returns once the projections hold it, or says why not.
+"""``append_and_wait``: a write returns once the projections hold it, or says why not.
 
 The in-process catch-up (embedded log) is exercised through every ``remember`` of the MCP and
 LangChain tests. Here: the path of a log that other processes project (Kafka's workers), run on the
@@ -16,8 +16,9 @@ import pytest
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.rules import RuleExtractor
+from adamem.core import append_and_wait
+from adamem.errors import NotVisible
 from adamem.ingest import load_messages
-from adamem.integrations.memory import ProjectionTimeout, publish_and_wait
 from adamem.owners import owner_key
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.projector import Projector
@@ -58,7 +59,7 @@ async def test_a_write_waits_for_the_workers_checkpoint_and_is_visible_on_return
     try:
         for round_, user in enumerate(["una", "vic", "una"]):  # two owners, on their own partitions
             ids, records = _records(settings, user, [f"round {round_}: I like tea number {round_}", "and biscuits"])
-            written = await publish_and_wait(
+            written = await append_and_wait(
                 log, reader, settings, settings.topic("messages"), records, workers=True, timeout_s=120
             )
             [(partition, last)] = written[settings.topic("messages")].items()
@@ -85,8 +86,8 @@ async def test_a_write_nobody_projects_ends_with_a_clear_error(settings: Setting
     log = InMemoryLog(settings)
     await log.start()
     _, records = _records(settings, "wes", ["hello"])
-    with pytest.raises(ProjectionTimeout, match=r"were not projected .* within 0.3 s.*adamem worker"):
-        await publish_and_wait(
+    with pytest.raises(NotVisible, match=r"were not projected .* within 0.3 s.*adamem worker"):
+        await append_and_wait(
             log,
             open_store(settings.store_url),
             settings,
