@@ -28,6 +28,7 @@ from pydantic import (
 from adamem.retrieval.research import MAX_DEPTH as MAX_RESEARCH_DEPTH
 
 __all__ = [
+    "MAX_BODY",
     "MAX_CONTEXT_CHARS",
     "MAX_QUESTION_CHARS",
     "MAX_TIME_MS",
@@ -53,6 +54,7 @@ __all__ = [
 # as milliseconds since the Unix epoch (each fits an Avro timestamp-millis).
 MIN_TIME_MS = -62_135_596_800_000
 MAX_TIME_MS = 253_402_300_799_999
+MAX_BODY = 1 << 20  # a request body, in bytes (api.body.BodyLimit)
 MAX_QUESTION_CHARS = 2_000  # a question's length, in characters (the CLI and MCP allow the same)
 MAX_CONTEXT_CHARS = 8_000  # a research request's context, in characters
 MAX_WAIT_MS = 5_000  # the longest one request waits for the projections (ask again to wait longer)

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from adamem.api import auth
-from adamem.api.app import MAX_BODY, _BodyLimit, create_app
+from adamem.api.app import MAX_BODY, BodyLimit, create_app
 from adamem.api.auth import MIN_KEY_LENGTH, KeyRing
 from adamem.errors import ConfigError
 from adamem.projections.store.factory import open_store
@@ -183,9 +183,9 @@ async def test_a_malformed_content_length_is_a_400(value: bytes) -> None:
     async def never(scope: Any, receive: Any, send: Any) -> None:
         raise AssertionError("the request went past the body limit")
 
-    status, body, headers = await _asgi(_BodyLimit(never), [(b"content-length", value)])
+    status, body, headers = await _asgi(BodyLimit(never), [(b"content-length", value)])
     assert status == 400 and b'"error":"bad_request"' in body and (b"connection", b"close") in headers
-    status, _, _ = await _asgi(_BodyLimit(never), [(b"content-length", b"5"), (b"content-length", b"6")])
+    status, _, _ = await _asgi(BodyLimit(never), [(b"content-length", b"5"), (b"content-length", b"6")])
     assert status == 400
 
 

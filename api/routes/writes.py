@@ -1,0 +1,74 @@
+"""Writing to the log: publish messages, and wait until what was published is in memory (read your writes)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from fastapi import APIRouter, Depends
+
+from adamem.api.auth import Principal
+from adamem.api.errors import responses
+from adamem.api.models import LogPosition, PublishAnswer, PublishBody, WaitAnswer, WaitBody, publish_body, to_millis
+from adamem.api.service import Service
+from adamem.errors import Forbidden, LogError
+
+__all__ = ["writes_router"]
+
+
+def writes_router(service: Service) -> APIRouter:
+    """The write routes of ``service``: publishing needs its log; a publish wakes its writer."""
+    router = APIRouter()
+
+    async def publish(body: PublishBody, who: Principal = Depends(service.principal)) -> PublishAnswer:
+        if service.log is None:
+            raise LogError("this service was started without --log; it cannot publish")
+        from adamem.ingest import messages_from_records
+        from adamem.streams.publish import publish_messages
+
+        # Stamped here, at the edge, as the CLI and the clients do (the folds never read a clock); one
+        # millisecond apart, so that the batch keeps its order and two equal texts stay two messages.
+        received = int(time.time() * 1000)
+        records = []
+        for i, message in enumerate(body.messages):
+            record = message.model_dump(mode="json", exclude_none=True)
+            tenant = message.tenant or who.tenant or service.settings.default_tenant
+            if not who.may_see(tenant):
+                raise Forbidden(f"this key may not publish for tenant {tenant!r}")
+            when = received + i if message.occurred_at is None else to_millis(message.occurred_at)
+            records.append({**record, "tenant": tenant, "occurred_at": when})
+        messages = messages_from_records(records, service.settings, "body.messages")
+        report = await publish_messages(service.log, messages, service.settings)
+        if service.writer is not None:
+            service.writer.wake()
+        return PublishAnswer(
+            published=report.messages,
+            owners=report.owners,
+            topic=report.topic,
+            event_ids=[m.event_id for m in messages],
+            positions=[LogPosition(partition=p, offset=o) for p, o in sorted(report.last.items())],
+        )
+
+    # This service's own text limit (ADAMEM_MAX_TEXT_BYTES) is part of its description.
+    publish.__annotations__["body"] = publish_body(service.settings.max_text_bytes)
+    router.post(
+        "/v1/messages",
+        status_code=202,
+        summary="Publish messages to the log",
+        response_model=PublishAnswer,
+        responses=responses(*service.keyed_errors, 400, 413, 415, 422, 500, 503),
+    )(publish)
+
+    @router.post(
+        "/v1/visible",
+        summary="Wait until messages just published are in memory (read your writes)",
+        response_model=WaitAnswer,
+        responses=responses(*service.keyed_errors, 400, 409, 413, 415, 422, 500, 503),
+    )
+    async def visible(body: WaitBody, who: Principal = Depends(service.principal)) -> WaitAnswer:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await service.reached(body.positions, body.wait_ms)
+        return WaitAnswer(visible=True, waited_ms=round((loop.time() - started) * 1000, 1))
+
+    return router
