@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import sys
 from typing import Any
@@ -174,15 +173,9 @@ def run_worker(settings: Settings, *, loglevel: str = "info", verbose: bool = Fa
     return 0  # pragma: no cover (exec does not return)
 
 
-def _row_json(row: Any) -> dict[str, Any]:
-    data = dataclasses.asdict(row)
-    data.pop("vector", None)
-    data.pop("extraction_json", None)
-    return data
-
-
 def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool) -> int:
     """Show an owner's memory: a per-layer summary, or every row of one layer."""
+    from adamem.projections.folds.rows import row_json
     from adamem.projections.folds.state import OwnerMemory
     from adamem.projections.folds.summary import owner_summary
     from adamem.projections.store.factory import open_store
@@ -199,7 +192,7 @@ def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool
         if layer == "working":
             selected = sorted((r for r in selected if r.in_working), key=lambda r: r.working_seq)  # type: ignore[union-attr]
         if as_json:
-            print(json.dumps([{"table": r.TABLE, **_row_json(r)} for r in selected], ensure_ascii=False, indent=1))
+            print(json.dumps([row_json(r) for r in selected], ensure_ascii=False, indent=1))
         else:
             for r in selected:
                 print(row_line(r))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
@@ -14,9 +13,10 @@ from adamem.api.metrics import observe_answer
 from adamem.api.models import QueryBody, ResearchBody
 from adamem.api.service import OWNER, Service
 from adamem.owners import split_owner
+from adamem.projections.folds.rows import row_json
 from adamem.retrieval.research import ResearchRequest, research
 
-__all__ = ["LAYER_TABLES", "reads_router", "row_json"]
+__all__ = ["LAYER_TABLES", "reads_router"]
 
 LAYER_TABLES = {
     "working": ("messages",),
@@ -25,14 +25,6 @@ LAYER_TABLES = {
     "graph": ("graph_nodes", "graph_edges"),
     "archive": ("messages",),
 }
-
-
-def row_json(row: Any) -> dict[str, Any]:
-    """A stored row as JSON: its table and fields, without the vector and the raw extraction."""
-    data = dataclasses.asdict(row)
-    data.pop("vector", None)
-    data.pop("extraction_json", None)
-    return {"table": row.TABLE, **data}
 
 
 def reads_router(service: Service) -> APIRouter:

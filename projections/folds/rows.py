@@ -40,6 +40,7 @@ __all__ = [
     "changed_fields",
     "evolve",
     "float32_vector",
+    "row_json",
     "row_types",
 ]
 
@@ -249,3 +250,12 @@ def float32_vector(values: Iterable[float]) -> tuple[float, ...]:
         return packing.unpack(packing.pack(*vector))
     except OverflowError:  # beyond float32's range: round to infinity as a float32 column does
         return tuple(array("f", vector))
+
+
+def row_json(row: Any) -> dict[str, Any]:
+    """A row as the API and ``adamem memory --json`` show it: its table and fields, without the vector
+    and the raw extraction."""
+    data = dataclasses.asdict(row)
+    data.pop("vector", None)
+    data.pop("extraction_json", None)
+    return {"table": row.TABLE, **data}
