@@ -2,7 +2,7 @@
 
 An ``adamem serve`` in embedded mode is its log folder's one writer. While it runs it leaves
 ``ServiceNotice.NAME`` in the folder, naming where it listens, so that what is refused the
-folder's writer lock — ``adamem add``, ``AgentMemory.remember`` (the MCP ``remember`` tool, the
+folder's writer lock — ``adamem add``, ``Memory.remember`` (the MCP ``remember`` tool, the
 LangChain chat history) — can publish through the service instead. A notice counts only while
 the folder's writer lock is held: a service that crashed leaves its notice behind.
 """

@@ -258,7 +258,7 @@ def _mcp(args: argparse.Namespace) -> int:
             f"adamem mcp needs the MCP SDK ({exc.name}): install the mcp extra, `pip install -e '.[mcp]'` in a "
             "checkout of adamem-stream (or `pip install 'mcp>=2.3,<3'`)"
         ) from exc
-    from adamem.integrations.memory import AgentMemory
+    from adamem.memory import Memory
 
     settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
     if args.transport == "http":
@@ -266,7 +266,7 @@ def _mcp(args: argparse.Namespace) -> int:
 
         KeyRing(settings.api_keys)  # a malformed ADAMEM_API_KEYS stops here, before anything listens
     serve(
-        AgentMemory(settings, wait_timeout_s=args.wait),
+        Memory(settings, wait_timeout_s=args.wait),
         transport=args.transport,
         tenant=args.tenant,
         host=settings.host,

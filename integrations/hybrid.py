@@ -24,7 +24,7 @@ from typing import Any
 
 import networkx as nx
 
-from adamem.integrations.memory import AgentMemory
+from adamem.memory import Memory
 from adamem.retrieval.answer import Answer
 from adamem.text import tokenize
 
@@ -171,7 +171,7 @@ def _context(answer: Answer, question: str) -> dict[str, tuple[float, tuple[int,
 
 
 def hybrid_query(
-    memory: AgentMemory,
+    memory: Memory,
     knowledge: KnowledgeGraph | Sequence[KnowledgeGraph],
     user_id: str,
     question: str,

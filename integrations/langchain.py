@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMe
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
-from adamem.integrations.memory import AgentMemory, UnknownUser
+from adamem.memory import Memory, UnknownUser
 from adamem.projections.folds.rows import MessageRow
 from adamem.retrieval.answer import Answer
 
@@ -58,7 +58,7 @@ class AdaMemRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    memory: AgentMemory
+    memory: Memory
     """The memory to read."""
     user_id: str
     """Whose memory."""
@@ -101,7 +101,7 @@ class AdaMemChatMessageHistory(BaseChatMessageHistory):
 
     def __init__(
         self,
-        memory: AgentMemory,
+        memory: Memory,
         user_id: str,
         *,
         tenant: str | None = None,

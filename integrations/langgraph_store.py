@@ -39,7 +39,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import _compare_values, _does_match  # the reference's own matching rules
 
-from adamem.integrations.memory import AgentMemory
+from adamem.memory import Memory
 from adamem.owners import split_owner
 from adamem.projections.folds.rows import MessageRow
 
@@ -70,7 +70,7 @@ def _when(ms: int) -> datetime:
 class AdaMemStore(BaseStore):
     """LangGraph long-term memory on the event log: namespaces ``(user_id, ...)`` of one tenant."""
 
-    def __init__(self, memory: AgentMemory, *, tenant: str | None = None) -> None:
+    def __init__(self, memory: Memory, *, tenant: str | None = None) -> None:
         """Items of ``tenant``'s users (default: the settings' tenant) in ``memory``."""
         self.memory = memory
         self.tenant = tenant or memory.settings.default_tenant

@@ -30,7 +30,7 @@ from adamem.api.auth import KeyRing
 from adamem.errors import AdaMemError
 from adamem.events import ms_to_iso
 from adamem.ingest import parse_time
-from adamem.integrations.memory import AgentMemory, InvalidArgument, UnknownUser
+from adamem.memory import InvalidArgument, Memory, UnknownUser
 from adamem.retrieval.answer import Answer
 from adamem.retrieval.research import MAX_DEPTH, Research
 
@@ -252,7 +252,7 @@ def _presented(headers: Mapping[str, str]) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
-def build_server(memory: AgentMemory, *, tenant: str | None = None, api_keys: str = "") -> MCPServer:
+def build_server(memory: Memory, *, tenant: str | None = None, api_keys: str = "") -> MCPServer:
     """The MCP server over ``memory``; ``tenant`` is whom a request without HTTP headers (stdio) acts for."""
     keys = KeyRing(api_keys)
     local_tenant = tenant or memory.settings.default_tenant
@@ -489,7 +489,7 @@ def http_app(server: MCPServer, api_keys: str, *, path: str = "/mcp", host: str 
 
 
 def serve(
-    memory: AgentMemory,
+    memory: Memory,
     *,
     transport: Literal["stdio", "http"],
     tenant: str | None = None,

@@ -2,11 +2,13 @@
 
 Bottom to top: the domain core (``adamem``'s own modules and the Memory Agent's ports) and the
 event schemas; the projections; the log and the retrieval, side by side; the application core
-that wires them (the one write path, the retriever); the HTTP service; the
+that wires them (the one write path, the retriever); the HTTP service; the library's facade
+(``adamem.memory``: ``Memory``, which goes through a running service when one writes the log); the
 agent integrations (MCP, LangChain/LangGraph, hybrid queries: they check the service's tenant
 keys, so they sit above it); the benchmarks; the command line. A module imports only its own
 layer or lower ones (lazy imports inside functions count too), ports never name their adapters,
-and nothing imports the CLI.
+and nothing imports the CLI. The package's own ``__init__`` is its public face: it names the
+facade's classes (loaded on first use), so it alone may point up.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"adamem.streams", "adamem.retrieval"}),
     frozenset({"adamem.core"}),
     frozenset({"adamem.api"}),
+    frozenset({"adamem.memory"}),
     frozenset({"adamem.integrations"}),
     frozenset({"adamem.bench"}),
     frozenset({"adamem.cli"}),
@@ -98,8 +101,18 @@ def test_the_graph_sees_every_layer() -> None:
 
 
 def test_no_module_imports_a_layer_above_its_own() -> None:
-    upward = [(a, b) for a, b in GRAPH.edges if _layer(b) > _layer(a)]
+    upward = [(a, b) for a, b in GRAPH.edges if _layer(b) > _layer(a) and a != "adamem"]
     assert upward == []
+
+
+def test_the_package_face_names_only_the_facade_and_the_ground_floor() -> None:
+    assert {b for a, b in GRAPH.edges if a == "adamem"} <= {
+        "adamem.errors",
+        "adamem.settings",
+        "adamem.memory",
+        "adamem.retrieval.answer",
+        "adamem.retrieval.research",
+    }
 
 
 def test_the_log_and_the_retrieval_do_not_import_each_other() -> None:

@@ -19,7 +19,7 @@ from adamem.errors import AdaMemError
 _HOLDERS = (
     "adamem.api.app",
     "adamem.api.provenance",
-    "adamem.integrations.memory",
+    "adamem.memory",
     "adamem.projections.store.lance",
     "adamem.projections.folds.state",
 )

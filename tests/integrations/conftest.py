@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from adamem.integrations.memory import AgentMemory
+from adamem.memory import Memory
 from adamem.settings import Settings
 from tests.api.conftest import build_store
 
@@ -21,9 +21,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def memory(built: Settings) -> Iterator[AgentMemory]:
-    """An ``AgentMemory`` over ``built`` (remember/forget are projected in-process)."""
-    handle = AgentMemory(built)
+def memory(built: Settings) -> Iterator[Memory]:
+    """An ``Memory`` over ``built`` (remember/forget are projected in-process)."""
+    handle = Memory(built)
     try:
         yield handle
     finally:

@@ -1,7 +1,7 @@
 """The agent integrations on a folder a running ``adamem serve`` writes: they remember through that serve.
 
 The embedded log has one writer; while the demo (or ``adamem serve``) runs, it is that serve.
-``AgentMemory.remember`` — and so MCP's ``remember`` and LangChain's chat history — finds it from
+``Memory.remember`` — and so MCP's ``remember`` and LangChain's chat history — finds it from
 the folder (``api/notice.py``) and publishes through it, instead of failing on the writer lock.
 """
 
@@ -20,7 +20,7 @@ from mcp import Client
 from adamem.bench.common import wait_healthy
 from adamem.integrations.langchain import AdaMemChatMessageHistory
 from adamem.integrations.mcp_server import build_server
-from adamem.integrations.memory import AgentMemory
+from adamem.memory import Memory
 from adamem.settings import Settings
 from tests.api.conftest import build_store, free_port
 from tests.conftest import stop_process
@@ -29,8 +29,8 @@ EXE = Path(sys.executable).with_name("adamem")
 
 
 @pytest.fixture(scope="module")
-def beside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentMemory]:
-    """An ``AgentMemory`` over a folder an ``adamem serve`` (embedded mode) writes."""
+def beside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    """An ``Memory`` over a folder an ``adamem serve`` (embedded mode) writes."""
     root = tmp_path_factory.mktemp("beside")
     settings = build_store(root)
     port = free_port()
@@ -44,7 +44,7 @@ def beside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentMemory]:
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
-    memory = AgentMemory(Settings(log_url=settings.log_url, store_url=settings.store_url, fsync=False))
+    memory = Memory(Settings(log_url=settings.log_url, store_url=settings.store_url, fsync=False))
     try:
         wait_healthy(f"http://127.0.0.1:{port}", process, 120, out)
         yield memory
@@ -53,24 +53,24 @@ def beside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentMemory]:
         stop_process(process)
 
 
-def _recalled(memory: AgentMemory, question: str) -> list[str]:
+def _recalled(memory: Memory, question: str) -> list[str]:
     return [item.content for item in memory.recall("alice", question).items]
 
 
-def test_remember_goes_through_the_serve(beside: AgentMemory) -> None:
+def test_remember_goes_through_the_serve(beside: Memory) -> None:
     done = beside.remember("alice", [{"text": "I adopted a cat named Miso."}])
     assert len(done.event_ids) == 1 and done.positions
     assert any("Miso" in text for text in _recalled(beside, "What is my cat called?"))
 
 
-async def test_mcp_remember_goes_through_the_serve(beside: AgentMemory) -> None:
+async def test_mcp_remember_goes_through_the_serve(beside: Memory) -> None:
     async with Client(build_server(beside)) as client:
         done = await client.call_tool("remember", {"user_id": "alice", "messages": [{"text": "I play the cello."}]})
         assert not done.is_error, done.content
     assert any("cello" in text for text in _recalled(beside, "Which instrument do I play?"))
 
 
-def test_langchain_chat_history_goes_through_the_serve(beside: AgentMemory) -> None:
+def test_langchain_chat_history_goes_through_the_serve(beside: Memory) -> None:
     history = AdaMemChatMessageHistory(beside, "alice", conversation_id="trip")
     history.add_messages([HumanMessage("I booked a trip to Chengdu."), AIMessage("Try the hotpot!")])
     assert [m.text for m in history.messages][-2:] == ["I booked a trip to Chengdu.", "Try the hotpot!"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import networkx as nx
 
 from adamem.integrations.hybrid import KnowledgeGraph, Triple, hybrid_query
-from adamem.integrations.memory import AgentMemory
+from adamem.memory import Memory
 
 CATALOGUE = [
     ("Crunchy Satay Bar", "is_a", "snack"),
@@ -37,7 +37,7 @@ def _files(root: Path) -> str:
     return digest.hexdigest()
 
 
-def test_the_answer_needs_the_users_situation_and_the_product_facts(memory: AgentMemory) -> None:
+def test_the_answer_needs_the_users_situation_and_the_product_facts(memory: Memory) -> None:
     catalogue = KnowledgeGraph.from_triples(CATALOGUE, name="catalogue")
     store_before = _files(Path(memory.settings.store_url))
     answer = hybrid_query(memory, catalogue, "alice", QUESTION, top_k=12)
@@ -71,7 +71,7 @@ def test_the_answer_needs_the_users_situation_and_the_product_facts(memory: Agen
     assert "Satay" not in rows
 
 
-def test_another_user_gets_another_fusion(memory: AgentMemory) -> None:
+def test_another_user_gets_another_fusion(memory: Memory) -> None:
     catalogue = KnowledgeGraph.from_triples(CATALOGUE, name="catalogue")
     alice = hybrid_query(memory, catalogue, "alice", QUESTION)
     carol = hybrid_query(memory, catalogue, "carol", QUESTION, tenant="acme")  # she sails; no food in memory
@@ -84,7 +84,7 @@ def test_another_user_gets_another_fusion(memory: AgentMemory) -> None:
     assert all(i.detail.get("provenance", [{}])[0].get("source_topic", "") for i in carol.items if i.source == "memory")
 
 
-def test_a_networkx_graph_and_several_graphs(memory: AgentMemory) -> None:
+def test_a_networkx_graph_and_several_graphs(memory: Memory) -> None:
     graph = nx.MultiDiGraph()
     graph.add_node("p1", label="Sichuan Chili Crisps")
     graph.add_node("a1", label="a nut-free facility")

@@ -16,7 +16,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnablePassthrough
 
 from adamem.integrations.langchain import AdaMemChatMessageHistory, AdaMemRetriever
-from adamem.integrations.memory import AgentMemory
+from adamem.memory import Memory
 
 
 def _chain(retriever: AdaMemRetriever) -> Runnable[str, str]:
@@ -35,7 +35,7 @@ def _chain(retriever: AdaMemRetriever) -> Runnable[str, str]:
     )
 
 
-def test_documents_carry_the_score_breakdown_and_provenance(memory: AgentMemory) -> None:
+def test_documents_carry_the_score_breakdown_and_provenance(memory: Memory) -> None:
     docs = AdaMemRetriever(memory=memory, user_id="alice", top_k=5).invoke("What food does Alice like?")
     assert 1 <= len(docs) <= 5 and any("spicy" in d.page_content for d in docs)
     assert [d.metadata["rank"] for d in docs] == list(range(1, len(docs) + 1))
@@ -49,21 +49,21 @@ def test_documents_carry_the_score_breakdown_and_provenance(memory: AgentMemory)
     assert all(isinstance(s, float) for s in scores)
 
 
-def test_the_retriever_in_a_runnable_chain_sync_and_async(memory: AgentMemory) -> None:
+def test_the_retriever_in_a_runnable_chain_sync_and_async(memory: Memory) -> None:
     chain = _chain(AdaMemRetriever(memory=memory, user_id="alice"))
     out = chain.invoke("Why did Alice start working out?")
     assert "Question: Why did Alice start working out?" in out
     assert "blood lipids" in out or "more exercise" in out  # the reason, from memory
 
 
-async def test_the_chain_async_and_as_of_a_past_time(memory: AgentMemory) -> None:
+async def test_the_chain_async_and_as_of_a_past_time(memory: Memory) -> None:
     now = await _chain(AdaMemRetriever(memory=memory, user_id="alice")).ainvoke("Is Alice thinking about a pet?")
     then = AdaMemRetriever(memory=memory, user_id="alice", as_of=1710892800000)  # 2024-03-20
     before = await _chain(then).ainvoke("Is Alice thinking about a pet?")
     assert "Mochi" in now and "Mochi" not in before
 
 
-def test_chat_history_appends_to_the_log_and_reads_working_memory(memory: AgentMemory) -> None:
+def test_chat_history_appends_to_the_log_and_reads_working_memory(memory: Memory) -> None:
     user = f"fay-{uuid.uuid4().hex[:6]}"
     history = AdaMemChatMessageHistory(memory, user, conversation_id="c1")
     assert history.messages == []  # a user with no memory yet
@@ -89,7 +89,7 @@ def test_chat_history_appends_to_the_log_and_reads_working_memory(memory: AgentM
     assert not any("balcony" in i.content for i in memory.recall(user, "What do I grow?").items)
 
 
-async def test_chat_history_async(memory: AgentMemory) -> None:
+async def test_chat_history_async(memory: Memory) -> None:
     user = f"gus-{uuid.uuid4().hex[:6]}"
     history = AdaMemChatMessageHistory(memory, user)
     await history.aadd_messages([HumanMessage("My dog is called Pepper."), AIMessage("Lovely name!")])

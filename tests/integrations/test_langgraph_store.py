@@ -17,11 +17,11 @@ from langgraph.store.base import BaseStore, InvalidNamespaceError
 from langgraph.store.memory import InMemoryStore
 
 from adamem.integrations.langgraph_store import AdaMemStore
-from adamem.integrations.memory import AgentMemory
+from adamem.memory import Memory
 
 
 @pytest.fixture(params=["reference", "adamem"])
-def store(request: pytest.FixtureRequest, memory: AgentMemory) -> Iterator[BaseStore]:
+def store(request: pytest.FixtureRequest, memory: Memory) -> Iterator[BaseStore]:
     yield InMemoryStore() if request.param == "reference" else AdaMemStore(memory)
 
 
@@ -103,7 +103,7 @@ async def test_the_same_contract_async(store: BaseStore) -> None:
 # -- what only AdaMemStore does ---------------------------------------------------------------
 
 
-def test_items_are_memory_ranked_by_retrieval(memory: AgentMemory) -> None:
+def test_items_are_memory_ranked_by_retrieval(memory: Memory) -> None:
     store, user = AdaMemStore(memory), _user()
     store.put((user, "facts"), "pet", {"text": "My cat Luna is afraid of thunderstorms."})
     store.put((user, "facts"), "job", {"text": "I work as a structural engineer in Porto."})
@@ -114,7 +114,7 @@ def test_items_are_memory_ranked_by_retrieval(memory: AgentMemory) -> None:
     assert any("Porto" in i.content for i in recalled.items)
 
 
-def test_tenants_are_kept_apart(memory: AgentMemory) -> None:
+def test_tenants_are_kept_apart(memory: Memory) -> None:
     user = _user()
     acme, globex = AdaMemStore(memory, tenant="acme"), AdaMemStore(memory, tenant="globex")
     acme.put((user, "m"), "k", {"text": "acme's"})

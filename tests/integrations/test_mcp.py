@@ -23,7 +23,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from adamem.integrations.mcp_server import build_server, http_app
-from adamem.integrations.memory import AgentMemory
+from adamem.memory import Memory
 from adamem.settings import Settings
 from tests.api.conftest import ACME_KEY, GLOBEX_KEY, KEYS
 from tests.conftest import REPO, serving
@@ -181,7 +181,7 @@ async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[Client]:
 
 
 @pytest.fixture(scope="module")
-def http_url(memory: AgentMemory) -> Any:
+def http_url(memory: Memory) -> Any:
     app = http_app(build_server(memory, api_keys=KEYS), KEYS)
     with serving(app) as plain:
         yield f"{str(plain.base_url).rstrip('/')}/mcp", plain
@@ -243,7 +243,7 @@ async def test_http_refuses_a_missing_or_wrong_key_before_mcp(http_url: tuple[st
         assert len((await client.list_tools()).tools) == len(TOOLS)
 
 
-async def test_http_without_keys_runs_open_and_takes_the_tenant_from_x_tenant(memory: AgentMemory) -> None:
+async def test_http_without_keys_runs_open_and_takes_the_tenant_from_x_tenant(memory: Memory) -> None:
     with serving(http_app(build_server(memory), "")) as plain:
         url = f"{str(plain.base_url).rstrip('/')}/mcp"
         async with _http(url, {"X-Tenant": "globex"}) as client:
@@ -256,7 +256,7 @@ async def test_http_without_keys_runs_open_and_takes_the_tenant_from_x_tenant(me
             assert dave.is_error
 
 
-async def test_a_message_the_log_refuses_publishes_nothing(memory: AgentMemory) -> None:
+async def test_a_message_the_log_refuses_publishes_nothing(memory: Memory) -> None:
     from adamem.streams.factory import open_log
 
     async def published() -> int:

@@ -1,4 +1,4 @@
-"""``AgentMemory`` on a real broker: remember and forget return once a real ``adamem worker`` projected them.
+"""``Memory`` on a real broker: remember and forget return once a real ``adamem worker`` projected them.
 
 The other integration tests project in-process (embedded log) or run the pipeline as the worker
 over the in-memory log; this is the deployment an agent meets in production: a Kafka log,
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from adamem.integrations.memory import AgentMemory
+from adamem.memory import Memory
 from adamem.settings import Settings
 from tests.conftest import stop_process
 
@@ -50,7 +50,7 @@ def worker(settings: Settings, kafka_bootstrap: str, tmp_path: Path) -> Iterator
 
 
 def test_remember_and_forget_wait_for_the_worker_on_a_kafka_log(worker: Settings) -> None:
-    memory = AgentMemory(worker, wait_timeout_s=180)
+    memory = Memory(worker, wait_timeout_s=180)
     marker = "my locker code is zebra-4471"
     try:
         done = memory.remember("alice", [{"text": "I adopted a grey cat called Miso."}, {"text": marker}])

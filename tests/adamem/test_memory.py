@@ -104,12 +104,12 @@ def test_remembered_text_is_sealed_on_the_log_and_a_forget_shreds_it(tmp_path_fa
     forget destroys its key (nothing of it is readable afterwards, by any replay)."""
     from pathlib import Path
 
-    from adamem.integrations.memory import AgentMemory
+    from adamem.memory import Memory
     from tests.api.conftest import build_store
 
     built = build_store(tmp_path_factory.mktemp("sealed"))
     marker = "my locker code is zebra-4471"
-    handle = AgentMemory(built)
+    handle = Memory(built)
     try:
         done = handle.remember("alice", [{"text": marker}])
         [event_id] = done.event_ids

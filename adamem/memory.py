@@ -1,15 +1,25 @@
-"""One handle on a log and a store for the agent integrations: remember, recall, persona, timeline, forget.
+"""The library's front door: ``Memory`` (and ``AsyncMemory``) over one log and one store.
 
-The MCP server, the LangChain classes, the LangGraph store and ``hybrid_query`` all go through
-``AgentMemory``, so they agree on owners, tenants and what "visible" means. Writes go through the
-application core's one write path (``adamem.core``): events on the log, then back once memory
-reflects them, bounded by ``wait_timeout_s`` (``NotVisible`` after it).
+    from adamem import Memory
+
+    with Memory() as m:                      # the embedded default: ./data/log and ./data/store
+        m.add("alice", "I moved to Lisbon last week.")
+        print(m.query("alice", "Where do I live?").items[0].content)
+
+Every call names its owner by user id (and tenant, default the settings'). Writes put events on
+the log (the only truth) through the application core's one write path (``adamem.core``) and
+return once memory reflects them, bounded by ``wait_timeout_s`` (``NotVisible`` after it); when
+an ``adamem serve`` already writes the embedded log, they go through it. Reads answer from the
+projections with provenance back to the log. The MCP server, the LangChain classes, the LangGraph
+store and ``hybrid_query`` are adapters over this class, so they agree on owners, tenants and what
+"visible" means. The method names are the HTTP client's where they mean the same thing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import threading
 import time
 import uuid
@@ -33,7 +43,7 @@ from adamem.streams.log import EventLog, OutgoingRecord
 
 _T = TypeVar("_T")
 
-__all__ = ["AgentMemory", "InvalidArgument", "Remembered", "UnknownUser"]
+__all__ = ["AsyncMemory", "InvalidArgument", "Memory", "Remembered", "UnknownUser"]
 
 
 class UnknownUser(NotFound):
@@ -76,17 +86,47 @@ def _message_records(
     return records
 
 
-class AgentMemory:
-    """Memory for agents over one log and one store; every call names its owner by tenant and user id."""
+def _as_of(value: str | int | None) -> AsOf | None:
+    """An event time (RFC 3339 text or ms since the epoch) as the retriever's point."""
+    from adamem.ingest import parse_time
+
+    if value is None:
+        return None
+    try:
+        return AsOf(time=parse_time(value))
+    except ValueError as exc:
+        raise InvalidArgument(f"as_of {value!r}: {exc}") from exc
+
+
+class Memory:
+    """A user's memory over one log and one store; every call names its owner by user id (and tenant).
+
+    ``Memory()`` opens the settings of the environment (``ADAMEM_LOG``, ``ADAMEM_STORE``…; by
+    default the embedded log and store under ``./data``); ``log`` and ``store`` name others
+    (a folder, ``kafka://host:port``, ``memory://``; a folder, ``s3://bucket/prefix``).
+    Use it as a context manager, or ``close`` it.
+    """
 
     def __init__(
         self,
-        settings: Settings,
+        settings: Settings | None = None,
         *,
+        log: str | None = None,
+        store: str | None = None,
+        tenant: str | None = None,
         retriever: Retriever | None = None,
         wait_timeout_s: float = 60.0,
     ) -> None:
-        """``retriever`` defaults to one over ``settings.store_url`` with the store's generation's embedder."""
+        """``retriever`` defaults to one over the store with the embedder of its analysis generation."""
+        if settings is None:
+            settings = Settings.from_env(log_url=log, store_url=store, default_tenant=tenant)
+        elif log or store or tenant:
+            settings = dataclasses.replace(
+                settings,
+                log_url=log or settings.log_url,
+                store_url=store or settings.store_url,
+                default_tenant=tenant or settings.default_tenant,
+            )
         self.settings = settings
         self.wait_timeout_s = wait_timeout_s
         self._retriever = retriever
@@ -233,14 +273,77 @@ class AgentMemory:
         positions = await self._write(topic, [OutgoingRecord(user_id, encode_event(event))])
         return Remembered((event.event_id,), positions)
 
+    async def aadd(
+        self,
+        user_id: str,
+        text: str,
+        *,
+        speaker: str | None = None,
+        role: str = "user",
+        occurred_at: str | int | None = None,
+        conversation_id: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        message_id: str | None = None,
+        tenant: str | None = None,
+    ) -> Remembered:
+        """Add one message of ``user_id``; return once memory reflects it. ``speaker`` defaults to the user,
+        ``occurred_at`` (RFC 3339 or ms) to now; the same ``message_id`` again is the same event, kept once."""
+        given = {
+            "text": text,
+            "speaker": speaker,
+            "role": role,
+            "occurred_at": occurred_at,
+            "conversation_id": conversation_id,
+            "metadata": dict(metadata) if metadata is not None else None,
+            "message_id": message_id,
+        }
+        return await self.aremember(user_id, [{k: v for k, v in given.items() if v is not None}], tenant)
+
+    def add(
+        self,
+        user_id: str,
+        text: str,
+        *,
+        speaker: str | None = None,
+        role: str = "user",
+        occurred_at: str | int | None = None,
+        conversation_id: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        message_id: str | None = None,
+        tenant: str | None = None,
+    ) -> Remembered:
+        """``aadd`` for synchronous callers."""
+        work = self.aadd(
+            user_id,
+            text,
+            speaker=speaker,
+            role=role,
+            occurred_at=occurred_at,
+            conversation_id=conversation_id,
+            metadata=metadata,
+            message_id=message_id,
+            tenant=tenant,
+        )
+        return self._submit(work).result()
+
     # -- reads --------------------------------------------------------------------------------
 
-    def recall(
-        self, user_id: str, question: str, *, tenant: str | None = None, top_k: int = 10, as_of: int | None = None
+    def query(
+        self,
+        user_id: str,
+        question: str,
+        *,
+        tenant: str | None = None,
+        top_k: int = 10,
+        as_of: str | int | None = None,
     ) -> Answer:
-        """Ranked evidence for ``question`` (``as_of``: memory as it was at that event time, ms)."""
+        """Ranked evidence for ``question``, each item with its provenance (``as_of``: memory as it was at
+        that event time, RFC 3339 or ms)."""
         owner = self.require(user_id, tenant)
-        return self.retriever.query(owner, question, top_k, AsOf(time=as_of) if as_of is not None else None)
+        return self.retriever.query(owner, question, top_k, _as_of(as_of))
+
+    search = query
+    recall = query
 
     def research(
         self,
@@ -252,12 +355,12 @@ class AgentMemory:
         context: str = "",
         memory_hints: Sequence[str] = (),
         top_k: int = 10,
-        as_of: int | None = None,
+        as_of: str | int | None = None,
     ) -> Research:
         """Graded evidence gathered in up to ``depth`` rounds (the Research Agent, ``retrieval.research``)."""
         request = ResearchRequest(query, context, tuple(memory_hints), depth, top_k)
         owner = self.require(user_id, tenant)
-        return research(self.retriever, owner, request, as_of=AsOf(time=as_of) if as_of is not None else None)
+        return research(self.retriever, owner, request, as_of=_as_of(as_of))
 
     def persona(self, user_id: str, *, tenant: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         """Active persona traits, strongest first, each with its evidence messages."""
@@ -338,3 +441,68 @@ class AgentMemory:
     async def aclose(self) -> None:
         """``close`` for asyncio callers."""
         await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncMemory:
+    """``Memory`` for asyncio callers: the same calls, awaited; reads run in a worker thread."""
+
+    def __init__(self, settings: Settings | None = None, **options: Any) -> None:
+        """The same arguments as ``Memory``."""
+        self.sync = Memory(settings, **options)
+
+    @property
+    def settings(self) -> Settings:
+        """The settings the memory was opened with."""
+        return self.sync.settings
+
+    async def add(self, user_id: str, text: str, **options: Any) -> Remembered:
+        """``Memory.add``."""
+        return await self.sync.aadd(user_id, text, **options)
+
+    async def remember(
+        self, user_id: str, messages: Sequence[Mapping[str, Any]], tenant: str | None = None
+    ) -> Remembered:
+        """``Memory.remember``."""
+        return await self.sync.aremember(user_id, messages, tenant)
+
+    async def forget(self, user_id: str, **scope: Any) -> Remembered:
+        """``Memory.forget``."""
+        return await self.sync.aforget(user_id, **scope)
+
+    async def query(self, user_id: str, question: str, **options: Any) -> Answer:
+        """``Memory.query``."""
+        return await asyncio.to_thread(self.sync.query, user_id, question, **options)
+
+    search = query
+
+    async def research(self, user_id: str, query: str, **options: Any) -> Research:
+        """``Memory.research``."""
+        return await asyncio.to_thread(self.sync.research, user_id, query, **options)
+
+    async def persona(self, user_id: str, **options: Any) -> list[dict[str, Any]]:
+        """``Memory.persona``."""
+        return await asyncio.to_thread(self.sync.persona, user_id, **options)
+
+    async def timeline(self, user_id: str, start: int, end: int, **options: Any) -> list[dict[str, Any]]:
+        """``Memory.timeline``."""
+        return await asyncio.to_thread(self.sync.timeline, user_id, start, end, **options)
+
+    async def working(self, user_id: str, **options: Any) -> list[MessageRow]:
+        """``Memory.working``."""
+        return await asyncio.to_thread(self.sync.working, user_id, **options)
+
+    async def close(self) -> None:
+        """``Memory.close``."""
+        await self.sync.aclose()
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
