@@ -53,7 +53,7 @@ def open_retriever(settings: Settings, store: MemoryStore | None = None) -> Retr
 
 def projected_here(settings: Settings) -> bool:
     """Whether a writer of this log projects it itself (embedded, ``memory://``) or waits for workers (Kafka)."""
-    return not settings.log_url.startswith("kafka://")
+    return settings.log.projected_here
 
 
 async def catch_up(log: EventLog, settings: Settings) -> None:

@@ -198,7 +198,7 @@ class Memory:
             self._writing = asyncio.Lock()
         async with self._writing:  # one catch-up at a time in this process
             if self._log is None:
-                self._log = open_log(self.settings.log_url, self.settings)
+                self._log = open_log(self.settings.log, self.settings)
                 await self._log.start()
             if messages:  # sealed as `adamem publish` seals them, so a forget can shred them
                 report = await publish_and_wait(

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from typing import Any
 
 from adamem.errors import ConfigError
+from adamem.locations import LogLocation, StoreLocation
 
 __all__ = ["Settings"]
 
@@ -133,6 +135,16 @@ class Settings:
         if self.store_allow_http:
             options["allow_http"] = "true"
         return options
+
+    @cached_property
+    def log(self) -> LogLocation:
+        """``log_url``, parsed (once per settings object)."""
+        return LogLocation.parse(self.log_url)
+
+    @cached_property
+    def store(self) -> StoreLocation:
+        """``store_url``, parsed, with ``store_options`` for an object store (once per settings object)."""
+        return StoreLocation.parse(self.store_url, self.store_options())
 
     def topic(self, name: str) -> str:
         """Full topic name of ``messages``, ``analyses``, ``control``, ``deadletter`` or ``changes``.

@@ -93,10 +93,9 @@ def serving_url(settings: Settings) -> str | None:
     from adamem.errors import LogError
     from adamem.streams.embedded_log import writer_lock
 
-    log_url = settings.log_url
-    if "://" in log_url and not log_url.startswith("file://"):
+    folder = settings.log.folder
+    if folder is None:
         return None  # Kafka, in-memory: no folder and no single writer
-    folder = Path(log_url.removeprefix("file://"))
     if not folder.is_dir():
         return None
     url = ServiceNotice(folder).url()

@@ -55,7 +55,7 @@ async def _in_process(settings: Settings, record: dict[str, Any], wait_s: float)
     from adamem.streams.factory import open_log
 
     messages = messages_from_records([record], settings, "adamem add")
-    log = open_log(settings.log_url, settings)
+    log = open_log(settings.log, settings)
     await log.start()
     started = time.monotonic()
     try:

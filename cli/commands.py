@@ -59,7 +59,7 @@ async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) 
     from adamem.streams.generations import resolve
     from adamem.streams.pipeline import pending_work, run_pipeline
 
-    log = open_log(settings.log_url, settings)
+    log = open_log(settings.log, settings)
     if isinstance(log, EmbeddedLog):
         # Before the store is opened for writing: a second projector of the folder (a running
         # `adamem serve`) would be fenced out of the store's shards, even with nothing pending.
@@ -109,7 +109,7 @@ def run_worker(settings: Settings, *, loglevel: str = "info", verbose: bool = Fa
     prints a status line to stderr every ``settings.progress_seconds``; Faust's own output goes to
     ``logfile`` (default ``worker-<pid>.log`` here), or to the terminal when ``verbose``.
     """
-    if not settings.log_url.startswith("kafka://"):
+    if settings.log.kind != "kafka":
         raise ConfigError(f"the worker needs a Kafka log (kafka://host:port), not {settings.log_url!r}")
     import os
 
@@ -122,7 +122,7 @@ def run_worker(settings: Settings, *, loglevel: str = "info", verbose: bool = Fa
     from adamem.streams.worker import create_app
 
     settings = resolve(settings, open_store(settings.store_url), record_if_missing=True)
-    bootstrap = settings.log_url.removeprefix("kafka://").rstrip("/")
+    bootstrap = settings.log.bootstrap
     asyncio.run(KafkaLog(bootstrap, settings).ensure_topics())  # Faust does not create them
     app = create_app(
         settings,
@@ -259,7 +259,7 @@ async def run_replay(
                 raise ConfigError(f"--until {until!r}: {exc}; or give a log offset (a whole number)") from exc
     root = store_folder(settings.store_url)
     settings = resolve(settings, LanceStore(root, read_only=True))  # the active view's generation
-    log = open_log(settings.log_url, settings)
+    log = open_log(settings.log, settings)
     await log.start()
     bar = None
     try:
@@ -320,7 +320,7 @@ async def run_reanalyze(
     if extractor is None and embedder is None:
         raise ConfigError("say what to analyse with: --extractor NAME and/or --embedder NAME")
     root = store_folder(settings.store_url)
-    log = open_log(settings.log_url, settings)
+    log = open_log(settings.log, settings)
     await log.start()
     try:  # every message and control event is analysed again: the total is their end offsets
         ends = [await log.end_offsets(settings.topic(kind)) for kind in ("messages", "control")]
@@ -429,7 +429,7 @@ async def run_forget(
         reason=reason,
         tenant=tenant,
     )
-    log = open_log(settings.log_url, settings)
+    log = open_log(settings.log, settings)
     await log.start()
     try:
         if message is not None or everything:
@@ -456,7 +456,7 @@ async def run_forget(
 def _until_projected(settings: Settings) -> str:
     """What a forget leaves to do: the store answers as before until a projection applies the control event."""
     project = f"adamem project --log {settings.log_url} --store {settings.store_url}"
-    if settings.log_url.startswith("kafka://"):
+    if settings.log.kind == "kafka":
         return (
             f"the store answers as before until the workers (`adamem worker`) apply this event; with none running: "
             f"`{project}`"
@@ -514,17 +514,17 @@ async def run_forget_verify(settings: Settings, texts: list[str]) -> int:
     if not texts:
         raise ConfigError("say what to look for: --verify --text TEXT (repeatable)")
     url = settings.log_url
-    kafka = url.startswith("kafka://")
-    if "://" in url and not url.startswith("file://") and not kafka:
+    kafka = settings.log.kind == "kafka"
+    if settings.log.kind == "memory":
         raise ConfigError(f"`adamem forget --verify` searches an embedded log (a folder) or kafka://, not {url!r}")
-    log_root = None if kafka else Path(url.removeprefix("file://"))
+    log_root = settings.log.folder
     store_root = Path(store_folder(settings.store_url))
-    keys_root = keystore_path(url, settings)
+    keys_root = keystore_path(settings.log, settings)
     keys = Keystore(keys_root, fsync=False) if keys_root is not None else None
     roots = [r for r in (log_root, store_root, keys_root) if r is not None and r.is_dir()]
     if not roots and not kafka:
         raise ConfigError(f"none of the log {log_root}, the store {store_root}, the keystore {keys_root} exists")
-    log = open_log(url, settings) if kafka else None
+    log = open_log(settings.log, settings) if kafka else None
     if log is not None:
         await log.start()
     found = 0
@@ -556,17 +556,16 @@ async def run_forget_verify(settings: Settings, texts: list[str]) -> int:
 
 def run_log_check(settings: Settings, *, repair: bool, upgrade: bool = False) -> int:
     """``adamem log check|repair``: report damage of the embedded log (and repair it); 1 when damage remains."""
-    from pathlib import Path
 
     from adamem.streams.log_repair import check_log, repair_log
 
     url = settings.log_url
-    if "://" in url and not url.startswith("file://"):
+    if settings.log.folder is None:
         raise ConfigError(
             f"`adamem log check|repair` are for the embedded log (a folder), not {url!r}; "
             "Kafka checks its own record batches (CRC-32C)"
         )
-    root = Path(url.removeprefix("file://"))
+    root = settings.log.folder
     if not root.is_dir():
         raise NotFound(f"no embedded log at {root}: the folder does not exist. Check --log (or $ADAMEM_LOG)")
     if repair:
@@ -710,7 +709,7 @@ def run_serve(
     from adamem.streams.factory import open_log
     from adamem.streams.follow import Follower
 
-    embedded = not read_only and not settings.log_url.startswith("kafka://")
+    embedded = not read_only and settings.log.projected_here
     base = f"http://{settings.host}:{settings.port}"
     if workers > 1:
         if embedded:
@@ -743,7 +742,7 @@ def run_serve(
             access_log=access_log,
         )
         return 0
-    log = open_log(settings.log_url, settings) if (with_log or embedded) else None
+    log = open_log(settings.log, settings) if (with_log or embedded) else None
     writer = Follower(log, settings, build_agent) if embedded and log is not None else None
     app = create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys, writer=writer)
     if writer is not None and isinstance(log, EmbeddedLog):  # after the keys' check: a bad key creates nothing
@@ -791,7 +790,7 @@ def service_app() -> Any:
     from adamem.streams.factory import open_log
 
     settings = Settings.from_env()
-    log = open_log(settings.log_url, settings) if os.environ.get(_SERVE_WITH_LOG) else None
+    log = open_log(settings.log, settings) if os.environ.get(_SERVE_WITH_LOG) else None
     return create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys)
 
 
@@ -801,7 +800,7 @@ async def run_provenance(settings: Settings, user: str, item: str, *, as_json: b
     from adamem.streams.factory import open_log
 
     retriever = build_retriever(settings)
-    log = open_log(settings.log_url, settings)
+    log = open_log(settings.log, settings)
     await log.start()
     try:
         out = await trace(retriever, log, settings, user, item)

@@ -56,10 +56,7 @@ def exit_code(exc: AdaMemError) -> int:
 
 def embedded_log_folder(settings: Settings) -> Path | None:
     """The folder of an embedded log URL, or None for a Kafka or in-memory log."""
-    url = settings.log_url
-    if "://" in url and not url.startswith("file://"):
-        return None
-    return Path(url.removeprefix("file://"))
+    return settings.log.folder
 
 
 def require_log(settings: Settings) -> None:
@@ -73,12 +70,7 @@ def require_log(settings: Settings) -> None:
 
 
 def _store_folder(settings: Settings) -> Path | None:
-    url = settings.store_url
-    if url.startswith("memory://"):
-        return None
-    if "://" in url and not url.startswith(("file://", "lancedb://")):
-        return None  # the store factory names the bad URL
-    return Path(url.removeprefix("lancedb://").removeprefix("file://"))
+    return settings.store.folder
 
 
 def store_exists(settings: Settings) -> bool:

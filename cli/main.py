@@ -327,7 +327,7 @@ async def _publish(args: argparse.Namespace) -> int:
     messages = load_messages(data, settings, source, args.format)
     if not messages:
         raise InputError([f"{source}: no messages found"])
-    log = open_log(settings.log_url, settings)
+    log = open_log(settings.log, settings)
     await log.start()
     bar = Progress("publish", len(messages), unit="msg", quiet=args.quiet, every=settings.progress_seconds)
     try:
@@ -356,7 +356,7 @@ async def _log(args: argparse.Namespace) -> int:
     generation_number(args.generation)  # a clear error for a name that is not g<N>
     settings = dataclasses.replace(_settings(args), generation=args.generation)
     require_log(settings)  # opening a missing embedded log would create it
-    log = open_log(settings.log_url, settings)
+    log = open_log(settings.log, settings)
     await log.start()
     try:
         tail = args.lines if args.action == "tail" else None
@@ -385,7 +385,7 @@ async def _demo(args: argparse.Namespace) -> int:
         require_free_port(settings.host, settings.port)  # before the build, not after it
     data = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
     messages = load_messages(data, settings, "sample_conversation.jsonl", "jsonl")
-    log = open_log(settings.log_url, settings)
+    log = open_log(settings.log, settings)
     await log.start()
     try:
         # Run again, the demo publishes only what the log lacks: the sample's event ids are derived

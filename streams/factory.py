@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from adamem.errors import ConfigError
+from adamem.locations import LogLocation
 
 if TYPE_CHECKING:
     from adamem.settings import Settings
@@ -17,21 +17,18 @@ if TYPE_CHECKING:
 __all__ = ["open_log"]
 
 
-def open_log(url: str, settings: Settings) -> EventLog:
-    """The log adapter for ``url``: ``kafka://host:port``, ``memory://``, or a folder path."""
-    if url.startswith("kafka://"):
+def open_log(where: str | LogLocation, settings: Settings) -> EventLog:
+    """The log adapter for a location (``settings.log``) or URL: ``kafka://host:port``, ``memory://``, or a folder."""
+    location = where if isinstance(where, LogLocation) else LogLocation.parse(where)
+    if location.kind == "kafka":
         from adamem.streams.kafka_log import KafkaLog
 
-        bootstrap = url[len("kafka://") :].rstrip("/")
-        if not bootstrap:
-            raise ConfigError(f"log URL {url!r} names no broker; use kafka://127.0.0.1:9092")
-        return KafkaLog(bootstrap, settings)
-    if url.startswith("memory://"):
+        return KafkaLog(location.bootstrap, settings)
+    if location.kind == "memory":
         from adamem.streams.memory_log import InMemoryLog
 
         return InMemoryLog(settings)
-    if "://" in url and not url.startswith("file://"):
-        raise ConfigError(f"log URL {url!r} is not kafka://host:port, memory:// or a folder path")
     from adamem.streams.embedded_log import EmbeddedLog
 
-    return EmbeddedLog(url.removeprefix("file://"), settings)
+    assert location.folder is not None
+    return EmbeddedLog(str(location.folder), settings)

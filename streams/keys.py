@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from adamem.errors import ConfigError, LogError
 from adamem.events import MemoryForgotten
+from adamem.locations import LogLocation
 
 if TYPE_CHECKING:
     from adamem.settings import Settings
@@ -245,17 +246,19 @@ def _fsync_dir(path: Path) -> None:
 KeyRingLike = Keystore | InMemoryKeyRing
 
 
-def keystore_path(log_url: str, settings: Settings) -> Path | None:
+def keystore_path(where: str | LogLocation, settings: Settings) -> Path | None:
     """Where the keystore of a log is: ``ADAMEM_KEYSTORE``, else beside an embedded log (None for ``memory://``)."""
     if settings.keystore:
         return Path(settings.keystore)
-    if log_url.startswith("memory://"):
+    location = where if isinstance(where, LogLocation) else LogLocation.parse(where)
+    if location.kind == "memory":
         return None
-    if log_url.startswith("kafka://"):  # not relative to the working folder: workers start anywhere
+    if location.kind == "kafka":  # not relative to the working folder: workers start anywhere
         return Path(settings.home).expanduser() / "keys" / settings.topic_prefix
-    root = Path(log_url.removeprefix("file://")).resolve()
+    assert location.folder is not None
+    root = location.folder.resolve()
     if not root.name:
-        raise ConfigError(f"log folder {log_url!r} has no name to put its keystore beside; set ADAMEM_KEYSTORE")
+        raise ConfigError(f"log folder {location.url!r} has no name to put its keystore beside; set ADAMEM_KEYSTORE")
     return root.with_name(root.name + ".keys")
 
 
