@@ -1,4 +1,7 @@
-"""The store port, the row <-> Arrow mapping, and the choice of adapter by URL."""
+"""What the store adapters share: change-log entries, net changes, the row <-> Arrow mapping.
+
+The ports themselves (``MemoryStore``, ``StoreReader``, ``StoreWriter``, ``ViewCatalog``) are in ``ports.py``.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,7 @@ import operator
 import struct
 import typing
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +20,7 @@ import pyarrow as pa
 from adamem.errors import ConfigError
 from adamem.projections.folds.changes import Change, Delete, Upsert
 from adamem.projections.folds.rows import TABLES, Row, row_types
+from adamem.projections.store.ports import Hit, MemoryStore, OwnerChanges
 from adamem.text import search_text
 
 __all__ = [
@@ -48,33 +51,11 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
 """Fields whose words make a table's full-text ``tokens`` column."""
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """A search result: the row and its score (cosine similarity, or BM25)."""
-
-    row: Row
-    score: float
-
-
 CHANGE_HISTORY = 500
 """Commits per shard whose changes a store remembers for ``owner_changes`` (an older token reloads)."""
 
 ChangeEntry = dict[str, dict[str, Any]]
 """What one commit changed, per table: ``{"written": {owner_id: [ids]}, "deleted": [ids]}``."""
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerChanges:
-    """How an owner's rows changed between two change tokens of its shard (``MemoryStore.owner_changes``).
-
-    Apply by dropping the ``gone`` ids, then putting ``rows``: that gives exactly the owner's rows
-    as of ``token``. ``gone`` holds, per table, the ids deleted in the shard since (of any owner: a
-    delete does not name its owner) and ids of the owner's rows that no longer exist.
-    """
-
-    token: str
-    rows: tuple[Row, ...] = ()
-    gone: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
 
 
 def change_entry(net: dict[str, dict[str, Row | None]]) -> ChangeEntry:
@@ -102,70 +83,6 @@ def owner_ids(entries: Iterable[ChangeEntry], owner_id: str) -> tuple[dict[str, 
             if change.get("deleted"):
                 deleted.setdefault(table, set()).update(change["deleted"])
     return written, deleted
-
-
-class MemoryStore(Protocol):
-    """Rows of the memory tables, sharded by partition, with the log offsets they reflect."""
-
-    url: str
-
-    def bind(self, partitions: int) -> None:
-        """Fix the shard count to the log's partition count; a different count is refused (rebuild instead)."""
-
-    def partition_count(self) -> int:
-        """The shard count the store is bound to (0 before ``bind``, or when nothing was written yet)."""
-
-    def checkpoint(self, partition: int) -> dict[str, int]:
-        """Next offset to apply per topic, for a shard (empty if it has never committed)."""
-
-    def change_token(self, partition: int) -> str:
-        """A token of a shard's contents, cheap to read: it moves on every commit and on a view switch."""
-
-    def owner_changes(self, owner_id: str, since: str) -> OwnerChanges | None:
-        """How an owner's rows changed since ``since`` (a ``change_token`` of its shard).
-
-        None when the store cannot tell (another view, a token older than ``CHANGE_HISTORY``
-        commits, a shard written before the store kept changes): load the owner again.
-        """
-
-    def commit(self, partition: int, changes: Sequence[Change], offsets: dict[str, int]) -> None:
-        """Apply changes and record ``offsets`` (topic -> next offset) atomically."""
-
-    def load_owner(self, owner_id: str) -> list[Row]:
-        """Every row of an owner, in any order (the fold state is rebuilt from them)."""
-
-    def rows(self, table: str, owner_id: str) -> list[Row]:
-        """Every row of one table for an owner."""
-
-    def owners(self) -> list[str]:
-        """Owners with any memory, sorted."""
-
-    def vector_search(self, table: str, owner_id: str, vector: Sequence[float], k: int) -> list[Hit]:
-        """The ``k`` rows of an owner most similar to ``vector`` (cosine), best first."""
-
-    def text_search(self, table: str, owner_id: str, query: str, k: int) -> list[Hit]:
-        """The ``k`` rows of an owner that best match ``query`` (BM25 over bilingual tokens), best first."""
-
-    def generation(self) -> dict[str, str]:
-        """The analysis generation the rows come from (name, extractor, embedder, ...); {} if none recorded."""
-
-    def record_generation(self, info: dict[str, str]) -> None:
-        """Record which analysis generation this store projects (kept with the store, or its view)."""
-
-    def erase_history(self, partition: int) -> list[str]:
-        """After a forget reached a shard: keep no copy of deleted rows anywhere (old versions, other views).
-
-        Returns the views removed with it (a store that keeps no history returns []).
-        """
-
-    def release(self, partitions: Sequence[int]) -> None:
-        """Forget cached handles of shards this process no longer (or newly) owns; the next use reopens them."""
-
-    def owns(self, partition: int) -> bool:
-        """Writers: True while no other writer claimed the shard since this one did (after a refused commit)."""
-
-    def close(self) -> None:
-        """Release resources."""
 
 
 def final_rows(changes: Sequence[Change]) -> dict[str, dict[str, Row | None]]:

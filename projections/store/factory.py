@@ -1,6 +1,6 @@
-"""Choose the projection-store adapter for a URL: the one place that names the store port's adapters.
+"""Choose the projection-store adapter for a URL: the one place that names the store ports' adapters.
 
-The port (``base.py``) never imports its adapters; each is imported only when its URL is opened.
+The ports (``ports.py``) never import their adapters; each is imported only when its URL is opened.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from adamem.errors import ConfigError
 
 if TYPE_CHECKING:
-    from adamem.projections.store.base import MemoryStore
+    from adamem.projections.store.ports import MemoryStore, ViewCatalog
 
-__all__ = ["open_store"]
+__all__ = ["open_store", "open_views"]
 
 
 def open_store(url: str, *, read_only: bool = False) -> MemoryStore:
@@ -35,3 +35,17 @@ def open_store(url: str, *, read_only: bool = False) -> MemoryStore:
     from adamem.projections.store.lance import LanceStore
 
     return LanceStore(url.removeprefix("lancedb://").removeprefix("file://"), read_only=read_only)
+
+
+def open_views(url: str | ViewCatalog) -> ViewCatalog:
+    """The view catalog of the store at ``url`` (a folder, ``lancedb://PATH``), or ``url`` if it is one already.
+
+    Views are switched by replacing a file beside them, so they need a store folder: ``memory://``
+    (whose views live and die with one process's store: use its ``open_view``) is refused.
+    """
+    if not isinstance(url, str):
+        return url
+    from adamem.projections.store.base import store_folder
+    from adamem.projections.store.lance import LanceStore
+
+    return LanceStore(store_folder(url), read_only=True)

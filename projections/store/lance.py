@@ -92,6 +92,7 @@ from adamem.projections.store.base import (
     rows_to_arrow,
 )
 from adamem.projections.store.location import Location
+from adamem.projections.store.ports import DEFAULT_VIEW
 from adamem.text import search_text
 
 __all__ = ["DEFAULT_VIEW", "LanceStore", "current_view", "list_views", "remove_other_views", "switch_view"]
@@ -735,7 +736,8 @@ class _Writes:
                 future.result()
 
 
-DEFAULT_VIEW = "main"
+OPTIMIZE_EVERY = 50
+"""Commits of a shard between two ``optimize`` runs (compaction, index refresh), by default."""
 
 
 def _loc(root: str | Path | Location) -> Location:
@@ -778,7 +780,7 @@ class LanceStore:
         root: str,
         *,
         read_only: bool = False,
-        optimize_every: int = 50,
+        optimize_every: int = OPTIMIZE_EVERY,
         view: str | None = None,
         vector_index_min_rows: int = 10_000,
         bulk: bool = False,
@@ -789,6 +791,7 @@ class LanceStore:
         ``root``: a folder, or ``s3://bucket/prefix`` with the object store's ``storage_options``.
         """
         self.loc = Location(root, storage_options)
+        self._root, self._storage_options = root, storage_options  # for the handles of ``open_view``
         self.root = self.loc.local() or Path(self.loc.base)  # (an object store's: for messages only)
         self.url = self.loc.url
         self._read_only = read_only
@@ -799,6 +802,41 @@ class LanceStore:
         self.view = view or current_view(self.loc)
         self._shards: dict[int, _Shard] = {}
         self._meta = self._read_meta()
+
+    def active_view(self) -> str:
+        """The active view (``CURRENT``; ``main`` when none was switched to)."""
+        return current_view(self.loc)
+
+    def views(self) -> list[str]:
+        """Views present in the store (folders below ``views/``)."""
+        return list_views(self.loc)
+
+    def open_view(
+        self,
+        name: str | None = None,
+        *,
+        read_only: bool = False,
+        bulk: bool = False,
+        optimize_every: int | None = None,
+    ) -> LanceStore:
+        """A store of view ``name`` of this root (None: the active one, following switches)."""
+        return LanceStore(
+            self._root,
+            read_only=read_only,
+            optimize_every=OPTIMIZE_EVERY if optimize_every is None else optimize_every,
+            view=name,
+            vector_index_min_rows=self._vector_index_min_rows,
+            bulk=bulk,
+            storage_options=self._storage_options,
+        )
+
+    def switch_view(self, name: str) -> None:
+        """Make ``name`` the active view, atomically."""
+        switch_view(self.loc, name)
+
+    def remove_other_views(self, keep: str) -> list[str]:
+        """Delete every view but ``keep``; their names."""
+        return remove_other_views(self.loc, keep)
 
     @property
     def dir(self) -> Path:

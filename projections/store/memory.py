@@ -1,9 +1,15 @@
-"""The in-memory store for unit tests; passes the same contract suite as LanceDB."""
+"""The in-memory store for unit tests; passes the same contract suites as LanceDB.
+
+Like LanceDB it holds views side by side (a rebuild writes one, a switch makes it active): every
+handle opened from one store (``open_view``) shares its views, and a handle opened without a view
+name follows the active one.
+"""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from adamem.errors import StoreError
 from adamem.partitioning import owner_partition
@@ -19,60 +25,137 @@ from adamem.projections.store.base import (
     final_rows,
     owner_ids,
 )
+from adamem.projections.store.ports import DEFAULT_VIEW
 from adamem.projections.store.scoring import bm25_scores, cosine
 from adamem.text import search_text
 
 __all__ = ["InMemoryStore"]
 
 
+@dataclass
+class _View:
+    """One view's shards, checkpoints, generation and change log."""
+
+    partitions: int = 0
+    shards: dict[int, dict[str, dict[str, Row]]] = field(default_factory=dict)
+    checkpoints: dict[int, dict[str, int]] = field(default_factory=dict)
+    generation: dict[str, str] = field(default_factory=dict)
+    commits: dict[int, int] = field(default_factory=dict)
+    changes: dict[int, deque[tuple[int, ChangeEntry]]] = field(default_factory=dict)
+
+
+@dataclass
+class _Views:
+    """The views of one in-memory store, shared by every handle opened from it."""
+
+    active: str = DEFAULT_VIEW
+    held: dict[str, _View] = field(default_factory=dict)
+
+
 class InMemoryStore:
     """Rows in dicts, one shard per partition; gone when the process ends."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, views: _Views | None = None, view: str | None = None, read_only: bool = False, bulk: bool = False
+    ) -> None:
+        """A new store (``views`` None), or another handle on the views of one (``open_view``)."""
         self.url = "memory://"
-        self._partitions = 0
-        self._shards: dict[int, dict[str, dict[str, Row]]] = {}
-        self._checkpoints: dict[int, dict[str, int]] = {}
-        self._generation: dict[str, str] = {}
-        self._commits: dict[int, int] = {}
-        self._changes: dict[int, deque[tuple[int, ChangeEntry]]] = {}
+        self._views = views if views is not None else _Views()
+        self._pinned = view
+        self._read_only = read_only
+        self._bulk = bulk
+
+    @property
+    def _name(self) -> str:
+        """The view this handle reads: its own, or the active one."""
+        return self._pinned if self._pinned is not None else self._views.active
+
+    @property
+    def _view(self) -> _View:
+        """The view's data; an empty stand-in while the view does not exist (reading makes none)."""
+        return self._views.held.get(self._name) or _View()
+
+    def _written(self) -> _View:
+        """The view's data, made on the first write (as a LanceDB view is)."""
+        return self._views.held.setdefault(self._name, _View())
+
+    # -- the view catalog --------------------------------------------------------------------------
+
+    def active_view(self) -> str:
+        """The active view (``main`` until a switch)."""
+        return self._views.active
+
+    def views(self) -> list[str]:
+        """Views written to so far."""
+        return sorted(self._views.held)
+
+    def open_view(
+        self,
+        name: str | None = None,
+        *,
+        read_only: bool = False,
+        bulk: bool = False,
+        optimize_every: int | None = None,
+    ) -> InMemoryStore:
+        """A handle on view ``name`` (None: the active one, following switches); ``optimize_every`` has no effect."""
+        return InMemoryStore(views=self._views, view=name, read_only=read_only, bulk=bulk)
+
+    def switch_view(self, name: str) -> None:
+        """Make ``name`` the active view."""
+        if name not in self._views.held:
+            raise StoreError(f"store {self.url} has no view {name!r}; views: {self.views()}")
+        self._views.active = name
+
+    def remove_other_views(self, keep: str) -> list[str]:
+        """Drop every view but ``keep``; their names."""
+        removed = [name for name in self.views() if name != keep]
+        for name in removed:
+            del self._views.held[name]
+        return removed
+
+    # -- writer and reader of one view ---------------------------------------------------------------
 
     def bind(self, partitions: int) -> None:
         """Fix the shard count."""
-        if self._partitions and self._partitions != partitions:
-            raise StoreError(f"store has {self._partitions} shards, the log {partitions} partitions; rebuild it")
-        self._partitions = partitions
+        view = self._written()
+        if view.partitions and view.partitions != partitions:
+            raise StoreError(f"store has {view.partitions} shards, the log {partitions} partitions; rebuild it")
+        view.partitions = partitions
 
     def partition_count(self) -> int:
         """The bound shard count (0 before ``bind``)."""
-        return self._partitions
+        return self._view.partitions
 
     def _shard_of(self, owner_id: str) -> dict[str, dict[str, Row]]:
-        if not self._partitions:
+        view = self._view
+        if not view.partitions:
             return {}
-        return self._shards.get(owner_partition(owner_id, self._partitions), {})
+        return view.shards.get(owner_partition(owner_id, view.partitions), {})
 
     def generation(self) -> dict[str, str]:
         """The recorded analysis generation ({} if none)."""
-        return dict(self._generation)
+        return dict(self._view.generation)
 
     def record_generation(self, info: dict[str, str]) -> None:
         """Record the analysis generation."""
-        self._generation = dict(info)
+        self._written().generation = dict(info)
 
     def checkpoint(self, partition: int) -> dict[str, int]:
         """Next offset per topic for a shard."""
-        return dict(self._checkpoints.get(partition, {}))
+        return dict(self._view.checkpoints.get(partition, {}))
 
     def change_token(self, partition: int) -> str:
-        """The shard's commit count."""
-        return str(self._commits.get(partition, 0))
+        """The view and the shard's commit count (a switch moves it, as LanceDB's does)."""
+        return f"{self._name}/{self._view.commits.get(partition, 0)}"
 
     def commit(self, partition: int, changes: Sequence[Change], offsets: dict[str, int]) -> None:
         """Apply changes and record offsets (atomic: nothing can fail half-way in memory)."""
-        if not self._partitions:
+        if self._read_only:
+            raise StoreError(f"store {self.url} view {self._name} was opened read-only")
+        view = self._written()
+        if not view.partitions:
             raise StoreError("store is not bound to a partition count; call bind() first")
-        shard = self._shards.setdefault(partition, {t: {} for t in TABLES})
+        shard = view.shards.setdefault(partition, {t: {} for t in TABLES})
         net = final_rows(changes)
         for table, rows in net.items():
             target = shard.setdefault(table, {})
@@ -81,22 +164,24 @@ class InMemoryStore:
                     target.pop(id_, None)
                 else:
                     target[id_] = row
-        self._checkpoints[partition] = {**self._checkpoints.get(partition, {}), **offsets}
-        self._commits[partition] = self._commits.get(partition, 0) + 1
-        history = self._changes.setdefault(partition, deque(maxlen=CHANGE_HISTORY))
-        history.append((self._commits[partition], change_entry(net)))
+        view.checkpoints[partition] = {**view.checkpoints.get(partition, {}), **offsets}
+        view.commits[partition] = view.commits.get(partition, 0) + 1
+        history = view.changes.setdefault(partition, deque(maxlen=CHANGE_HISTORY))
+        history.append((view.commits[partition], change_entry(net)))
 
     def owner_changes(self, owner_id: str, since: str) -> OwnerChanges | None:
         """The owner's rows written since the token ``since`` and the ids deleted since (None: cannot tell)."""
-        if not self._partitions or not since.isdigit():
+        name, view = self._name, self._view
+        at, _, commits = since.rpartition("/")
+        if not view.partitions or at != name or not commits.isdigit():
             return None
-        partition = owner_partition(owner_id, self._partitions)
-        start, now = int(since), self._commits.get(partition, 0)
-        entries = [entry for n, entry in self._changes.get(partition, ()) if n > start]
+        partition = owner_partition(owner_id, view.partitions)
+        start, now = int(commits), view.commits.get(partition, 0)
+        entries = [entry for n, entry in view.changes.get(partition, ()) if n > start]
         if start > now or len(entries) != now - start:
             return None
         written, deleted = owner_ids(entries, owner_id)
-        shard = self._shards.get(partition, {})
+        shard = view.shards.get(partition, {})
         gone = {table: set(ids) for table, ids in deleted.items()}
         rows: list[Row] = []
         for table, ids in sorted(written.items()):
@@ -106,7 +191,7 @@ class InMemoryStore:
                     rows.append(row)
                 else:
                     gone.setdefault(table, set()).add(id_)
-        return OwnerChanges(str(now), tuple(rows), {t: frozenset(ids) for t, ids in gone.items() if ids})
+        return OwnerChanges(f"{name}/{now}", tuple(rows), {t: frozenset(ids) for t, ids in gone.items() if ids})
 
     def load_owner(self, owner_id: str) -> list[Row]:
         """Every row of an owner."""
@@ -119,7 +204,8 @@ class InMemoryStore:
 
     def owners(self) -> list[str]:
         """Owners with any memory."""
-        return sorted({r.owner_id for shard in self._shards.values() for r in shard.get("owners", {}).values()})
+        shards = self._view.shards.values()
+        return sorted({r.owner_id for shard in shards for r in shard.get("owners", {}).values()})
 
     def vector_search(self, table: str, owner_id: str, vector: Sequence[float], k: int) -> list[Hit]:
         """Exact cosine search over an owner's rows."""
@@ -139,8 +225,16 @@ class InMemoryStore:
         return hits[:k]
 
     def erase_history(self, partition: int) -> list[str]:
-        """Deleted rows are gone from the dicts already; there is no history to erase."""
-        return []
+        """Deleted rows are gone from the dicts already; other views may still hold them (as in LanceDB,
+        a writer of the active view removes them; a bulk writer of a view not yet active does not)."""
+        if self._read_only:
+            raise StoreError(f"store {self.url} view {self._name} is read-only; cannot erase shard p{partition}")
+        if self._bulk or self._name != self._views.active:
+            return []
+        return self.remove_other_views(self._name)
+
+    def optimize(self) -> None:
+        """Nothing to compact or index."""
 
     def release(self, partitions: Sequence[int]) -> None:
         """Nothing is cached outside the shards themselves."""

@@ -1,4 +1,8 @@
-"""One contract for every projection store: in-memory and LanceDB (real tables in a temp folder)."""
+"""One contract for every projection store: in-memory and LanceDB (real tables in a temp folder).
+
+The first part runs a whole ``MemoryStore`` (also on S3); the last, each port on its own
+(``StoreReader``, ``StoreWriter``, ``ViewCatalog``), reached through the ports only.
+"""
 
 from __future__ import annotations
 
@@ -17,11 +21,11 @@ from adamem.errors import StoreError, StoreFenced
 from adamem.partitioning import owner_partition, partition_for
 from adamem.projections.folds.changes import Delete, Upsert
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
-from adamem.projections.store import MemoryStore
+from adamem.projections.store import MemoryStore, StoreReader, StoreWriter, ViewCatalog
 from adamem.projections.store import lance as lance_store
 from adamem.projections.store import memory as memory_store
 from adamem.projections.store.base import OwnerChanges
-from adamem.projections.store.factory import open_store
+from adamem.projections.store.factory import open_store, open_views
 from adamem.projections.store.lance import LanceStore, switch_view
 from tests.conftest import s3_store_env
 
@@ -752,3 +756,193 @@ def test_a_reader_whose_versions_are_erased_while_it_reads_them_reads_the_new_on
     monkeypatch.setattr(shard, "_dataset", erase_then_read)
     assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1"]
     assert erased == ["messages"]
+
+
+# -- One contract per port: a StoreWriter, a StoreReader beside it, and the ViewCatalog ---------------
+#
+# Each test below runs over the in-memory store and LanceDB in a temp folder, reaching both through
+# the ports only: a catalog (``open_store("memory://")`` or ``open_views(folder)``) and the handles
+# it opens.
+
+PORT_ADAPTERS = ["memory", "lancedb"]
+
+
+@pytest.fixture(params=PORT_ADAPTERS)
+def catalog(request: pytest.FixtureRequest, tmp_path: Path) -> ViewCatalog:
+    """The view catalog of a fresh store of each adapter."""
+    if request.param == "memory":
+        found = open_store("memory://")
+        assert isinstance(found, memory_store.InMemoryStore)
+        return found
+    return open_views(str(tmp_path / "store"))
+
+
+@pytest.fixture
+def writer(catalog: ViewCatalog) -> StoreWriter:
+    """A writer of the active view, bound to ``PARTITIONS`` shards."""
+    w = catalog.open_view()
+    w.bind(PARTITIONS)
+    return w
+
+
+@pytest.fixture
+def reader(catalog: ViewCatalog, writer: StoreWriter) -> StoreReader:
+    """A read-only handle on the view ``writer`` writes, opened beside it."""
+    return catalog.open_view(read_only=True)
+
+
+def _alice(text: str = "I love hiking", id_: str = "m1") -> list[Any]:
+    return [
+        Upsert("owners", make(OwnerRow, id="default:alice", owner_id="default:alice")),
+        Upsert("messages", message("default:alice", id_, text, (1.0, 0.0, 0.0))),
+    ]
+
+
+ALICE = partition_for("alice", PARTITIONS)
+
+
+# StoreReader
+
+
+def test_reader_of_an_empty_store_finds_nothing(catalog: ViewCatalog) -> None:
+    r: StoreReader = catalog.open_view(read_only=True)
+    assert (r.partition_count(), r.owners(), r.generation(), r.checkpoint(0)) == (0, [], {}, {})
+    assert r.load_owner("default:alice") == [] and r.rows("messages", "default:alice") == []
+    assert r.vector_search("messages", "default:alice", (1.0, 0.0, 0.0), 5) == []
+    assert r.text_search("messages", "default:alice", "hiking", 5) == []
+
+
+def test_reader_sees_a_commit_of_the_writer_beside_it_at_once(
+    catalog: ViewCatalog, writer: StoreWriter, reader: StoreReader
+) -> None:
+    before = reader.change_token(ALICE)
+    writer.commit(ALICE, _alice(), {"analyses": 4})
+    writer.record_generation({"name": "g1"})  # (a LanceDB reader reads it when opened: it holds the view's meta)
+    assert catalog.open_view(read_only=True).generation() == {"name": "g1"}
+    assert reader.partition_count() == PARTITIONS and reader.owners() == ["default:alice"]
+    assert reader.checkpoint(ALICE) == {"analyses": 4}
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m1"]
+    assert sorted(r.id for r in reader.load_owner("default:alice")) == ["default:alice", "m1"]
+    assert [h.row.id for h in reader.vector_search("messages", "default:alice", (1.0, 0.0, 0.0), 5)] == ["m1"]
+    assert [h.row.id for h in reader.text_search("messages", "default:alice", "hiking", 5)] == ["m1"]
+    assert reader.change_token(ALICE) != before
+    changes = reader.owner_changes("default:alice", before)
+    assert changes is not None and changes.token == reader.change_token(ALICE)
+    assert sorted(r.id for r in changes.rows) == ["default:alice", "m1"]
+
+
+def test_reader_opened_read_only_refuses_to_write(writer: StoreWriter, catalog: ViewCatalog) -> None:
+    writer.commit(ALICE, _alice(), {"analyses": 1})
+    r = catalog.open_view(read_only=True)
+    with pytest.raises(StoreError):
+        r.commit(ALICE, [Delete("messages", "m1")], {"analyses": 2})
+    with pytest.raises(StoreError):
+        r.erase_history(ALICE)
+    assert [row.id for row in r.rows("messages", "default:alice")] == ["m1"]
+
+
+# StoreWriter
+
+
+def test_writer_refuses_a_commit_before_bind(catalog: ViewCatalog) -> None:
+    with pytest.raises(StoreError):
+        catalog.open_view().commit(0, _alice(), {"analyses": 1})
+
+
+def test_writer_commits_merge_offsets_and_net_changes(writer: StoreWriter, reader: StoreReader) -> None:
+    writer.commit(ALICE, [*_alice("first"), Upsert("messages", message("default:alice", "m1", "last", ()))], {"a": 1})
+    writer.commit(ALICE, [], {"b": 7})
+    assert reader.checkpoint(ALICE) == {"a": 1, "b": 7}
+    assert [r.text for r in reader.rows("messages", "default:alice")] == ["last"]  # type: ignore[attr-defined]
+
+
+def test_writer_erases_history_keeping_the_rest_and_keeps_working_after_optimize_and_release(
+    writer: StoreWriter, reader: StoreReader
+) -> None:
+    writer.commit(ALICE, [*_alice(), *_alice("second", "m2")[1:]], {"analyses": 1})
+    writer.commit(ALICE, [Delete("messages", "m1")], {"analyses": 2})
+    assert writer.erase_history(ALICE) == []  # no other view to remove
+    writer.optimize()
+    assert writer.owns(ALICE)
+    writer.release([ALICE])
+    writer.commit(ALICE, _alice("third", "m3")[1:], {"analyses": 3})
+    assert [r.id for r in reader.rows("messages", "default:alice")] == ["m2", "m3"]
+    assert reader.checkpoint(ALICE) == {"analyses": 3}
+
+
+# ViewCatalog
+
+
+def test_catalog_of_a_fresh_store_holds_no_view_until_one_is_written(catalog: ViewCatalog) -> None:
+    assert catalog.views() == [] and catalog.active_view() == "main"
+    catalog.open_view("r1").record_generation({"name": "g2"})
+    catalog.open_view().bind(PARTITIONS)
+    assert catalog.views() == ["main", "r1"] and catalog.active_view() == "main"
+
+
+def _view_with(catalog: ViewCatalog, name: str | None, text: str) -> MemoryStore:
+    store = catalog.open_view(name)
+    store.bind(PARTITIONS)
+    store.record_generation({"name": text})
+    store.commit(ALICE, _alice(text), {"analyses": 1})
+    return store
+
+
+def _texts(store: StoreReader) -> list[str]:
+    return [r.text for r in store.rows("messages", "default:alice")]  # type: ignore[attr-defined]
+
+
+def test_catalog_switch_moves_followers_and_leaves_named_handles_on_their_view(catalog: ViewCatalog) -> None:
+    _view_with(catalog, None, "old")
+    _view_with(catalog, "r1", "new")
+    follower, pinned = catalog.open_view(read_only=True), catalog.open_view("main", read_only=True)
+    token = follower.change_token(ALICE)
+    assert _texts(follower) == ["old"] and follower.generation() == {"name": "old"}
+    catalog.switch_view("r1")
+    assert catalog.active_view() == "r1"
+    assert _texts(follower) == ["new"] and follower.generation() == {"name": "new"}
+    assert _texts(pinned) == ["old"]
+    assert follower.change_token(ALICE) != token  # the same commit count, in another view
+    assert follower.owner_changes("default:alice", token) is None  # a token of another view: load again
+
+
+def test_catalog_refuses_to_switch_to_a_view_it_does_not_hold(catalog: ViewCatalog) -> None:
+    _view_with(catalog, None, "old")
+    with pytest.raises(StoreError, match="no view 'nope'"):
+        catalog.switch_view("nope")
+    assert catalog.active_view() == "main"
+
+
+def test_catalog_removes_every_other_view(catalog: ViewCatalog) -> None:
+    for name in ("main", "r1", "r2"):
+        _view_with(catalog, name, name)
+    assert catalog.remove_other_views("r1") == ["main", "r2"]
+    assert catalog.views() == ["r1"]
+    assert _texts(catalog.open_view("r1", read_only=True)) == ["r1"]
+
+
+def test_catalog_erasure_in_the_active_view_removes_the_other_views_and_a_rebuild_removes_none(
+    catalog: ViewCatalog,
+) -> None:
+    live = _view_with(catalog, None, "secret")
+    _view_with(catalog, "then", "secret")
+    rebuild = catalog.open_view("r1", bulk=True, optimize_every=0)
+    rebuild.bind(PARTITIONS)
+    rebuild.commit(ALICE, _alice("kept"), {"analyses": 1})
+    rebuild.commit(ALICE, [Delete("messages", "m1")], {"analyses": 2})
+    assert rebuild.erase_history(ALICE) == []  # a view nobody reads yet: the views it replaces are left to the switch
+    rebuild.optimize()
+    live.commit(ALICE, [Delete("messages", "m1")], {"analyses": 2})
+    assert live.erase_history(ALICE) == ["r1", "then"]
+    assert catalog.views() == ["main"] and _texts(catalog.open_view(read_only=True)) == []
+
+
+def test_catalog_views_keep_their_own_generation_and_checkpoints(catalog: ViewCatalog) -> None:
+    _view_with(catalog, None, "g1")
+    g2 = catalog.open_view("g2", optimize_every=0)
+    g2.bind(PARTITIONS)
+    g2.record_generation({"name": "g2"})
+    g2.commit(ALICE, [], {"analyses.g2": 9})
+    main = catalog.open_view("main", read_only=True)
+    assert main.generation() == {"name": "g1"} and main.checkpoint(ALICE) == {"analyses": 1}
+    assert catalog.open_view("g2", read_only=True).checkpoint(ALICE) == {"analyses.g2": 9}

@@ -1,0 +1,174 @@
+"""The store's ports: a reader, a writer, and a catalog of views, each small and adapter-free.
+
+A projection store answers three kinds of callers, and each takes only the port it uses:
+
+- ``StoreReader``: the retriever, verification and comparison of views — rows, searches, and
+  what the rows reflect (checkpoints, change tokens, the analysis generation).
+- ``StoreWriter``: the projector — binds the shard count, commits changes atomically with the log
+  offsets they reach, records the generation, erases history after a forget.
+- ``ViewCatalog``: replay, reanalysis, log repair and ``adamem views`` — the store's *views*
+  (generations of the projection tables side by side), which one is active, opening one to read
+  or write, switching atomically, removing the others after an erasure.
+
+``MemoryStore`` (``base.py``) is a reader and a writer of one view. Every adapter — LanceDB
+(``lance.py``) and the in-memory store (``memory.py``) — implements all three; the contract suite
+``tests/projections/test_store_contract.py`` runs each port's tests over both. This module names
+no adapter: ``factory.py`` chooses one by URL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from adamem.projections.folds.changes import Change
+from adamem.projections.folds.rows import Row
+
+__all__ = ["DEFAULT_VIEW", "Hit", "MemoryStore", "OwnerChanges", "StoreReader", "StoreWriter", "ViewCatalog"]
+
+DEFAULT_VIEW = "main"
+"""The view a store is active in until another is switched to."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search result: the row and its score (cosine similarity, or BM25)."""
+
+    row: Row
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerChanges:
+    """How an owner's rows changed between two change tokens of its shard (``StoreReader.owner_changes``).
+
+    Apply by dropping the ``gone`` ids, then putting ``rows``: that gives exactly the owner's rows
+    as of ``token``. ``gone`` holds, per table, the ids deleted in the shard since (of any owner: a
+    delete does not name its owner) and ids of the owner's rows that no longer exist.
+    """
+
+    token: str
+    rows: tuple[Row, ...] = ()
+    gone: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+
+
+class StoreReader(Protocol):
+    """Reads one view of a store: an owner's rows, searches, and the log position they reflect."""
+
+    url: str
+
+    def partition_count(self) -> int:
+        """The shard count the store is bound to (0 before ``bind``, or when nothing was written yet)."""
+
+    def checkpoint(self, partition: int) -> dict[str, int]:
+        """Next offset to apply per topic, for a shard (empty if it has never committed)."""
+
+    def change_token(self, partition: int) -> str:
+        """A token of a shard's contents, cheap to read: it moves on every commit and on a view switch."""
+
+    def owner_changes(self, owner_id: str, since: str) -> OwnerChanges | None:
+        """How an owner's rows changed since ``since`` (a ``change_token`` of its shard).
+
+        None when the store cannot tell (another view, a token older than ``CHANGE_HISTORY``
+        commits, a shard written before the store kept changes): load the owner again.
+        """
+
+    def generation(self) -> dict[str, str]:
+        """The analysis generation the rows come from (name, extractor, embedder, ...); {} if none recorded."""
+
+    def load_owner(self, owner_id: str) -> list[Row]:
+        """Every row of an owner, in any order (the fold state is rebuilt from them)."""
+
+    def rows(self, table: str, owner_id: str) -> list[Row]:
+        """Every row of one table for an owner."""
+
+    def owners(self) -> list[str]:
+        """Owners with any memory, sorted."""
+
+    def vector_search(self, table: str, owner_id: str, vector: Sequence[float], k: int) -> list[Hit]:
+        """The ``k`` rows of an owner most similar to ``vector`` (cosine), best first."""
+
+    def text_search(self, table: str, owner_id: str, query: str, k: int) -> list[Hit]:
+        """The ``k`` rows of an owner that best match ``query`` (BM25 over bilingual tokens), best first."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+class StoreWriter(Protocol):
+    """Writes one view of a store: changes committed atomically with the log offsets they reach."""
+
+    url: str
+
+    def bind(self, partitions: int) -> None:
+        """Fix the shard count to the log's partition count; a different count is refused (rebuild instead)."""
+
+    def commit(self, partition: int, changes: Sequence[Change], offsets: dict[str, int]) -> None:
+        """Apply changes and record ``offsets`` (topic -> next offset) atomically."""
+
+    def record_generation(self, info: dict[str, str]) -> None:
+        """Record which analysis generation this store projects (kept with the store, or its view)."""
+
+    def erase_history(self, partition: int) -> list[str]:
+        """After a forget reached a shard: keep no copy of deleted rows anywhere (old versions, other views).
+
+        Returns the views removed with it (a writer of the active view removes every other view;
+        a store that keeps no history and has no other view returns []).
+        """
+
+    def optimize(self) -> None:
+        """Compact and index what was written (a view opened with ``optimize_every=0`` needs it at the end)."""
+
+    def release(self, partitions: Sequence[int]) -> None:
+        """Forget cached handles of shards this process no longer (or newly) owns; the next use reopens them."""
+
+    def owns(self, partition: int) -> bool:
+        """Writers: True while no other writer claimed the shard since this one did (after a refused commit)."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+class MemoryStore(StoreReader, StoreWriter, Protocol):
+    """Rows of the memory tables, sharded by partition, with the log offsets they reflect: a reader and
+    a writer of one view (the projector folds from what it reads)."""
+
+
+class ViewCatalog(Protocol):
+    """The views of a store: generations of its tables side by side, one of them active.
+
+    A view exists once something was written to it (``bind``, ``record_generation``). A handle
+    opened without a name reads the active view and follows a switch on its next call; a named
+    handle stays on its view.
+    """
+
+    url: str
+
+    def active_view(self) -> str:
+        """The name of the view readers are served from (``DEFAULT_VIEW`` until a switch)."""
+
+    def views(self) -> list[str]:
+        """Names of the views the store holds, sorted."""
+
+    def open_view(
+        self,
+        name: str | None = None,
+        *,
+        read_only: bool = False,
+        bulk: bool = False,
+        optimize_every: int | None = None,
+    ) -> MemoryStore:
+        """A reader and writer of view ``name`` (None: the active one, following switches).
+
+        ``bulk``: a view nobody reads until it is switched to (a rebuild), which the adapter may
+        write faster, indexing it at ``optimize``. ``optimize_every``: commits between compactions
+        (0: only at ``optimize``; None: the adapter's default). ``read_only`` handles refuse writes.
+        """
+
+    def switch_view(self, name: str) -> None:
+        """Make ``name`` the active view, atomically; a view the store does not hold is refused (``StoreError``)."""
+
+    def remove_other_views(self, keep: str) -> list[str]:
+        """Delete every view but ``keep`` (after a forget they may hold what was forgotten); their names."""
