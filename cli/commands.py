@@ -243,7 +243,7 @@ async def run_replay(
     from adamem.ingest import parse_time
     from adamem.progress import Progress
     from adamem.projections.store.base import store_folder
-    from adamem.projections.store.lance import LanceStore
+    from adamem.projections.store.factory import open_views
     from adamem.streams.factory import open_log
     from adamem.streams.generations import resolve
     from adamem.streams.replay import rebuild_owner, rebuild_view
@@ -258,13 +258,13 @@ async def run_replay(
             except ValueError as exc:
                 raise ConfigError(f"--until {until!r}: {exc}; or give a log offset (a whole number)") from exc
     root = store_folder(settings.store_url)
-    settings = resolve(settings, LanceStore(root, read_only=True))  # the active view's generation
+    settings = resolve(settings, open_views(root).open_view(read_only=True))  # the active view's generation
     log = open_log(settings.log, settings)
     await log.start()
     bar = None
     try:
         if user is not None:
-            store = LanceStore(root)
+            store = open_views(root).open_view()
             report = await rebuild_owner(log, store, settings, user, layers=layers, verify_only=verify)
         else:
             total = sum((await log.end_offsets(settings.topic("analyses"))).values())
@@ -365,7 +365,7 @@ async def run_reanalyze(
 async def run_views(settings: Settings, *, switch: str | None) -> int:
     """List the store's views with their generation and progress, or switch to one (after catching it up)."""
     from adamem.projections.store.base import store_folder
-    from adamem.projections.store.lance import LanceStore, current_view, list_views
+    from adamem.projections.store.factory import open_views
     from adamem.streams.reanalyze import switch_to
 
     root = store_folder(settings.store_url)
@@ -376,13 +376,13 @@ async def run_views(settings: Settings, *, switch: str | None) -> int:
             f"switched: queries and the write path now use {switch}"
         )
         return 0
-    active = current_view(root)
-    names = list_views(root)
+    active = open_views(root).active_view()
+    names = open_views(root).views()
     if not names:
         print(f"{root} has no views yet")
         return 0
     for name in names:
-        store = LanceStore(root, read_only=True, view=name)
+        store = open_views(root).open_view(name, read_only=True)
         record = store.generation()
         topic = record.get("topic", settings.topic("analyses"))
         reached = sum(store.checkpoint(p).get(topic, 0) for p in range(store.partition_count()))

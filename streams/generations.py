@@ -19,7 +19,7 @@ import logging
 import re
 
 from adamem.errors import ConfigError
-from adamem.projections.store.base import MemoryStore
+from adamem.projections.store.ports import MemoryStore
 from adamem.settings import Settings
 
 __all__ = ["FIRST", "generation_record", "next_generation", "resolve", "settings_for"]

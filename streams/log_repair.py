@@ -286,14 +286,14 @@ def _claims(scans: dict[tuple[str, int], Scan]) -> dict[tuple[str, int], tuple[i
 def _store_claims(store: str, claims: dict[tuple[str, int], tuple[int, str]]) -> str | None:
     """Add the checkpoints of every view of the store; returns what was compared, None if no store is there."""
     from adamem.projections.store.base import store_folder
+    from adamem.projections.store.factory import open_views
 
     root = Path(store_folder(store))
     if not (root / "views").is_dir():
         return None
-    from adamem.projections.store.lance import LanceStore, list_views
-
-    for view in list_views(root):
-        reader = LanceStore(str(root), read_only=True, view=view)
+    views = open_views(str(root))
+    for view in views.views():
+        reader = views.open_view(view, read_only=True)
         for p in range(reader.partition_count()):
             for topic, nxt in reader.checkpoint(p).items():
                 if nxt > claims.get((topic, p), (0, ""))[0]:

@@ -25,8 +25,8 @@ from adamem.analysis.factory import build_agent, build_embedder, build_extractor
 from adamem.errors import StoreError
 from adamem.projections.folds.rows import Row
 from adamem.projections.projector import Projector
-from adamem.projections.store.base import MemoryStore
-from adamem.projections.store.lance import LanceStore, current_view, list_views, switch_view
+from adamem.projections.store.factory import open_views
+from adamem.projections.store.ports import MemoryStore, StoreReader, ViewCatalog
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.generations import FIRST, generation_record, next_generation, resolve, settings_for
@@ -95,7 +95,7 @@ def _content(row: Row) -> dict[str, object]:
     return {k: v for k, v in dataclasses.asdict(row).items() if k not in PROVENANCE_FIELDS}
 
 
-def layer_changes(live: MemoryStore, new: MemoryStore, owners: Sequence[str] | None = None) -> dict[str, LayerChanges]:
+def layer_changes(live: StoreReader, new: StoreReader, owners: Sequence[str] | None = None) -> dict[str, LayerChanges]:
     """Per layer, the items only in the new store (added), only in the live one (removed), changed (altered).
 
     Rows are matched by table and id (ids are derived from content and source message, not from
@@ -127,9 +127,10 @@ def layer_changes(live: MemoryStore, new: MemoryStore, owners: Sequence[str] | N
     return report
 
 
-def view_generations(root: str) -> dict[str, dict[str, str]]:
-    """The recorded generation of every view of a store folder ({} for a view that records none)."""
-    return {name: LanceStore(root, read_only=True, view=name).generation() for name in list_views(root)}
+def view_generations(root: str | ViewCatalog) -> dict[str, dict[str, str]]:
+    """The recorded generation of every view of a store (folder or catalog; {} for a view that records none)."""
+    views = open_views(root)
+    return {name: views.open_view(name, read_only=True).generation() for name in views.views()}
 
 
 async def _analyze_and_project(
@@ -149,7 +150,7 @@ async def _analyze_and_project(
 
 async def reanalyze(
     settings: Settings,
-    root: str,
+    root: str | ViewCatalog,
     *,
     extractor: str | None = None,
     embedder: str | None = None,
@@ -157,11 +158,15 @@ async def reanalyze(
     switch: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> ReanalyzeReport:
-    """Write a new analysis generation with another analyzer, project it into a new view, compare, maybe switch."""
-    active = current_view(root)
-    live = LanceStore(root, read_only=True, view=active)
+    """Write a new analysis generation with another analyzer, project it into a new view, compare, maybe switch.
+
+    ``root`` is the store's folder (URL) or its view catalog.
+    """
+    views = open_views(root)
+    active = views.active_view()
+    live = views.open_view(active, read_only=True)
     before = resolve(settings, live)
-    generations = view_generations(root)
+    generations = view_generations(views)
     taken = [g.get("name", FIRST) for g in generations.values()] + [before.generation]
     gen = next_generation(taken)
     new_settings = dataclasses.replace(
@@ -173,8 +178,8 @@ async def reanalyze(
     # a bad extractor/embedder name fails here, before anything is written
     parts = build_extractor(new_settings), build_embedder(new_settings)
     name = view or gen
-    if name in list_views(root):
-        raise StoreError(f"view {name!r} already exists in {root}; pick another name with --view")
+    if name in views.views():
+        raise StoreError(f"view {name!r} already exists in {views.url}; pick another name with --view")
     log = open_log(settings.log_url, new_settings)
     await log.start()
     try:
@@ -186,7 +191,7 @@ async def reanalyze(
             topic = new_settings.topic("analyses")
             name = view or gen
         agent = MemoryAgent(*parts, gen)
-        store = LanceStore(root, view=name, optimize_every=0)
+        store = views.open_view(name, optimize_every=0)
         store.bind(log.partitions(topic))
         store.record_generation(generation_record(new_settings))
         report = ReanalyzeReport(
@@ -202,14 +207,14 @@ async def reanalyze(
         await log.stop()
     report.layers = layer_changes(live, store)
     if switch:
-        report.stats.add(await switch_to(settings, root, name))
+        report.stats.add(await switch_to(settings, views, name))
         report.switched = True
     return report
 
 
-async def catch_up(settings: Settings, root: str, view: str) -> PipelineStats:
+async def catch_up(settings: Settings, root: str | ViewCatalog, view: str) -> PipelineStats:
     """Analyse and project into ``view`` whatever reached the log since it was last written."""
-    store = LanceStore(root, view=view)
+    store = open_views(root).open_view(view)
     gen_settings = settings_for(settings, store.generation() or generation_record(settings))
     log = open_log(settings.log_url, gen_settings)
     await log.start()
@@ -220,10 +225,11 @@ async def catch_up(settings: Settings, root: str, view: str) -> PipelineStats:
         store.close()
 
 
-async def switch_to(settings: Settings, root: str, view: str) -> PipelineStats:
+async def switch_to(settings: Settings, root: str | ViewCatalog, view: str) -> PipelineStats:
     """Catch ``view`` up with the log, then make it the active view (atomically)."""
-    if view not in list_views(root):
-        raise StoreError(f"store {root} has no view {view!r}; views: {list_views(root)}")
-    stats = await catch_up(settings, root, view)
-    switch_view(root, view)
+    views = open_views(root)
+    if view not in views.views():
+        raise StoreError(f"store {views.url} has no view {view!r}; views: {views.views()}")
+    stats = await catch_up(settings, views, view)
+    views.switch_view(view)
     return stats

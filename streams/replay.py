@@ -7,7 +7,10 @@ exactly the offsets the active view has reached, so the two can be compared row 
 queries are served from the old view until that moment. ``until`` builds a view as of an event
 time or a log offset and does not switch. A single owner can be rebuilt in place.
 
-A rebuild writes its view in bulk (``LanceStore(bulk=True)``): commits of ``REBUILD_BATCH`` events,
+Views are reached through the store's view catalog (``projections.store.ports.ViewCatalog``): a
+store folder's, or any catalog given instead of one (the in-memory store's, in tests).
+
+A rebuild writes its view in bulk (``open_view(bulk=True)``): commits of ``REBUILD_BATCH`` events,
 new rows appended rather than merged, no change log (nobody reads the view yet), and the full-text
 and ``user_id`` indexes made by one ``optimize`` at the end; the vector index of a large table is
 left to the first regular writer's ``optimize`` after the switch (searches are exact until then).
@@ -37,8 +40,8 @@ from adamem.projections.folds.changes import Delete, Upsert
 from adamem.projections.folds.rows import TABLES, Row
 from adamem.projections.folds.state import OwnerMemory
 from adamem.projections.projector import Projector
-from adamem.projections.store.base import MemoryStore
-from adamem.projections.store.lance import LanceStore, current_view, list_views, remove_other_views, switch_view
+from adamem.projections.store.factory import open_views
+from adamem.projections.store.ports import MemoryStore, StoreReader, ViewCatalog
 from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
 from adamem.streams.generations import generation_record
@@ -114,7 +117,7 @@ def _tables(layers: Sequence[str] | None) -> set[str]:
     return {t for layer in layers for t in LAYER_TABLES[layer]}
 
 
-def store_rows(store: MemoryStore, tables: set[str], owners: Sequence[str] | None = None) -> list[Row]:
+def store_rows(store: StoreReader, tables: set[str], owners: Sequence[str] | None = None) -> list[Row]:
     """Every row of the given tables for the given owners (default: all owners)."""
     return [
         r for o in (owners if owners is not None else store.owners()) for r in store.load_owner(o) if r.TABLE in tables
@@ -122,7 +125,7 @@ def store_rows(store: MemoryStore, tables: set[str], owners: Sequence[str] | Non
 
 
 def diff_stores(
-    live: MemoryStore, rebuilt: MemoryStore, layers: Sequence[str] | None = None, owners: Sequence[str] | None = None
+    live: StoreReader, rebuilt: StoreReader, layers: Sequence[str] | None = None, owners: Sequence[str] | None = None
 ) -> list[RowDiff]:
     """Row-by-row differences between two stores over the chosen layers."""
     tables = _tables(layers)
@@ -197,7 +200,7 @@ async def _fold_range(
 
 async def rebuild_view(
     log: EventLog,
-    root: str,
+    root: str | ViewCatalog,
     settings: Settings,
     *,
     view: str | None = None,
@@ -210,22 +213,24 @@ async def rebuild_view(
 ) -> RebuildReport:
     """Rebuild every layer into a new view; verify against the active view; catch up; switch.
 
-    ``settings`` are those of the active view's generation (``generations.resolve``): its
-    analyses topic is the one folded, and the new view records the same generation.
+    ``root`` is the store's folder (URL) or its view catalog. ``settings`` are those of the active
+    view's generation (``generations.resolve``): its analyses topic is the one folded, and the new
+    view records the same generation.
     """
-    active = current_view(root)
-    name = view or _next_view_name(root)
-    if name in list_views(root):
-        raise StoreError(f"view {name!r} already exists in {root}; pick another name")
+    views = open_views(root)
+    active = views.active_view()
+    name = view or _next_view_name(views)
+    if name in views.views():
+        raise StoreError(f"view {name!r} already exists in {views.url}; pick another name")
     topic = settings.topic("analyses")
     ends = await log.end_offsets(topic)
-    live = LanceStore(root, read_only=True, view=active)
+    live = views.open_view(active, read_only=True)
     live_offsets = {p: live.checkpoint(p).get(topic, 0) for p in ends}
     travel = until_offset is not None or until_time is not None
     target = {p: min(end, until_offset) if until_offset is not None else end for p, end in ends.items()}
     if verify and not travel:
         target = live_offsets  # exactly where the live view is, so rows compare one to one
-    rebuilt = LanceStore(root, view=name, optimize_every=0, bulk=True)
+    rebuilt = views.open_view(name, optimize_every=0, bulk=True)
     rebuilt.bind(len(ends))
     rebuilt.record_generation(live.generation() or generation_record(settings))
     projector = Projector(
@@ -258,10 +263,10 @@ async def rebuild_view(
     # A rebuild that verification found different from the live view is kept for inspection, never
     # switched to: which of the two is right is a question for a person (`adamem views switch`).
     if switch and not travel and report.verified is not False:
-        switch_view(root, name)
+        views.switch_view(name)
         report.switched = True
         if projector.erased:  # the rebuild folded a forget: the views it replaces may still hold it
-            report.removed_views = remove_other_views(root, name)
+            report.removed_views = views.remove_other_views(name)
     return report
 
 
@@ -301,8 +306,8 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _next_view_name(root: str) -> str:
-    taken = set(list_views(root))
+def _next_view_name(views: ViewCatalog) -> str:
+    taken = set(views.views())
     n = 1
     while f"r{n}" in taken:
         n += 1

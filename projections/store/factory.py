@@ -38,14 +38,18 @@ def open_store(url: str, *, read_only: bool = False) -> MemoryStore:
 
 
 def open_views(url: str | ViewCatalog) -> ViewCatalog:
-    """The view catalog of the store at ``url`` (a folder, ``lancedb://PATH``), or ``url`` if it is one already.
+    """The view catalog of the store at ``url`` (a folder, ``lancedb://PATH``, ``s3://``), or ``url`` if it is one.
 
-    Views are switched by replacing a file beside them, so they need a store folder: ``memory://``
-    (whose views live and die with one process's store: use its ``open_view``) is refused.
+    A catalog by URL is LanceDB's: its views are switched by replacing a file beside them.
+    ``memory://`` is refused (an in-memory store's views live and die with it: use its ``open_view``).
     """
     if not isinstance(url, str):
         return url
     from adamem.projections.store.base import store_folder
     from adamem.projections.store.lance import LanceStore
 
+    if url.startswith("s3://"):
+        from adamem.settings import Settings
+
+        return LanceStore(url, read_only=True, storage_options=Settings.from_env().store_options())
     return LanceStore(store_folder(url), read_only=True)
