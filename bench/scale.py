@@ -96,8 +96,8 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
 
     from adamem.projections.folds.changes import Upsert
     from adamem.projections.folds.rows import MessageRow, OwnerRow
-    from adamem.projections.store.base import rows_to_arrow
     from adamem.projections.store.lance import LanceStore
+    from adamem.projections.store.lance_arrow import rows_to_arrow
 
     defaults: dict[Any, dict[str, Any]] = {}
 

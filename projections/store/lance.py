@@ -82,11 +82,13 @@ from adamem.projections.store.base import (
     TEXT_FIELDS,
     Hit,
     OwnerChanges,
-    arrow_schema,
     change_entry,
     final_rows,
-    has_vector,
     owner_ids,
+)
+from adamem.projections.store.lance_arrow import (
+    arrow_schema,
+    has_vector,
     row_from_dict,
     rows_from_arrow,
     rows_to_arrow,

@@ -10,7 +10,8 @@ import pytest
 
 from adamem.projections.folds.rows import TABLES, MessageRow, Row
 from adamem.projections.folds.testing import fold, scenario
-from adamem.projections.store.base import TEXT_FIELDS, arrow_schema, row_tokens, rows_to_arrow
+from adamem.projections.store.base import TEXT_FIELDS
+from adamem.projections.store.lance_arrow import arrow_schema, row_tokens, rows_to_arrow
 from adamem.text import search_text
 
 DIM = 4
