@@ -21,8 +21,16 @@ from adamem.errors import StoreError, StoreFenced
 from adamem.partitioning import owner_partition, partition_for
 from adamem.projections.folds.changes import Delete, Upsert
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
-from adamem.projections.store import MemoryStore, StoreReader, StoreWriter, ViewCatalog
-from adamem.projections.store import lance as lance_store
+from adamem.projections.store import (
+    MemoryStore,
+    StoreReader,
+    StoreWriter,
+    ViewCatalog,
+    lance_arrow,
+    lance_reads,
+    lance_tables,
+    lance_writes,
+)
 from adamem.projections.store import memory as memory_store
 from adamem.projections.store.base import OwnerChanges
 from adamem.projections.store.factory import open_store, open_views
@@ -323,7 +331,7 @@ def test_lancedb_bulk_view_leaves_its_vector_index_and_change_log_to_the_writer_
     bulk.optimize()
     shard = bulk._shard(0, create=False)
     assert shard is not None
-    assert lance_store.CHANGES not in shard.tables  # no change log for a view nobody reads yet
+    assert lance_tables.CHANGES not in shard.tables  # no change log for a view nobody reads yet
     assert {ix.index_type for ix in shard.tables["messages"].list_indices()} == {"FTS", "BTree"}
     switch_view(root, "r1")
     reader = LanceStore(root, read_only=True)
@@ -503,7 +511,7 @@ def test_owner_changes_cannot_resolve_a_foreign_or_forgotten_token(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(memory_store, "CHANGE_HISTORY", 2)
-    monkeypatch.setattr(lance_store, "CHANGE_HISTORY", 2)
+    monkeypatch.setattr(lance_writes, "CHANGE_HISTORY", 2)  # (the writer trims its change log)
     _commit(store, "default:alice", [Upsert("messages", message("default:alice", "a1", "x", (1.0, 0.0, 0.0)))], 1)
     p = partition_for("alice", PARTITIONS)
     old = store.change_token(p)
@@ -533,8 +541,8 @@ def test_lancedb_readers_see_a_commit_in_the_change_token_at_once(
     writer.commit(0, [Upsert("messages", message("default:alice", "m1", "x", (1.0, 0.0, 0.0)))], {"analyses": 1})
     reader = LanceStore(root, read_only=True)
     seen = [reader.change_token(0)]
-    for trust_after in (lance_store._TRUST_STAMP_NS, 0):  # racy-timestamp guard on, then trusting every stamp
-        monkeypatch.setattr(lance_store, "_TRUST_STAMP_NS", trust_after)
+    for trust_after in (lance_reads._TRUST_STAMP_NS, 0):  # racy-timestamp guard on, then trusting every stamp
+        monkeypatch.setattr(lance_reads, "_TRUST_STAMP_NS", trust_after)
         for offset in (2, 3):
             writer.commit(
                 0,
@@ -629,7 +637,7 @@ def test_lancedb_a_table_write_of_a_fenced_writer_is_rolled_back_by_the_owner(tm
     shard = old._shard(0, create=False)
     assert shard is not None
     shard.table("messages").add(  # the late write (what the old writer's commit would do after its check)
-        lance_store.rows_to_arrow(
+        lance_arrow.rows_to_arrow(
             "messages", [message("default:alice", "zombie", "late", (0.0, 0.0, 1.0))], shard._schema("messages")
         )
     )
@@ -655,7 +663,7 @@ def test_lancedb_the_owner_never_folds_from_a_table_a_fenced_writer_made_after_t
     shard = old._shard(0, create=False)
     assert shard is not None
     late = message("default:bob", "m1", "late", (0.0, 0.0, 1.0))
-    shard.table("messages").add(lance_store.rows_to_arrow("messages", [late], shard._schema("messages")))
+    shard.table("messages").add(lance_arrow.rows_to_arrow("messages", [late], shard._schema("messages")))
     with pytest.raises(StoreFenced):
         old.commit(0, [], {"analyses": 1})  # its checkpoint is refused
     assert new.load_owner("default:bob") == []  # nothing of it counts, so nothing of it is seen
@@ -683,7 +691,7 @@ def test_lancedb_a_foreign_write_interleaved_with_a_commit_is_caught_and_the_com
     assert shard is not None
     original = shard.table
     foreign = lancedb.connect(str(Path(root) / "views" / "main" / "p0")).open_table("messages")
-    late = lance_store.rows_to_arrow(
+    late = lance_arrow.rows_to_arrow(
         "messages", [message("default:alice", "zombie", "late", (0.0, 0.0, 1.0))], shard._schema("messages")
     )
     interleaved = []
