@@ -43,7 +43,7 @@ def open_retriever(settings: Settings, store: MemoryStore | None = None) -> Retr
     from adamem.streams.generations import resolve, settings_for
 
     if store is None:
-        store = open_store(settings.store_url, read_only=True)
+        store = open_store(settings.store, read_only=True)
     return Retriever(
         store,
         build_embedder(resolve(settings, store)),
@@ -67,7 +67,7 @@ async def catch_up(log: EventLog, settings: Settings) -> None:
     from adamem.streams.generations import resolve
     from adamem.streams.pipeline import run_pipeline
 
-    store = open_store(settings.store_url)
+    store = open_store(settings.store)
     try:
         resolved = resolve(settings, store, record_if_missing=True)
         await run_pipeline(log, Projector(store), build_agent(resolved), resolved, agent_factory=build_agent)
@@ -129,7 +129,7 @@ async def _settle(
 
     if not (workers if workers is not None else not projected_here(settings)):
         await catch_up(log, settings)
-    reader = store if store is not None else open_store(settings.store_url, read_only=True)
+    reader = store if store is not None else open_store(settings.store, read_only=True)
     try:
         await wait_visible(log, reader, resolve(settings, reader), written, timeout_s)
     finally:

@@ -33,7 +33,7 @@ class Built:
 async def _build(messages: Sequence[ChatMessage], settings: Settings, agent: MemoryAgent) -> Built:
     log = open_log(settings.log_url, settings)
     await log.start()
-    store = open_store(settings.store_url)
+    store = open_store(settings.store)
     quiet, every = not settings.progress, settings.progress_seconds
     try:
         t0 = time.perf_counter()

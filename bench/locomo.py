@@ -289,7 +289,7 @@ def run(
             pipeline_msg_per_s=round(built.messages / built.pipeline_s, 2),
         )
         say(f"built in {built.pipeline_s:.0f}s ({built.messages / built.pipeline_s:.1f} msg/s)")
-    store = open_store(settings.store_url, read_only=True)
+    store = open_store(settings.store, read_only=True)
     chosen = {n: v for n, v in system_configs().items() if systems is None or n in systems}
     retrievers = {
         n: Retriever(MessagesOnly(store) if hide else store, embedder, cfg) for n, (cfg, hide) in chosen.items()
@@ -470,7 +470,7 @@ def run_lco(
         messages = locomo_messages(docs, settings)
         say(f"ingesting {len(messages)} turns of {len(docs)} conversation(s) through the pipeline …")
         build_memory(messages, settings, MemoryAgent(build_extractor(settings), embedder))
-    store = open_store(settings.store_url, read_only=True)
+    store = open_store(settings.store, read_only=True)
     systems = system_configs()
     grid = lco_grid()
     scores: dict[str, dict[str, list[tuple[str, int, float, float, float]]]] = defaultdict(lambda: defaultdict(list))

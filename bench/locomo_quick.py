@@ -67,7 +67,7 @@ def build(data: list[dict[str, Any]], work: Path, embedder: E5Embedder) -> None:
         try:
             if not have:
                 await publish_messages(log, messages, settings)
-            store = open_store(settings.store_url)
+            store = open_store(settings.store)
             t = time.perf_counter()
             stats = await run_pipeline(log, Projector(store), MemoryAgent(RuleExtractor(), embedder), settings)
             print(f"built {stats.applied} analyses in {time.perf_counter() - t:.0f}s", file=sys.stderr)

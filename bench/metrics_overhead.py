@@ -77,7 +77,7 @@ def _build(root: Path) -> str:
         await log.start()
         await publish_messages(log, load_messages(data, settings), settings)
         agent = MemoryAgent(RuleExtractor(), E5Embedder())
-        await run_pipeline(log, Projector(open_store(settings.store_url)), agent, settings)
+        await run_pipeline(log, Projector(open_store(settings.store)), agent, settings)
         await log.stop()
 
     asyncio.run(build())

@@ -72,7 +72,7 @@ def run(
         messages = locomo_messages(docs, settings)
         say(f"ingesting {len(messages)} turns of {len(docs)} conversation(s) through the pipeline …")
         build_memory(messages, settings, MemoryAgent(build_extractor(settings), embedder))
-    store = open_store(settings.store_url, read_only=True)
+    store = open_store(settings.store, read_only=True)
     # no answer cache: every depth computes its round 1 itself, so latencies compare
     retriever = Retriever(store, embedder, replace(SEED_DEFAULT, cache=CacheSettings(query_cache=False)))
     recall: dict[int, dict[str, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))

@@ -110,7 +110,7 @@ def build(lines: list[dict[str, Any]], work: Path, embedder: VectorCache) -> Non
         await log.start()
         try:
             await publish_messages(log, msgs, settings)
-            store = open_store(settings.store_url)
+            store = open_store(settings.store)
             t = time.perf_counter()
             await run_pipeline(log, Projector(store), MemoryAgent(RuleExtractor(), embedder), settings)
             print(f"built {len(msgs)} messages in {time.perf_counter() - t:.0f}s", file=sys.stderr)

@@ -279,7 +279,7 @@ async def _embedded(settings: Settings, messages: Sequence[ChatMessage], vectors
 
     log = open_log(settings.log_url, settings)
     await log.start()
-    store = open_store(settings.store_url)
+    store = open_store(settings.store)
     try:
         await publish_messages(log, messages, settings)
         store.bind(log.partitions(settings.topic("analyses")))

@@ -66,7 +66,7 @@ async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) 
         _hold_writer_lock(log, settings)
     store = None
     try:
-        store = open_store(settings.store_url)
+        store = open_store(settings.store)
         settings = resolve(settings, store, record_if_missing=True)
         await log.start()  # refuses a damaged log: the writer lock and the store are let go then too
     except BaseException:
@@ -121,14 +121,14 @@ def run_worker(settings: Settings, *, loglevel: str = "info", verbose: bool = Fa
     from adamem.streams.kafka_log import KafkaLog
     from adamem.streams.worker import create_app
 
-    settings = resolve(settings, open_store(settings.store_url), record_if_missing=True)
+    settings = resolve(settings, open_store(settings.store), record_if_missing=True)
     bootstrap = settings.log.bootstrap
     asyncio.run(KafkaLog(bootstrap, settings).ensure_topics())  # Faust does not create them
     app = create_app(
         settings,
         bootstrap,
         lambda: build_agent(settings),
-        lambda: Projector(open_store(settings.store_url)),
+        lambda: Projector(open_store(settings.store)),
         batch=settings.worker_batch,
     )
     from adamem.cli.worker_status import WorkerStatus
@@ -138,7 +138,7 @@ def run_worker(settings: Settings, *, loglevel: str = "info", verbose: bool = Fa
         app.adamem_counts,  # type: ignore[attr-defined]
         app.adamem_partitions,  # type: ignore[attr-defined]
         KafkaLog(bootstrap, settings),
-        open_store(settings.store_url, read_only=True),
+        open_store(settings.store, read_only=True),
     )
 
     # Faust points sys.stderr at its log once it runs: the status line keeps the terminal's stderr.
@@ -180,7 +180,7 @@ def print_memory(settings: Settings, user: str, layer: str | None, as_json: bool
     from adamem.projections.folds.summary import owner_summary
     from adamem.projections.store.factory import open_store
 
-    store = open_store(settings.store_url, read_only=True)
+    store = open_store(settings.store, read_only=True)
     rows = store.load_owner(user)
     if not rows:
         raise UnknownOwner(user, store.url, store.owners())

@@ -127,7 +127,7 @@ class Follower:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._wake, self._stop = asyncio.Event(), asyncio.Event()
-        store = open_store(self.settings.store_url)
+        store = open_store(self.settings.store)
         try:
             resolve(self.settings, store, record_if_missing=True)
             projector = Projector(store)  # one for the whole run: it keeps the owners' states between passes

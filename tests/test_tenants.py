@@ -74,7 +74,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, Path]:
         await log.start()
         await publish_messages(log, load_messages(data, settings), settings)
         await run_pipeline(
-            log, Projector(open_store(settings.store_url)), MemoryAgent(RuleExtractor(), E5Embedder()), settings
+            log, Projector(open_store(settings.store)), MemoryAgent(RuleExtractor(), E5Embedder()), settings
         )
         await log.stop()
 
@@ -95,7 +95,7 @@ def test_the_owner_key_round_trips_any_tenant() -> None:
 
 def test_the_store_holds_two_owners_whose_rows_never_mix(built: tuple[Settings, Path]) -> None:
     settings, _ = built
-    store = open_store(settings.store_url, read_only=True)
+    store = open_store(settings.store, read_only=True)
     assert {"acme:dave", "globex:dave"} <= set(store.owners())
     for tenant in SECRET:
         rows = store.load_owner(owner_key(tenant, "dave"))
@@ -109,7 +109,7 @@ def test_the_store_holds_two_owners_whose_rows_never_mix(built: tuple[Settings, 
 @pytest.fixture(scope="module")
 def client(built: tuple[Settings, Path]) -> Iterator[httpx.Client]:
     settings, _ = built
-    retriever = Retriever(open_store(settings.store_url, read_only=True), E5Embedder())
+    retriever = Retriever(open_store(settings.store, read_only=True), E5Embedder())
     with serving(create_app(settings, retriever, open_log(settings.log_url, settings), api_keys=KEYS)) as c:
         yield c
     retriever.close()
@@ -168,7 +168,7 @@ def test_a_key_cannot_publish_into_the_other_tenants_owner(client: httpx.Client)
 
 def test_an_open_service_reads_the_tenant_named_in_the_request(built: tuple[Settings, Path]) -> None:
     settings, _ = built
-    retriever = Retriever(open_store(settings.store_url, read_only=True), E5Embedder())
+    retriever = Retriever(open_store(settings.store, read_only=True), E5Embedder())
     with serving(create_app(settings, retriever, None, api_keys="")) as c:
         for tenant in SECRET:
             r = c.post("/v1/users/dave/query", json={"question": QUESTION}, headers={"X-Tenant": tenant})

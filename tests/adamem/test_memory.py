@@ -43,12 +43,12 @@ async def test_a_write_waits_for_the_workers_checkpoint_and_is_visible_on_return
     settings = dataclasses.replace(settings, log_url="memory://")
     log = InMemoryLog(settings)
     await log.start()
-    reader = open_store(settings.store_url, read_only=True)  # a reader sees every commit (a writer's handle would not)
+    reader = open_store(settings.store, read_only=True)  # a reader sees every commit (a writer's handle would not)
     stop = asyncio.Event()
     worker = asyncio.create_task(
         run_pipeline(
             log,
-            Projector(open_store(settings.store_url)),
+            Projector(open_store(settings.store)),
             MemoryAgent(RuleExtractor(), FlatEmbedder()),
             settings,
             follow=True,
@@ -89,7 +89,7 @@ async def test_a_write_nobody_projects_ends_with_a_clear_error(settings: Setting
     with pytest.raises(NotVisible, match=r"were not projected .* within 0.3 s.*adamem worker"):
         await append_and_wait(
             log,
-            open_store(settings.store_url),
+            open_store(settings.store),
             settings,
             settings.topic("messages"),
             records,

@@ -81,7 +81,7 @@ def build_store(root: Path) -> Settings:
         await log.start()
         await publish_messages(log, load_messages(SAMPLE, settings) + load_messages(tenant_lines(), settings), settings)
         await run_pipeline(
-            log, Projector(open_store(settings.store_url)), MemoryAgent(RuleExtractor(), embedder()), settings
+            log, Projector(open_store(settings.store)), MemoryAgent(RuleExtractor(), embedder()), settings
         )
         await log.stop()
 

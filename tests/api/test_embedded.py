@@ -271,7 +271,7 @@ def test_a_stop_mid_work_loses_nothing_and_a_restart_repeats_nothing(tmp_path: P
 
 def test_read_only_mode_publishes_but_a_query_for_an_unprojected_position_answers_409(tmp_path: Path) -> None:
     settings = Settings(log_url=str(tmp_path / "log"), store_url=str(tmp_path / "store"), fsync=False)
-    retriever = Retriever(open_store(settings.store_url, read_only=True), embedder())
+    retriever = Retriever(open_store(settings.store, read_only=True), embedder())
     app = create_app(settings, retriever, open_log(settings.log_url, settings))
     with serving(app) as c:
         assert c.get("/health").json()["mode"] == "read-only"
@@ -286,7 +286,7 @@ def test_read_only_mode_publishes_but_a_query_for_an_unprojected_position_answer
 
 def test_a_service_without_a_log_cannot_wait_for_positions(tmp_path: Path) -> None:
     settings = Settings(log_url=str(tmp_path / "log"), store_url=str(tmp_path / "store"), fsync=False)
-    app = create_app(settings, Retriever(open_store(settings.store_url, read_only=True), embedder()))
+    app = create_app(settings, Retriever(open_store(settings.store, read_only=True), embedder()))
     with serving(app) as c:
         health = c.get("/health").json()
         assert health["mode"] == "read-only" and "log" not in health
@@ -325,13 +325,13 @@ def test_on_kafka_the_service_only_reads_and_min_position_waits_for_the_workers(
         log = open_log(settings.log_url, settings)
         await log.start()
         try:
-            store = open_store(settings.store_url)
+            store = open_store(settings.store)
             await run_pipeline(log, Projector(store), MemoryAgent(RuleExtractor(), embedder()), settings)
             store.close()
         finally:
             await log.stop()
 
-    retriever = Retriever(open_store(settings.store_url, read_only=True), embedder())
+    retriever = Retriever(open_store(settings.store, read_only=True), embedder())
     with serving(create_app(settings, retriever, open_log(settings.log_url, settings))) as c:
         assert c.get("/health").json()["mode"] == "read-only"
         posted = c.post("/v1/messages", json={"messages": [_message("uma", "I collect antique maps.")]}).json()

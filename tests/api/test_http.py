@@ -297,11 +297,11 @@ def test_the_api_over_projections_built_from_the_real_broker(
         log = open_log(settings.log_url, settings)
         await log.start()
         await run_pipeline(
-            log, Projector(open_store(settings.store_url)), MemoryAgent(RuleExtractor(), _embedder()), settings
+            log, Projector(open_store(settings.store)), MemoryAgent(RuleExtractor(), _embedder()), settings
         )
         await log.stop()
 
-    retriever = Retriever(open_store(settings.store_url, read_only=True), _embedder())
+    retriever = Retriever(open_store(settings.store, read_only=True), _embedder())
     app = create_app(settings, retriever, open_log(settings.log_url, settings), api_keys=KEYS)
     with serving(app) as c:
         r = c.post("/v1/messages", json={"messages": lines}, headers=DEFAULT)

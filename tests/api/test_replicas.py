@@ -99,7 +99,7 @@ def test_no_replica_answers_from_stale_memory_after_a_commit(replicas: tuple[Set
         try:
             await publish_messages(log, load_messages(json.dumps(NEW).encode(), settings), settings)
             await run_pipeline(
-                log, Projector(open_store(settings.store_url)), MemoryAgent(RuleExtractor(), embedder()), settings
+                log, Projector(open_store(settings.store)), MemoryAgent(RuleExtractor(), embedder()), settings
             )
         finally:
             await log.stop()

@@ -18,6 +18,7 @@ import lancedb
 import pytest
 
 from adamem.errors import StoreError, StoreFenced
+from adamem.locations import StoreLocation
 from adamem.partitioning import owner_partition, partition_for
 from adamem.projections.folds.changes import Delete, Upsert
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, Row
@@ -35,6 +36,7 @@ from adamem.projections.store import memory as memory_store
 from adamem.projections.store.base import OwnerChanges
 from adamem.projections.store.factory import open_store, open_views
 from adamem.projections.store.lance import LanceStore, switch_view
+from adamem.settings import Settings
 from tests.conftest import s3_store_env
 
 PARTITIONS = 2
@@ -56,19 +58,19 @@ def message(user: str, id_: str, text: str, vector: tuple[float, ...]) -> Row:
     return make(MessageRow, id=id_, owner_id=user, text=text, speaker="Ann", vector=vector, topics=["t"], seq=1)
 
 
-def _s3_url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh prefix on the S3-compatible server, with the settings that reach it in the environment."""
+def _s3_url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> StoreLocation:
+    """A fresh prefix on the S3-compatible server, with the settings that reach it (read from the environment)."""
     endpoint = request.getfixturevalue("s3_endpoint")
     for name, value in s3_store_env(endpoint).items():
         monkeypatch.setenv(name, value)
-    return f"s3://adamem/contract-{uuid.uuid4().hex}"
+    return Settings.from_env(store_url=f"s3://adamem/contract-{uuid.uuid4().hex}").store
 
 
 @pytest.fixture(params=ADAPTERS)
 def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore]:
     """Every adapter: in-memory, LanceDB in a folder, LanceDB on an S3-compatible object store."""
     if request.param == "s3":
-        url = _s3_url(request, monkeypatch)
+        url: StoreLocation | str = _s3_url(request, monkeypatch)
     else:
         url = "memory://" if request.param == "memory" else str(tmp_path / "store")
     s = open_store(url)
@@ -585,7 +587,7 @@ def test_lancedb_readers_see_a_periodic_optimize_at_once(tmp_path: Path) -> None
 # ---- fencing: one writer per shard at a time ------------------------------------------------------
 
 
-def _checkpoint_row(root: str) -> dict[str, Any]:
+def _checkpoint_row(root: StoreLocation) -> dict[str, Any]:
     reader = open_store(root, read_only=True)
     assert isinstance(reader, LanceStore)
     shard = reader._shard(0, create=False)
@@ -596,12 +598,12 @@ def _checkpoint_row(root: str) -> dict[str, Any]:
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def lance_root(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A LanceDB store root: a folder, or a prefix on the S3-compatible server (its settings in the env)."""
-    return _s3_url(request, monkeypatch) if request.param == "s3" else str(tmp_path / "store")
+def lance_root(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StoreLocation:
+    """A LanceDB store root: a folder, or a prefix on the S3-compatible server with its settings."""
+    return _s3_url(request, monkeypatch) if request.param == "s3" else StoreLocation.parse(str(tmp_path / "store"))
 
 
-def test_lancedb_a_writer_that_lost_its_shard_cannot_commit_to_it(lance_root: str) -> None:
+def test_lancedb_a_writer_that_lost_its_shard_cannot_commit_to_it(lance_root: StoreLocation) -> None:
     """Also on an object store: the compare-and-set of the checkpoint is Lance's commit there too."""
     root = lance_root
     old = open_store(root)

@@ -252,7 +252,7 @@ class Memory:
             fsync=False,
             embedded_partitions=2,
         )
-        self.store: MemoryStore = open_store(self.settings.store_url)
+        self.store: MemoryStore = open_store(self.settings.store)
         self.agent = MemoryAgent(RuleExtractor(), embedder)
         self.projector = Projector(self.store)
 

@@ -37,7 +37,7 @@ def _lines(*texts: str, user: str = "ada") -> bytes:
 
 
 async def _until_visible(log: EmbeddedLog, settings: Settings, partition: int, offset: int) -> None:
-    reader = open_store(settings.store_url, read_only=True)
+    reader = open_store(settings.store, read_only=True)
     deadline = time.monotonic() + 60  # a bound for a loaded machine; the follower's own poll is 10 minutes
     while await visible_messages(log, reader, settings, partition) <= offset:
         assert time.monotonic() < deadline, f"offset {offset} never became visible"
@@ -51,7 +51,7 @@ async def test_a_publish_that_wakes_the_follower_is_projected_long_before_its_po
     follower = Follower(log, settings, _agent, poll_s=600)
     follower.start()
     try:
-        reader = open_store(settings.store_url, read_only=True)
+        reader = open_store(settings.store, read_only=True)
         for round_, text in enumerate(("I love sailing.", "My cat is called Miso.")):
             report = await publish_messages(log, load_messages(_lines(text), settings), settings)
             assert report.last == {0: round_}
@@ -92,7 +92,7 @@ async def test_visible_counts_only_what_the_store_has_folded(settings: Settings)
     settings = replace(settings, embedded_partitions=1)
     log = EmbeddedLog(settings.log_url, settings)
     await log.start()
-    store = open_store(settings.store_url)
+    store = open_store(settings.store)
     store.bind(1)
     try:
         await publish_messages(log, load_messages(_lines("One.", "Two.", "Three."), settings), settings)

@@ -94,7 +94,7 @@ async def _build(settings: Settings) -> Built:
     messages = load_messages(SAMPLE, settings)
     log = EmbeddedLog(settings.log_url, settings)
     await log.start()
-    store = open_store(settings.store_url)
+    store = open_store(settings.store)
     projector = Projector(store)
     topic = settings.topic
 
@@ -292,7 +292,7 @@ async def test_damage_is_refused_and_repair_loses_nothing_readable(
         assert (await log.end_offsets(topic))[0] == built.ends[kind]  # lost offsets stay given out
 
         # Downstream loses nothing: the store is as it was after projecting again.
-        store = open_store(settings.store_url)
+        store = open_store(settings.store)
         try:
             await run_pipeline(log, Projector(store), _agent(), settings)
             assert _snapshot(store) == built.store
@@ -349,7 +349,7 @@ async def test_a_deleted_analyses_partition_is_refused_by_project(
     assert await _cli(["log", "repair", *where]) == 0
     assert await _cli(["log", "check", *where]) == 0
     assert await _cli(["project", *where]) == 0  # the messages are analysed again, at new offsets
-    store = open_store(settings.store_url)
+    store = open_store(settings.store)
     assert _snapshot(store) == built.store
     store.close()
 

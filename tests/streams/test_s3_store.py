@@ -35,7 +35,7 @@ def _snapshot(store: Any) -> dict[str, list[Any]]:
 
 
 def _answers(settings: Settings, store_url: str) -> list[list[tuple[str, str]]]:
-    retriever = Retriever(open_store(store_url, read_only=True), FlatEmbedder())
+    retriever = Retriever(open_store(Settings.from_env(store_url=store_url).store, read_only=True), FlatEmbedder())
     out = []
     with serving(create_app(settings, retriever, None, api_keys="")) as client:
         for user, question in QUESTIONS:
@@ -61,14 +61,18 @@ def test_the_pipeline_writes_and_the_service_reads_a_store_on_s3(
             if store_url == local_url:
                 await publish_messages(log, load_messages(SAMPLE, settings), settings)
             await run_pipeline(
-                log, Projector(open_store(store_url)), MemoryAgent(RuleExtractor(), FlatEmbedder()), settings
+                log,
+                Projector(open_store(Settings.from_env(store_url=store_url).store)),
+                MemoryAgent(RuleExtractor(), FlatEmbedder()),
+                settings,
             )
         finally:
             await log.stop()
 
     asyncio.run(project(local_url))
     asyncio.run(project(s3_url))
-    on_s3, local = _snapshot(open_store(s3_url, read_only=True)), _snapshot(open_store(local_url, read_only=True))
+    s3_store = open_store(Settings.from_env(store_url=s3_url).store, read_only=True)
+    on_s3, local = _snapshot(s3_store), _snapshot(open_store(local_url, read_only=True))
     assert set(on_s3) == {"default:alice", "default:xiaoming"}
     assert sum(len(rows) for rows in on_s3.values()) > 20
     assert on_s3 == local
