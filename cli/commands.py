@@ -12,6 +12,7 @@ from adamem.cli.rows import row_line
 from adamem.errors import ConfigError, NotFound, UnknownOwner
 from adamem.events import ms_to_iso
 from adamem.settings import Settings
+from adamem.streams.log import EventLog
 
 __all__ = [
     "print_memory",
@@ -35,7 +36,7 @@ LAYERS = {
 }
 
 
-def _hold_writer_lock(log: Any, settings: Settings) -> None:
+def _hold_writer_lock(log: EventLog, settings: Settings) -> None:
     """Be the embedded log's one writer, or say who is: an ``adamem serve`` names itself in the folder."""
     from adamem.api.notice import serving_url
     from adamem.errors import LogError
@@ -54,16 +55,14 @@ async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) 
     from adamem.progress import Progress
     from adamem.projections.projector import Projector
     from adamem.projections.store.factory import open_store
-    from adamem.streams.embedded_log import EmbeddedLog
     from adamem.streams.factory import open_log
     from adamem.streams.generations import resolve
     from adamem.streams.pipeline import pending_work, run_pipeline
 
     log = open_log(settings.log, settings)
-    if isinstance(log, EmbeddedLog):
-        # Before the store is opened for writing: a second projector of the folder (a running
-        # `adamem serve`) would be fenced out of the store's shards, even with nothing pending.
-        _hold_writer_lock(log, settings)
+    # Before the store is opened for writing: a second projector of the folder (a running
+    # `adamem serve`) would be fenced out of the store's shards, even with nothing pending.
+    _hold_writer_lock(log, settings)
     store = None
     try:
         store = open_store(settings.store)
@@ -745,7 +744,7 @@ def run_serve(
     log = open_log(settings.log, settings) if (with_log or embedded) else None
     writer = Follower(log, settings, build_agent) if embedded and log is not None else None
     app = create_app(settings, build_retriever(settings), log, api_keys=settings.api_keys, writer=writer)
-    if writer is not None and isinstance(log, EmbeddedLog):  # after the keys' check: a bad key creates nothing
+    if writer is not None and log is not None:  # after the keys' check: a bad key creates nothing
         log.hold_writer_lock()  # refused here, naming the folder, when another process writes to it
     if writer is not None:
         mode = "embedded: ingests, analyses and projects in this process"

@@ -66,7 +66,7 @@ class Projector:
         self.params = params
         self._cache: OrderedDict[str, OwnerMemory] = OrderedDict()
         self._cache_size = cache_size
-        self._view: object = getattr(store, "view", None)
+        self._view = store.view
         self.erased = 0  # batches whose forgets were followed by ``erase_history``
 
     def _state(self, owner_id: str) -> OwnerMemory:
@@ -96,7 +96,7 @@ class Projector:
         events (dead-lettered); by default the offset after the last event.
         """
         done = self.store.checkpoint(partition).get(topic, 0)
-        view = getattr(self.store, "view", None)
+        view = self.store.view
         if view != self._view:  # the store followed a switch to a rebuilt view: cached states are stale
             self._view = view
             self.forget_cache()

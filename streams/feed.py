@@ -155,14 +155,13 @@ async def missing_feed(
     upto = await published_upto(log, settings, partition)
     if upto is None or upto >= done:
         return [], done
-    view = getattr(projector.store, "view", None)
     feed = await compute_feed(
         log,
         settings,
         partition,
         start=upto,
         end=done,
-        view=view if isinstance(view, str) else "",
+        view=projector.store.view,
         params=projector.params,
     )
     return feed, done

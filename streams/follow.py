@@ -75,9 +75,7 @@ class Follower:
 
     def start(self) -> None:
         """Take the log's writer lock, open the store and start following; errors of the start are raised here."""
-        hold = getattr(self.log, "hold_writer_lock", None)
-        if hold is not None:
-            hold()  # the embedded log: its one writer from now on, or refused now (LogError) naming the folder
+        self.log.hold_writer_lock()  # the embedded log: its one writer from now on, or refused now naming the folder
         self._thread = threading.Thread(target=self._run, name="adamem-follow", daemon=True)
         self._thread.start()
         self._ready.wait()

@@ -123,6 +123,9 @@ class KafkaLog:
             await self._producer.stop()
             self._producer = None
 
+    def hold_writer_lock(self) -> None:
+        """Kafka's partitions have many writers (transactions fence them): no lock to hold."""
+
     def partitions(self, topic: str) -> int:
         """Number of partitions of ``topic`` (learned at start)."""
         return self._partitions.get(topic, self._settings.partitions)

@@ -62,6 +62,10 @@ class EventLog(Protocol):
     async def stop(self) -> None:
         """Flush and release every resource."""
 
+    def hold_writer_lock(self) -> None:
+        """Become the log's one writer from now on, or raise ``LogError`` naming the folder another process
+        writes. A log with many writers (Kafka, in memory) has no lock: this does nothing there."""
+
     def partitions(self, topic: str) -> int:
         """Number of partitions of ``topic``."""
 

@@ -33,6 +33,9 @@ class InMemoryLog:
     def _parts(self, topic: str) -> list[list[LogRecord]]:
         return self._topics.setdefault(topic, [[] for _ in range(self._n)])
 
+    def hold_writer_lock(self) -> None:
+        """An in-memory log lives in one process: no lock to hold."""
+
     def partitions(self, topic: str) -> int:
         """Number of partitions of ``topic``."""
         return len(self._parts(topic))

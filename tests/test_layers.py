@@ -40,6 +40,14 @@ LAYERS: tuple[frozenset[str], ...] = (
 PORTS: dict[str, tuple[str, ...]] = {
     "adamem.streams.log": ("adamem.streams.kafka_log", "adamem.streams.embedded_log", "adamem.streams.memory_log"),
     "adamem.projections.store.base": ("adamem.projections.store.lance", "adamem.projections.store.memory"),
+    "adamem.projections.store.ports": (
+        "adamem.projections.store.lance",
+        "adamem.projections.store.lance_tables",
+        "adamem.projections.store.lance_reads",
+        "adamem.projections.store.lance_writes",
+        "adamem.projections.store.lance_views",
+        "adamem.projections.store.memory",
+    ),
     "adamem.analysis": ("adamem.analysis.rules", "adamem.analysis.e5", "adamem.analysis.llm"),
     "adamem.analysis.agent": ("adamem.analysis.rules", "adamem.analysis.e5", "adamem.analysis.llm"),
 }

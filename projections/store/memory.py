@@ -71,6 +71,11 @@ class InMemoryStore:
         return self._pinned if self._pinned is not None else self._views.active
 
     @property
+    def view(self) -> str:
+        """The view this handle reads."""
+        return self._name
+
+    @property
     def _view(self) -> _View:
         """The view's data; an empty stand-in while the view does not exist (reading makes none)."""
         return self._views.held.get(self._name) or _View()

@@ -59,6 +59,10 @@ class StoreReader(Protocol):
 
     url: str
 
+    @property
+    def view(self) -> str:
+        """The view this handle reads (the change feed names it; a cache follows a switch by it)."""
+
     def partition_count(self) -> int:
         """The shard count the store is bound to (0 before ``bind``, or when nothing was written yet)."""
 

@@ -93,7 +93,8 @@ def test_a_restarted_projector_reads_before_from_the_store_and_reports_the_same_
         pieces.extend(Projector(parts, cache_size=1).apply_batch(0, TOPIC, events[start : start + 7]).feed)
     assert pieces == list(one.feed)
     assert one.reach == len(events)
-    by_user = {u: _feed([p for p in events if p.event.user_id == u], user=u) for u in users}
+    assert whole.view == "main"  # the projector names the view its store reads, as on LanceDB
+    by_user = {u: _feed([p for p in events if p.event.user_id == u], user=u, view=whole.view) for u in users}
     assert sorted(one.feed, key=lambda e: e.event_id) == sorted(
         (e for f in by_user.values() for e in f), key=lambda e: e.event_id
     )
