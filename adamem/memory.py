@@ -86,6 +86,28 @@ def _message_records(
     return records
 
 
+def _message(
+    text: str,
+    speaker: str | None = None,
+    role: str = "user",
+    occurred_at: str | int | None = None,
+    conversation_id: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    message_id: str | None = None,
+) -> dict[str, Any]:
+    """One message of ``Memory.add``, with only the fields given (the rest take their defaults)."""
+    given = {
+        "text": text,
+        "speaker": speaker,
+        "role": role,
+        "occurred_at": occurred_at,
+        "conversation_id": conversation_id,
+        "metadata": dict(metadata) if metadata is not None else None,
+        "message_id": message_id,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def _as_of(value: str | int | None) -> AsOf | None:
     """An event time (RFC 3339 text or ms since the epoch) as the retriever's point."""
     from adamem.ingest import parse_time
@@ -273,7 +295,7 @@ class Memory:
         positions = await self._write(topic, [OutgoingRecord(user_id, encode_event(event))])
         return Remembered((event.event_id,), positions)
 
-    async def aadd(
+    def add(
         self,
         user_id: str,
         text: str,
@@ -288,43 +310,12 @@ class Memory:
     ) -> Remembered:
         """Add one message of ``user_id``; return once memory reflects it. ``speaker`` defaults to the user,
         ``occurred_at`` (RFC 3339 or ms) to now; the same ``message_id`` again is the same event, kept once."""
-        given = {
-            "text": text,
-            "speaker": speaker,
-            "role": role,
-            "occurred_at": occurred_at,
-            "conversation_id": conversation_id,
-            "metadata": dict(metadata) if metadata is not None else None,
-            "message_id": message_id,
-        }
-        return await self.aremember(user_id, [{k: v for k, v in given.items() if v is not None}], tenant)
+        message = _message(text, speaker, role, occurred_at, conversation_id, metadata, message_id)
+        return self.remember(user_id, [message], tenant)
 
-    def add(
-        self,
-        user_id: str,
-        text: str,
-        *,
-        speaker: str | None = None,
-        role: str = "user",
-        occurred_at: str | int | None = None,
-        conversation_id: str | None = None,
-        metadata: Mapping[str, str] | None = None,
-        message_id: str | None = None,
-        tenant: str | None = None,
-    ) -> Remembered:
-        """``aadd`` for synchronous callers."""
-        work = self.aadd(
-            user_id,
-            text,
-            speaker=speaker,
-            role=role,
-            occurred_at=occurred_at,
-            conversation_id=conversation_id,
-            metadata=metadata,
-            message_id=message_id,
-            tenant=tenant,
-        )
-        return self._submit(work).result()
+    async def aadd(self, user_id: str, text: str, *, tenant: str | None = None, **options: Any) -> Remembered:
+        """``add`` for asyncio callers, with the same keywords."""
+        return await self.aremember(user_id, [_message(text, **options)], tenant)
 
     # -- reads --------------------------------------------------------------------------------
 
