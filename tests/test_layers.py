@@ -21,7 +21,8 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "adamem"
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "adamem"
 
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"adamem"}),
@@ -151,3 +152,43 @@ def test_the_only_import_circles_are_package_facades() -> None:
     """A package's ``__init__`` may re-export its modules; no other modules import each other in a ring."""
     modules = GRAPH.subgraph(m for m in GRAPH if not (PACKAGE.parent / (m.replace(".", "/") + "/__init__.py")).exists())
     assert [sorted(c) for c in nx.simple_cycles(modules)] == []
+
+
+def drawing() -> str:
+    """The layers as floors, top to bottom, and how many imports run from each package to each other one.
+
+    A Mermaid flowchart (GitHub and MkDocs draw it); ``docs/layers.md`` holds it, and the test below
+    keeps it current: ``python -m tests.test_layers > docs/layers.md`` writes it again.
+    """
+    counts: dict[tuple[str, str], int] = {}
+    for a, b in GRAPH.edges:
+        ta, tb = _top(a), _top(b)
+        if ta != tb and a != "adamem":
+            counts[ta, tb] = counts.get((ta, tb), 0) + 1
+    lines = [
+        "# The import graph, by layer",
+        "",
+        "Each box is a package of `adamem`, each row a layer (top: the command line; bottom: the domain",
+        "core). An arrow is an import, labelled with how many module-to-module imports it stands for; every arrow",
+        "points down or sideways within a row. Drawn from the code by `tests/test_layers.py`, which fails",
+        "when this page is out of date (`python -m tests.test_layers > docs/layers.md` redraws it).",
+        "",
+        "```mermaid",
+        "flowchart TB",
+    ]
+    for index, layer in reversed(list(enumerate(LAYERS))):
+        lines.append(f"  subgraph floor{index}[ ]")
+        lines.extend(f'    {top.replace(".", "_")}["{top}"]' for top in sorted(layer))
+        lines.append("  end")
+    for (ta, tb), n in sorted(counts.items(), key=lambda kv: (-_layer(kv[0][0]), kv[0])):
+        lines.append(f"  {ta.replace('.', '_')} -->|{n}| {tb.replace('.', '_')}")
+    lines.append("```")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_drawing_of_the_layers_is_current() -> None:
+    assert (REPO / "docs" / "layers.md").read_text(encoding="utf-8") == drawing()
+
+
+if __name__ == "__main__":
+    print(drawing(), end="")
