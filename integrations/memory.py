@@ -97,17 +97,6 @@ async def _catch_up(log: EventLog, settings: Settings) -> None:
         store.close()
 
 
-def _resume(header: bytes | None) -> dict[str, int]:
-    """An ``adamem-resume`` header's points; nothing for a missing or unreadable one (it vouches for nothing)."""
-    try:
-        points = json.loads(header) if header else {}
-    except ValueError:
-        return {}
-    if not isinstance(points, dict):
-        return {}
-    return {str(k): v for k, v in points.items() if isinstance(v, int)}
-
-
 async def _wait_for_checkpoint(
     log: EventLog,
     store: MemoryStore,
@@ -119,7 +108,7 @@ async def _wait_for_checkpoint(
 ) -> None:
     """Wait until the store's checkpoint passes an analysis whose ``adamem-resume`` covers every written offset."""
     from adamem.streams.generations import resolve
-    from adamem.streams.pipeline import RESUME_HEADER
+    from adamem.streams.resume import RESUME_HEADER, parse_resume
 
     analyses = resolve(settings, store).topic("analyses")
     want: dict[int, dict[str, int]] = {}
@@ -136,7 +125,7 @@ async def _wait_for_checkpoint(
                 continue
             async for rec in log.read(analyses, from_offsets={p: scanned.get(p, 0)}, until={p: ends[p]}):
                 scanned[p] = rec.offset + 1
-                resume = _resume(dict(rec.headers).get(RESUME_HEADER))
+                resume = parse_resume(dict(rec.headers).get(RESUME_HEADER)) or {}
                 if all(resume.get(t, 0) >= o for t, o in needed.items()):
                     target[p] = rec.offset + 1
                     break

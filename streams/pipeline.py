@@ -6,7 +6,7 @@ Faust worker must agree with. Both stages resume from the log itself:
 * the analyzer from the headers of the last record on the analyses topic: its ``adamem-resume``
   header holds how far both input topics of the partition are accounted for (logs written before
   that header fall back to the ``adamem-source`` headers, which name the message/control offset
-  each record came from), so no separate state can drift from the log;
+  each record came from), so no separate state can drift from the log (``streams.resume``);
 * the projector from the checkpoint the store wrote with its rows.
 
 Control events are forwarded by the analyzer into the analyses topic, so the folds read one
@@ -31,10 +31,8 @@ dead-lettered once however often the analyzer restarts.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adamem import metrics
@@ -50,35 +48,34 @@ from adamem.settings import Settings
 from adamem.streams.feed import publish_feed, recover_feed
 from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
+from adamem.streams.resume import (
+    FOR_HEADER,
+    RESUME_HEADER,
+    SOURCE_HEADER,
+    ResumeTracker,
+    dead_lettered_below,
+    resume_header,
+    resume_points,
+    source_of,
+)
 
 __all__ = [
     "ANALYSIS_BATCH",
-    "FOR_HEADER",
+    "ERROR_HEADER",
     "PROGRESS_BATCH",
-    "RESUME_HEADER",
-    "SOURCE_HEADER",
+    "SOURCE_HEADER",  # still read from here by api.provenance; defined in streams.resume
     "PipelineStats",
-    "ResumeTracker",
     "analyze_pending",
     "classify",
     "dead_letter",
     "pending_work",
     "project_pending",
     "rebuild_after_forgets",
-    "resume_header",
-    "resume_points",
     "run_pipeline",
 ]
 
 _LOG = logging.getLogger("adamem.pipeline")
-SOURCE_HEADER = "adamem-source"
 ERROR_HEADER = "adamem-error"
-# On every analyses record: compact JSON {"<input topic>": next offset} of its partition, how far
-# each input topic (messages and control) is accounted for once this record is on the log.
-RESUME_HEADER = "adamem-resume"
-# On every dead letter the analyzer writes: the analyses topic (the generation) whose progress its
-# ``adamem-resume`` header is, so each generation resumes past its own dead letters only.
-FOR_HEADER = "adamem-for"
 
 
 @dataclass
@@ -99,11 +96,6 @@ class PipelineStats:
         self.dead_lettered += other.dead_lettered
         self.applied += other.applied
         self.skipped += other.skipped
-
-
-def source_of(rec: LogRecord) -> bytes:
-    """The ``adamem-source`` header value naming a record's position: ``topic:partition:offset``."""
-    return f"{rec.topic}:{rec.partition}:{rec.offset}".encode()
 
 
 def dead_letter_record(
@@ -127,86 +119,6 @@ async def dead_letter(
     await log.append(settings.topic("deadletter"), [dead_letter_record(rec, error, points, settings.topic("analyses"))])
 
 
-class ResumeTracker:
-    """How far each input topic of one partition is accounted for, as its records are handled.
-
-    A record is handled once it is analysed, forwarded, dead-lettered, or skipped as already
-    analysed. A topic's point is one past its highest handled offset, but never past a record
-    that the caller said is waiting and that is not handled yet: the pipeline handles messages
-    and control events in arrival (timestamp) order, and append times need not rise with offsets,
-    so a record handled early must not vouch for an earlier one still to come. A point too low
-    only costs work again; one too high would lose the records below it.
-    """
-
-    def __init__(self, start: Mapping[str, int], waiting: Iterable[tuple[str, int]] = ()) -> None:
-        self._upto = dict(start)
-        self._waiting: dict[str, deque[int]] = {}
-        by_topic: dict[str, list[int]] = {}
-        for topic, offset in waiting:
-            by_topic.setdefault(topic, []).append(offset)
-        for topic, offsets in by_topic.items():
-            self._waiting[topic] = deque(sorted(offsets))
-        self._early: set[tuple[str, int]] = set()  # handled while a lower waiting offset is not
-
-    def handled(self, topic: str, offset: int) -> None:
-        """Record that the record at ``offset`` of ``topic`` is handled."""
-        self._upto[topic] = max(self._upto.get(topic, 0), offset + 1)
-        queue = self._waiting.get(topic)
-        if queue:
-            self._early.add((topic, offset))
-            while queue and (topic, queue[0]) in self._early:
-                self._early.discard((topic, queue.popleft()))
-
-    def points(self) -> dict[str, int]:
-        """Next offset per input topic below which every record is handled."""
-        out = dict(self._upto)
-        for topic, queue in self._waiting.items():
-            if queue:
-                out[topic] = min(out.get(topic, 0), queue[0])
-        return out
-
-
-def resume_header(points: Mapping[str, int]) -> bytes:
-    """The ``adamem-resume`` header value: compact JSON, any client can read it."""
-    return json.dumps(dict(sorted(points.items())), separators=(",", ":")).encode()
-
-
-def _resume_of(value: bytes) -> dict[str, int] | None:
-    """The points of an ``adamem-resume`` header, or None when it is not one we can trust."""
-    try:
-        data = json.loads(value)
-    except ValueError:  # also undecodable UTF-8
-        return None
-    if not isinstance(data, dict):
-        return None
-    points: dict[str, int] = {}
-    for topic, offset in data.items():
-        if type(offset) is not int or offset < 0:
-            return None
-        points[topic] = offset
-    return points
-
-
-def _accounted_by(rec: LogRecord, wanted: set[str], *, sources: bool = True) -> dict[str, int]:
-    """Next input offsets that one analyses record accounts for.
-
-    Its ``adamem-resume`` header when it has one: that covers both input topics, and it supersedes
-    the record's own source (which is handled, but in arrival order an earlier offset of the same
-    topic may not be). A record written before that header counts through its ``adamem-source``:
-    the offset after the one it came from.
-    """
-    found: dict[str, int] = {}
-    for name, value in rec.headers:
-        if name == RESUME_HEADER and (points := _resume_of(value)) is not None:
-            return {topic: offset for topic, offset in points.items() if topic in wanted}
-        if name == SOURCE_HEADER and sources:
-            topic, _, offset = value.decode().rpartition(":")
-            topic = topic.rpartition(":")[0]
-            if topic in wanted:
-                found[topic] = max(found.get(topic, 0), int(offset) + 1)
-    return found
-
-
 def _refuse_lost(log: EventLog, topic: str, partition: int, seen: int, end: int, who: str) -> None:
     """Refuse to go on when downstream has seen offsets the log no longer has (they would be given out again)."""
     if seen > end:
@@ -216,65 +128,6 @@ def _refuse_lost(log: EventLog, topic: str, partition: int, seen: int, end: int,
             "or the wrong log). Nothing was changed. See it with `adamem log check`; `adamem log repair` records "
             "the missing offsets as a gap so they are never given out again."
         )
-
-
-async def _claims(
-    log: EventLog, topic: str, partition: int, wanted: set[str], accept: Callable[[LogRecord], bool], sources: bool
-) -> dict[str, int]:
-    """The highest next offset of each ``wanted`` topic that the newest accepted records of ``topic`` claim.
-
-    The newest record is read first; the scan goes further back, in windows four times wider each
-    time, only until every wanted topic is accounted for (or the partition's start).
-    """
-    end = (await log.end_offsets(topic)).get(partition, 0)
-    found: dict[str, int] = {}
-    window = 1
-    start = end
-    while start > 0 and not wanted <= found.keys():
-        stop, start = start, max(0, end - window)  # each record is read once
-        async for rec in log.read(topic, from_offsets={partition: start}, until={partition: stop}):
-            if accept(rec):
-                for name, offset in _accounted_by(rec, wanted, sources=sources).items():
-                    found[name] = max(found.get(name, 0), offset)
-        window = 256 if window == 1 else window * 4
-    return found
-
-
-async def resume_points(log: EventLog, settings: Settings, partition: int) -> dict[str, int]:
-    """Next message/control offsets to analyze, from the headers at the analyses and dead-letter tails.
-
-    The newest analysis is read first: its ``adamem-resume`` header accounts for both input topics,
-    so resuming costs one record however long the log is. Only a log whose tail was written
-    before that header is read further back, in windows four times wider each time, until both
-    input topics are accounted for (by either header); one whose owners never had a control
-    event forwarded is then read to its start (once per caller, who keeps the result). The
-    dead letters this generation wrote on the partition count the same way (their
-    ``adamem-resume`` header only), so a partition whose last records were dead-lettered is not
-    read, nor dead-lettered, again. Every header's claim is a lower bound of what is handled, so
-    the highest one read is taken.
-    """
-    analyses = settings.topic("analyses")
-    wanted = {settings.topic("messages"), settings.topic("control")}
-    found = await _claims(log, analyses, partition, wanted, lambda rec: True, sources=True)
-    mine = analyses.encode()
-
-    def for_this_generation(rec: LogRecord) -> bool:
-        return dict(rec.headers).get(FOR_HEADER) == mine
-
-    dead = await _claims(log, settings.topic("deadletter"), partition, wanted, for_this_generation, sources=False)
-    for topic, offset in dead.items():
-        found[topic] = max(found.get(topic, 0), offset)
-    return found
-
-
-async def dead_lettered_below(log: EventLog, settings: Settings, topic: str, partition: int) -> int:
-    """How far the records of ``topic`` (read in offset order, like the analyses) are dead-lettered.
-
-    The newest dead letter of that topic and partition says so in its ``adamem-resume`` header:
-    every record below it that had to be dead-lettered was.
-    """
-    found = await _claims(log, settings.topic("deadletter"), partition, {topic}, lambda rec: True, sources=False)
-    return found.get(topic, 0)
 
 
 async def _read_partition(log: EventLog, topic: str, partition: int, start: int, end: int) -> list[LogRecord]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from adamem.projections.store.base import MemoryStore
 from adamem.settings import Settings
 from adamem.streams.log import EventLog
-from adamem.streams.pipeline import _accounted_by, resume_points
+from adamem.streams.resume import accounted_by, resume_points
 
 __all__ = ["visible_messages"]
 
@@ -37,5 +37,5 @@ async def visible_messages(log: EventLog, store: MemoryStore, settings: Settings
         return handled
     seen = 0
     async for rec in log.read(analyses, from_offsets={partition: max(0, folded - _BACK)}, until={partition: folded}):
-        seen = max(seen, _accounted_by(rec, {messages}).get(messages, 0))
+        seen = max(seen, accounted_by(rec, {messages}).get(messages, 0))
     return min(seen, handled)

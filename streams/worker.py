@@ -44,16 +44,13 @@ from adamem.streams.feed import feed_records, missing_feed
 from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 from adamem.streams.metrics import ConsumerPositions
-from adamem.streams.pipeline import (
-    ERROR_HEADER,
+from adamem.streams.pipeline import ERROR_HEADER, Handled, classify, rebuild_after_forgets
+from adamem.streams.resume import (
     FOR_HEADER,
     RESUME_HEADER,
     SOURCE_HEADER,
-    Handled,
     ResumeTracker,
-    classify,
     dead_lettered_below,
-    rebuild_after_forgets,
     resume_header,
     resume_points,
 )

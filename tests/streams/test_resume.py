@@ -24,14 +24,8 @@ from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.log import LogRecord, OutgoingRecord
 from adamem.streams.memory_log import InMemoryLog
-from adamem.streams.pipeline import (
-    ERROR_HEADER,
-    RESUME_HEADER,
-    SOURCE_HEADER,
-    ResumeTracker,
-    analyze_pending,
-    resume_points,
-)
+from adamem.streams.pipeline import ERROR_HEADER, analyze_pending
+from adamem.streams.resume import RESUME_HEADER, SOURCE_HEADER, ResumeTracker, resume_points
 
 OWNER = "alice"
 

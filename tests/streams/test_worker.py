@@ -37,8 +37,9 @@ from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.log import LogRecord, OutgoingRecord
 from adamem.streams.memory_log import InMemoryLog
-from adamem.streams.pipeline import ERROR_HEADER, RESUME_HEADER, run_pipeline
+from adamem.streams.pipeline import ERROR_HEADER, run_pipeline
 from adamem.streams.publish import publish_messages
+from adamem.streams.resume import RESUME_HEADER
 from adamem.streams.worker import create_app
 from tests.conftest import LOCOMO, FlatEmbedder
 
