@@ -31,51 +31,45 @@ dead-lettered once however often the analyzer restarts.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adamem import metrics
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import AdaMemError, LogError
-from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, MessageAnalyzed
-from adamem.partitioning import misplaced
+from adamem.events import ChatMessage
+from adamem.feed import MemoryChanged
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
 from adamem.projections.store.base import MemoryStore
-from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
 from adamem.streams.feed import publish_feed, recover_feed
-from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
+from adamem.streams.keys import keystore_for
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
-from adamem.streams.resume import (
-    FOR_HEADER,
-    RESUME_HEADER,
-    SOURCE_HEADER,
-    ResumeTracker,
-    dead_lettered_below,
-    resume_header,
-    resume_points,
-    source_of,
+from adamem.streams.resume import SOURCE_HEADER, ResumeTracker, dead_lettered_below, resume_points
+from adamem.streams.step import (
+    ERROR_HEADER,
+    analyse,
+    classify,
+    dead_letter_record,
+    decode_analysis,
+    emit,
+    fold,
 )
 
 __all__ = [
     "ANALYSIS_BATCH",
     "ERROR_HEADER",
     "PROGRESS_BATCH",
-    "SOURCE_HEADER",  # still read from here by api.provenance; defined in streams.resume
+    "SOURCE_HEADER",  # still read from here by api.provenance and tests; defined in streams.resume
     "PipelineStats",
     "analyze_pending",
-    "classify",
+    "classify",  # likewise; defined in streams.step
     "dead_letter",
     "pending_work",
     "project_pending",
-    "rebuild_after_forgets",
     "run_pipeline",
 ]
-
-_LOG = logging.getLogger("adamem.pipeline")
-ERROR_HEADER = "adamem-error"
 
 
 @dataclass
@@ -96,20 +90,6 @@ class PipelineStats:
         self.dead_lettered += other.dead_lettered
         self.applied += other.applied
         self.skipped += other.skipped
-
-
-def dead_letter_record(
-    rec: LogRecord, error: str, points: Mapping[str, int] | None = None, of: str = ""
-) -> OutgoingRecord:
-    """The dead letter of ``rec``: its bytes, error and source, on the partition it arrived on.
-
-    With ``points`` it also records progress: how far the input topics of that partition are
-    handled for the analyses topic ``of`` once it is on the log.
-    """
-    headers = [(SOURCE_HEADER, source_of(rec)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])]
-    if points is not None:
-        headers += [(RESUME_HEADER, resume_header(points)), (FOR_HEADER, of.encode())]
-    return OutgoingRecord(rec.key, rec.value, tuple(headers), partition=rec.partition)
 
 
 async def dead_letter(
@@ -177,25 +157,6 @@ async def analyze_pending(
     return stats
 
 
-Handled = ChatMessage | MemoryForgotten | MemoryCorrected | str  # an input event, or why it is dead-lettered
-
-
-def classify(rec: LogRecord, partitions: int, keys: KeyRingLike | None = None) -> Handled:
-    """An input record's event, or the error it is dead-lettered with (both runners use this).
-
-    With ``keys`` a sealed message is opened (or comes back ``shredded``: its key is gone).
-    """
-    try:
-        event = decode_event(rec.value, keys)
-    except AdaMemError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    if isinstance(event, MessageAnalyzed):
-        return f"a MessageAnalyzed event does not belong on {rec.topic}"
-    if event.user_id != rec.key:
-        return f"record key {rec.key!r} is not the event's owner {event.user_id!r}"
-    return misplaced(rec.key, rec.topic, rec.partition, partitions) or event
-
-
 async def _analyze_batch(
     log: EventLog,
     agent: MemoryAgent,
@@ -204,53 +165,37 @@ async def _analyze_batch(
     stats: PipelineStats,
     tracker: ResumeTracker,
 ) -> None:
-    """Analyse a batch (in arrival order), forward its control events, dead-letter the rest.
+    """Analyse a batch (in arrival order), forward its control events, dead-letter the rest (``step``).
 
     The results are appended in arrival order — runs of analyses, runs of dead letters — and
     each record, either kind, carries its source and the ``tracker``'s points just after it, so
     whatever is on the log when the process dies says exactly what is handled.
     """
     keys = keystore_for(log, settings)
-    decoded = [(rec, classify(rec, log.partitions(rec.topic), keys)) for rec in records]
-    messages = [e for _, e in decoded if isinstance(e, ChatMessage) and not e.shredded]
+    handled = [(rec, classify(rec, log.partitions(rec.topic), keys)) for rec in records]
     try:
-        analyses = iter(agent.analyze(messages))
+        items = analyse(agent, handled)
     except AdaMemError as exc:
-        raise AdaMemError(f"the Memory Agent failed on a batch of {len(messages)} message(s): {exc}") from exc
+        count = sum(1 for _, e in handled if isinstance(e, ChatMessage) and not e.shredded)
+        raise AdaMemError(f"the Memory Agent failed on a batch of {count} message(s): {exc}") from exc
     run: list[OutgoingRecord] = []
     run_topic = ""
-    for rec, event in decoded:
-        tracker.handled(rec.topic, rec.offset)
-        points = tracker.points()
-        if isinstance(event, ChatMessage) and event.shredded:  # forgotten before it was analysed, or the wrong keystore
-            _LOG.warning("message %s of %s has no key in %s: not analysed", event.event_id, event.owner_id, keys)
-            continue
-        if isinstance(event, str):
-            topic = settings.topic("deadletter")
-            out = dead_letter_record(rec, event, points, settings.topic("analyses"))
+    for out in emit(items, tracker, settings, keys):
+        if out.dead:
             stats.dead_lettered += 1
-            metrics.DEAD_LETTERS.labels("analyze", metrics.dead_letter_reason(event)).inc()
+            metrics.DEAD_LETTERS.labels("analyze", metrics.dead_letter_reason(str(out.source.event))).inc()
+        elif out.source.analysis is not None:
+            stats.analyzed += 1
+            metrics.EVENTS_ANALYSED.inc()
         else:
-            topic = settings.topic("analyses")
-            headers = ((SOURCE_HEADER, source_of(rec)), (RESUME_HEADER, resume_header(points)))
-            if isinstance(event, MemoryForgotten):
-                destroy_keys(keys, event)  # before it is forwarded: no replay can read what it names
-            value = (
-                encode_event(next(analyses), keys) if isinstance(event, ChatMessage) else reframe(rec.value)
-            )  # spec's order
-            out = OutgoingRecord(event.user_id, value, headers)
-            if isinstance(event, ChatMessage):
-                stats.analyzed += 1
-                metrics.EVENTS_ANALYSED.inc()
-            else:
-                stats.forwarded += 1
-                metrics.EVENTS_FORWARDED.inc()
-        if run and topic != run_topic:
+            stats.forwarded += 1
+            metrics.EVENTS_FORWARDED.inc()
+        if run and out.topic != run_topic:
             keys.flush()  # the keys of what is appended are durable first
             await log.append(run_topic, run)  # acked before anything after it claims it
             run = []
-        run_topic = topic
-        run.append(out)
+        run_topic = out.topic
+        run.append(out.record)
     if run:
         keys.flush()
         await log.append(run_topic, run)
@@ -276,6 +221,10 @@ async def project_pending(
     _refuse_lost(log, topic, partition, start, end, f"the store {projector.store.url}")
     dead_below: int | None = None  # read from the dead-letter topic when a record first needs it
     keys = keystore_for(log, settings)
+
+    async def publish(feed: Sequence[MemoryChanged], reach: int) -> None:
+        await publish_feed(log, settings, feed, reach)
+
     if projector.feed and partition not in projector.feed_checked:
         await recover_feed(log, projector, settings, partition)  # a crash between a commit and its publish
         projector.feed_checked.add(partition)
@@ -283,26 +232,19 @@ async def project_pending(
         stop = min(end, start + batch)
         events: list[Positioned] = []
         async for rec in log.read(topic, from_offsets={partition: start}, until={partition: stop}):
-            try:
-                event = decode_event(rec.value, keys)
-                if isinstance(event, ChatMessage):
-                    raise AdaMemError("a raw ChatMessage does not belong on the analyses topic")
-            except AdaMemError as exc:
+            event = decode_analysis(rec, keys)
+            if isinstance(event, str):
                 if dead_below is None:
                     dead_below = await dead_lettered_below(log, settings, topic, partition)
                 if rec.offset >= dead_below:  # else dead-lettered before a crash, not yet checkpointed
-                    await dead_letter(log, settings, rec, f"{type(exc).__name__}: {exc}", {topic: rec.offset + 1})
+                    await dead_letter(log, settings, rec, event, {topic: rec.offset + 1})
                     dead_below = rec.offset + 1
                     stats.dead_lettered += 1
-                    metrics.DEAD_LETTERS.labels("project", metrics.dead_letter_reason(str(exc))).inc()
+                    metrics.DEAD_LETTERS.labels("project", metrics.dead_letter_reason(event)).inc()
                 continue
-            if isinstance(event, MemoryForgotten):
-                destroy_keys(keys, event)  # forwarded by another analyzer, maybe without destroying them
-            events.append(Positioned(event, rec.topic, rec.partition, rec.offset))
+            events.append(event)
         done = projector.store.checkpoint(partition).get(topic, 0)
-        result = projector.apply_batch(partition, topic, events, upto=stop)
-        await publish_feed(log, settings, result.feed, result.reach)  # committed: now subscribers may hear of it
-        await rebuild_after_forgets(log, projector, settings, partition, [e for e in events if e.offset >= done])
+        result = await fold(log, projector, settings, partition, events, stop, publish, rebuild_from=done)
         stats.applied += result.applied
         stats.skipped += result.skipped
         if progress is not None:
@@ -336,33 +278,6 @@ async def _record_lag(
     for topic in (settings.topic("messages"), settings.topic("control"), analyses):
         end = (await log.end_offsets(topic)).get(partition, 0)
         metrics.CONSUMER_LAG.labels(topic, str(partition)).set(max(0, end - done.get(topic, 0)))
-
-
-async def rebuild_after_forgets(
-    log: EventLog, projector: Projector, settings: Settings, partition: int, applied: Sequence[Positioned]
-) -> int:
-    """After a batch that folded message forgets: rebuild each such owner in place from the log; owners rebuilt.
-
-    The live fold saw the forgotten message readable, a replay sees it shredded; the folds agree on
-    what a forget removes but not on what the message changed in others (ids, routing, seq), so the
-    owner is folded again from the log, where the message is now shredded. Rows that changed are
-    committed, and the shard's history erased once more (they may hold the message's effects).
-    """
-    from adamem.streams.replay import rebuild_owner
-
-    owners = sorted(
-        {p.event.owner_id for p in applied if isinstance(p.event, MemoryForgotten) and p.event.scope == "message"}
-    )
-    if not owners:
-        return 0
-    changed = False
-    for owner in owners:
-        report = await rebuild_owner(log, projector.store, settings, owner, keys=keystore_for(log, settings))
-        changed = changed or report.switched
-    projector.forget_cache()  # the states cached for these owners are not their rows any more
-    if changed:
-        projector.store.erase_history(partition)
-    return len(owners)
 
 
 async def run_pipeline(

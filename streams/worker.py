@@ -44,7 +44,6 @@ from adamem.streams.feed import feed_records, missing_feed
 from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 from adamem.streams.metrics import ConsumerPositions
-from adamem.streams.pipeline import ERROR_HEADER, Handled, classify, rebuild_after_forgets
 from adamem.streams.resume import (
     FOR_HEADER,
     RESUME_HEADER,
@@ -54,6 +53,7 @@ from adamem.streams.resume import (
     resume_header,
     resume_points,
 )
+from adamem.streams.step import ERROR_HEADER, Handled, classify, rebuild_after_forgets
 
 __all__ = ["create_app"]
 
