@@ -150,7 +150,7 @@ async def analyze_pending(
     start = {messages_topic: resume.get(messages_topic, 0), control_topic: resume.get(control_topic, 0)}
     tracker = ResumeTracker(start, ((r.topic, r.offset) for r in pending))
     for i in range(0, len(pending), batch):
-        await _analyze_batch(log, agent, settings, pending[i : i + batch], stats, tracker)
+        await _analyze_batch(log, agent, settings, pending[i : i + batch], stats, {partition: tracker})
         if progress is not None:
             progress(len(pending[i : i + batch]))
     resume[messages_topic], resume[control_topic] = m_end, c_end
@@ -163,12 +163,12 @@ async def _analyze_batch(
     settings: Settings,
     records: Sequence[LogRecord],
     stats: PipelineStats,
-    tracker: ResumeTracker,
+    trackers: Mapping[int, ResumeTracker],
 ) -> None:
     """Analyse a batch (in arrival order), forward its control events, dead-letter the rest (``step``).
 
     The results are appended in arrival order — runs of analyses, runs of dead letters — and
-    each record, either kind, carries its source and the ``tracker``'s points just after it, so
+    each record, either kind, carries its source and its partition's points (``trackers``) just after it, so
     whatever is on the log when the process dies says exactly what is handled.
     """
     keys = keystore_for(log, settings)
@@ -180,7 +180,7 @@ async def _analyze_batch(
         raise AdaMemError(f"the Memory Agent failed on a batch of {count} message(s): {exc}") from exc
     run: list[OutgoingRecord] = []
     run_topic = ""
-    for out in emit(items, tracker, settings, keys):
+    for out in emit(items, trackers, settings, keys):
         if out.dead:
             stats.dead_lettered += 1
             metrics.DEAD_LETTERS.labels("analyze", metrics.dead_letter_reason(str(out.source.event))).inc()

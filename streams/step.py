@@ -51,6 +51,7 @@ __all__ = [
     "decode_analysis",
     "emit",
     "fold",
+    "readable",
     "rebuild_after_forgets",
 ]
 
@@ -106,7 +107,8 @@ class Analysed:
     analysis: MessageAnalyzed | None = None
 
 
-def _readable(event: Handled) -> bool:
+def readable(event: Handled) -> bool:
+    """True for a message the Memory Agent analyses: decoded, and its key not shredded."""
     return isinstance(event, ChatMessage) and not event.shredded
 
 
@@ -119,7 +121,7 @@ def analyse(agent: MemoryAgent, handled: Iterable[tuple[LogRecord, Handled]]) ->
     pairs = list(handled)
     messages = [event for _, event in pairs if isinstance(event, ChatMessage) and not event.shredded]
     results = iter(agent.analyze(messages) if messages else [])
-    return [Analysed(rec, event, next(results) if _readable(event) else None) for rec, event in pairs]
+    return [Analysed(rec, event, next(results) if readable(event) else None) for rec, event in pairs]
 
 
 @dataclass(frozen=True)
@@ -136,10 +138,13 @@ class Emitted:
         return isinstance(self.source.event, str)
 
 
-def emit(items: Iterable[Analysed], tracker: ResumeTracker, settings: Settings, keys: KeyRingLike) -> Iterator[Emitted]:
+def emit(
+    items: Iterable[Analysed], trackers: Mapping[int, ResumeTracker], settings: Settings, keys: KeyRingLike
+) -> Iterator[Emitted]:
     """What a batch puts on the log, in the order of ``items`` (arrival order), one record at a time.
 
-    Each record counts as handled in ``tracker`` and carries its points just after it, so whatever
+    Each record counts as handled in the tracker of its partition (``trackers``) and carries that
+    partition's points just after it, so whatever
     is on the log when a process dies says exactly what is handled. A shredded message (forgotten
     before it was analysed, or the wrong keystore) is handled but writes nothing; a forget destroys
     its keys when it is emitted, before it can be sent, so no replay reads what it names. Analyses
@@ -149,6 +154,7 @@ def emit(items: Iterable[Analysed], tracker: ResumeTracker, settings: Settings, 
     analyses, deadletter = settings.topic("analyses"), settings.topic("deadletter")
     for item in items:
         rec, event = item.record, item.event
+        tracker = trackers[rec.partition]
         tracker.handled(rec.topic, rec.offset)
         points = tracker.points()
         if isinstance(event, ChatMessage) and event.shredded:

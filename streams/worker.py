@@ -3,7 +3,7 @@
 One ``faust.App`` per process, made by ``create_app``; topics are declared once with raw bytes
 (the values are Avro single-object encoded; nothing is pickled). Both agents are thin: they take
 micro-batches of events (``take_events``, acked only after the batch is handled), decode them,
-call the same functions the in-process pipeline uses, and hand the results on.
+call the steps the in-process pipeline runs too (``streams.step``), and hand the results on.
 
 * ``analyze`` reads ``messages`` and ``control`` and writes ``MessageAnalyzed`` events (and the
   forwarded control events) to ``analyses``, on the same partition: one ordered stream per owner.
@@ -34,26 +34,28 @@ from faust.transport.drivers import aiokafka as faust_kafka
 
 from adamem import metrics
 from adamem.analysis.agent import MemoryAgent
-from adamem.errors import AdaMemError, LogError, LogFenced, StoreFenced
-from adamem.events import ChatMessage, MemoryForgotten, MessageAnalyzed
+from adamem.errors import LogError, LogFenced, StoreFenced
+from adamem.events import ChatMessage
+from adamem.feed import MemoryChanged
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
-from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
 from adamem.streams.feed import feed_records, missing_feed
-from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
+from adamem.streams.keys import KeyRingLike, keystore_for
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 from adamem.streams.metrics import ConsumerPositions
-from adamem.streams.resume import (
-    FOR_HEADER,
-    RESUME_HEADER,
-    SOURCE_HEADER,
-    ResumeTracker,
-    dead_lettered_below,
-    resume_header,
-    resume_points,
+from adamem.streams.resume import ResumeTracker, dead_lettered_below, resume_points
+from adamem.streams.step import (
+    Analysed,
+    Handled,
+    analyse,
+    classify,
+    dead_letter_record,
+    decode_analysis,
+    emit,
+    fold,
+    readable,
 )
-from adamem.streams.step import ERROR_HEADER, Handled, classify, rebuild_after_forgets
 
 __all__ = ["create_app"]
 
@@ -63,9 +65,17 @@ REFOLDS = 3
 """How many times the project agent folds a batch again after a refused commit to a shard it still owns."""
 
 
-def _source(event: Any) -> bytes:
+def _record(event: Any) -> LogRecord:
+    """A Faust event's record as the steps read it (key bytes that are not UTF-8 come out replaced)."""
     m = event.message
-    return f"{m.topic}:{m.partition}:{m.offset}".encode()
+    key = (m.key or b"").decode("utf-8", "replace")
+    return LogRecord(m.topic, m.partition, m.offset, key, m.value or b"", m.timestamp or 0)
+
+
+def _position(rec: LogRecord | Any) -> tuple[str, int, int]:
+    """Where a record (or a Faust event's message) is: topic, partition, offset."""
+    m = rec if isinstance(rec, LogRecord) else rec.message
+    return (m.topic, m.partition, m.offset)
 
 
 class _CommittedReadsThread(faust_kafka.AIOKafkaConsumerThread):
@@ -197,26 +207,16 @@ def create_app(
             made["projector"].feed &= settings.change_feed  # ADAMEM_CHANGE_FEED=false: no feed computed or sent
         return made["projector"]  # type: ignore[no-any-return]
 
-    def dead_headers(event: Any, error: str, points: dict[str, int], of: str = "") -> list[tuple[str, bytes]]:
-        """The headers of an event's dead letter (and its log line and metric).
+    def dead_lettered(rec: LogRecord, error: str, stage: str) -> None:
+        """The log line and metric of a dead letter made by ``stage`` (``analyze`` or ``project``)."""
+        log.warning("dead-lettered %s:%d:%d: %s", rec.topic, rec.partition, rec.offset, error)
+        metrics.DEAD_LETTERS.labels(stage, metrics.dead_letter_reason(error)).inc()
 
-        ``points`` (how far its input topics are handled with it) go in its ``adamem-resume`` header,
-        ``of`` (the analyses topic whose progress that is, for the analyze agent) in ``adamem-for``.
-        """
-        log.warning("dead-lettered %s: %s", _source(event).decode(), error)
-        metrics.DEAD_LETTERS.labels("analyze" if of else "project", metrics.dead_letter_reason(error)).inc()
-        headers = [(SOURCE_HEADER, _source(event)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])]
-        headers.append((RESUME_HEADER, resume_header(points)))
-        if of:
-            headers.append((FOR_HEADER, of.encode()))
-        return headers
-
-    async def to_deadletter(event: Any, error: str, points: dict[str, int], of: str = "") -> Any:
-        """Send an event to the dead-letter topic, on the partition it arrived on; returns the send's future."""
-        headers = dead_headers(event, error, points, of)
-        return await deadletter.send(
-            key=event.message.key, value=event.message.value, partition=event.message.partition, headers=headers
-        )
+    async def to_deadletter(event: Any, letter: OutgoingRecord, error: str, stage: str) -> Any:
+        """Send an event's dead letter (its headers from ``letter``) with the event's own bytes; the send's future."""
+        dead_lettered(_record(event), error, stage)
+        m = event.message
+        return await deadletter.send(key=m.key, value=m.value, partition=m.partition, headers=list(letter.headers))
 
     # partition -> input topic -> next offset not yet accounted for by the analyses topic: read from
     # its tail once per assignment, then advanced by every batch this worker has written.
@@ -305,14 +305,13 @@ def create_app(
         m = event.message
         return bool(m.offset < (await accounted(m.partition)).get(m.topic, 0))
 
-    def _classify(event: Any) -> Handled:
-        m = event.message
+    def _classify(event: Any) -> tuple[LogRecord, Handled]:
         try:
-            key = (m.key or b"").decode("utf-8")
+            (event.message.key or b"").decode("utf-8")
         except UnicodeDecodeError as exc:
-            return f"UnicodeDecodeError: the record key is not UTF-8 ({exc})"
-        rec = LogRecord(m.topic, m.partition, m.offset, key, m.value or b"", m.timestamp or 0)
-        return classify(rec, settings.partitions, keyring())
+            return _record(event), f"UnicodeDecodeError: the record key is not UTF-8 ({exc})"
+        rec = _record(event)
+        return rec, classify(rec, settings.partitions, keyring())
 
     @app.agent(inputs, name="analyze")
     async def analyze(stream: Any) -> None:
@@ -341,50 +340,41 @@ def create_app(
         for p in sorted({e.message.partition for e in todo}):
             waiting = [(e.message.topic, e.message.offset) for e in todo if e.message.partition == p]
             trackers[p] = ResumeTracker(await accounted(p), waiting)
-        handled = [(event, _classify(event)) for event in todo]
-        messages = [d for _, d in handled if isinstance(d, ChatMessage) and not d.shredded]
-        results = iter(await asyncio.to_thread(memory_agent().analyze, messages) if messages else [])
-        metrics.EVENTS_ANALYSED.inc(len(messages))
+        handled = [_classify(event) for event in todo]
+        if any(readable(d) for _, d in handled):
+            items = await asyncio.to_thread(analyse, memory_agent(), handled)
+        else:
+            items = [Analysed(rec, d) for rec, d in handled]
+        metrics.EVENTS_ANALYSED.inc(sum(1 for item in items if item.analysis is not None))
         metrics.EVENTS_FORWARDED.inc(sum(1 for _, d in handled if not isinstance(d, (str, ChatMessage))))
-        paired = [(e, d, next(results) if isinstance(d, ChatMessage) and not d.shredded else None) for e, d in handled]
+        raw = {_position(event): event for event in todo}
         if txns is not None:
             for p in sorted(trackers):
-                await _publish(p, [x for x in paired if x[0].message.partition == p], events)
+                await _publish(p, [x for x in items if x.record.partition == p], events, raw)
             counts["analyzed"] += len(todo)
             for event in events:
                 positions.handled(event.message.topic, event.message.partition, event.message.offset)
             return
-        paired = await _analysed_meanwhile(paired, fresh, trackers)
+        items = await _analysed_meanwhile(items, fresh, trackers)
         sends: list[Any] = []
         sending_to = None
-        for event, decoded, result in paired:
-            m = event.message
-            trackers[m.partition].handled(m.topic, m.offset)
-            points = trackers[m.partition].points()
-            if isinstance(decoded, ChatMessage) and decoded.shredded:
-                # forgotten before it was analysed, or the wrong keystore
-                log.warning(
-                    "message %s of %s has no key in %s: not analysed", decoded.event_id, decoded.owner_id, keyring()
-                )
-                continue
-            target = deadletter if isinstance(decoded, str) else analyses
+        for out in emit(items, trackers, settings, keyring()):
+            rec = out.source.record
+            target = deadletter if out.dead else analyses
             if target is not sending_to:  # in order: what is sent before a record is acked before it
                 for fut in sends:
                     await fut
                 sends, sending_to = [], target
-            if isinstance(decoded, str):
-                sends.append(await to_deadletter(event, decoded, points, settings.topic("analyses")))
+            if out.dead:
+                sends.append(await to_deadletter(raw[_position(rec)], out.record, str(out.source.event), "analyze"))
                 continue
-            if isinstance(decoded, MemoryForgotten):
-                destroy_keys(keyring(), decoded)  # before it is forwarded: no replay can read what it names
-            value = encode_event(result, keyring()) if result is not None else reframe(m.value)
             keyring().flush()  # the keys of what is sent are durable first
             sends.append(
                 await analyses.send(
-                    key=decoded.user_id.encode("utf-8"),
-                    value=value,
-                    partition=m.partition,
-                    headers=[(SOURCE_HEADER, _source(event)), (RESUME_HEADER, resume_header(points))],
+                    key=out.record.key.encode("utf-8"),
+                    value=out.record.value,
+                    partition=rec.partition,
+                    headers=list(out.record.headers),
                 )
             )
         for fut in sends:
@@ -397,35 +387,25 @@ def create_app(
             positions.handled(event.message.topic, event.message.partition, event.message.offset)
 
     def _outgoing(
-        items: list[tuple[Any, Handled, MessageAnalyzed | None]], points: dict[str, int]
+        partition: int, items: list[Analysed], points: dict[str, int], raw: Mapping[tuple[str, int, int], Any]
     ) -> tuple[list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]], dict[str, int]]:
         """A partition's records to publish, for the items not accounted for by ``points``; the points after them."""
-        todo = [x for x in items if x[0].message.offset >= points.get(x[0].message.topic, 0)]
-        tracker = ResumeTracker(points, [(e.message.topic, e.message.offset) for e, _, _ in todo])
+        todo = [x for x in items if x.record.offset >= points.get(x.record.topic, 0)]
+        tracker = ResumeTracker(points, [(x.record.topic, x.record.offset) for x in todo])
         out: list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]] = []
-        for event, decoded, result in todo:
-            m = event.message
-            tracker.handled(m.topic, m.offset)
-            now = tracker.points()
-            if isinstance(decoded, ChatMessage) and decoded.shredded:
-                log.warning(
-                    "message %s of %s has no key in %s: not analysed", decoded.event_id, decoded.owner_id, keyring()
-                )
-                continue
-            if isinstance(decoded, str):
-                headers = dead_headers(event, decoded, now, settings.topic("analyses"))
-                out.append((settings.topic("deadletter"), m.key or b"", m.value or b"", headers))
-                continue
-            if isinstance(decoded, MemoryForgotten):
-                destroy_keys(keyring(), decoded)  # before it is forwarded: no replay can read what it names
-            value = encode_event(result, keyring()) if result is not None else reframe(m.value)
-            headers = [(SOURCE_HEADER, _source(event)), (RESUME_HEADER, resume_header(now))]
-            out.append((settings.topic("analyses"), decoded.user_id.encode("utf-8"), value, headers))
+        for emitted in emit(todo, {partition: tracker}, settings, keyring()):
+            rec, headers = emitted.source.record, list(emitted.record.headers)
+            if emitted.dead:
+                dead_lettered(rec, str(emitted.source.event), "analyze")
+                m = raw[_position(rec)].message
+                out.append((emitted.topic, m.key or b"", m.value or b"", headers))
+            else:
+                out.append((emitted.topic, emitted.record.key.encode("utf-8"), emitted.record.value, headers))
         keyring().flush()  # the keys of what is sent are durable first
         return out, tracker.points()
 
     async def _publish(
-        partition: int, items: list[tuple[Any, Handled, MessageAnalyzed | None]], events: Sequence[Any]
+        partition: int, items: list[Analysed], events: Sequence[Any], raw: Mapping[tuple[str, int, int], Any]
     ) -> None:
         """Publish a partition's part of a batch in one transaction, with the consumer offsets of its inputs.
 
@@ -444,7 +424,7 @@ def create_app(
                 log.warning("p%d was revoked: its new owner analyses %d record(s) of this batch", partition, len(items))
                 return
             try:
-                records, points = _outgoing(items, await accounted(partition))
+                records, points = _outgoing(partition, items, await accounted(partition), raw)
                 await txns.commit(partition, records, offsets)
             except LogFenced as exc:
                 log.warning("p%d: transaction refused (attempt %d): %s", partition, attempt, exc)
@@ -460,8 +440,8 @@ def create_app(
         raise LogError(f"p{partition}: no transaction of this batch was accepted in 60 attempts; restarting")
 
     async def _analysed_meanwhile(
-        paired: list[tuple[Any, Handled, MessageAnalyzed | None]], fresh: set[int], trackers: dict[int, ResumeTracker]
-    ) -> list[tuple[Any, Handled, MessageAnalyzed | None]]:
+        items: list[Analysed], fresh: set[int], trackers: dict[int, ResumeTracker]
+    ) -> list[Analysed]:
         """Drop what another worker put on the log while this batch ran, for partitions just assigned.
 
         When a partition moves, its old owner may still send the batch it began before the move; the
@@ -478,13 +458,13 @@ def create_app(
             }
             if now == {t: before.get(t, 0) for t in now}:
                 continue
-            kept = [x for x in paired if x[0].message.partition != p or x[0].message.offset >= now[x[0].message.topic]]
-            log.info("p%d: %d record(s) were analysed by another worker meanwhile", p, len(paired) - len(kept))
-            paired = kept
+            kept = [x for x in items if x.record.partition != p or x.record.offset >= now[x.record.topic]]
+            log.info("p%d: %d record(s) were analysed by another worker meanwhile", p, len(items) - len(kept))
+            items = kept
             resume[p] = now
-            waiting = [(e.message.topic, e.message.offset) for e, _, _ in paired if e.message.partition == p]
+            waiting = [(x.record.topic, x.record.offset) for x in items if x.record.partition == p]
             trackers[p] = ResumeTracker(now, waiting)
-        return paired
+        return items
 
     @app.agent(analyses, name="project")
     async def project(stream: Any) -> None:
@@ -506,18 +486,15 @@ def create_app(
             reach[m.partition] = max(reach.get(m.partition, 0), m.offset + 1)
             if m.partition not in done:
                 done[m.partition] = (await asyncio.to_thread(projector().store.checkpoint, m.partition)).get(topic, 0)
-            try:
-                decoded = decode_event(m.value or b"", keyring())
-                if isinstance(decoded, ChatMessage):
-                    raise AdaMemError("a raw ChatMessage does not belong on the analyses topic")
-            except AdaMemError as exc:
+            rec = _record(event)
+            decoded = decode_analysis(rec, keyring())
+            if isinstance(decoded, str):
                 if m.offset >= done[m.partition] and m.offset >= await dead_below(m.partition):
-                    dead.append(await to_deadletter(event, f"{type(exc).__name__}: {exc}", {topic: m.offset + 1}))
+                    letter = dead_letter_record(rec, decoded, {topic: m.offset + 1})
+                    dead.append(await to_deadletter(event, letter, decoded, "project"))
                     dead_letters[m.partition] = m.offset + 1
                 continue  # else dead-lettered already (a redelivery)
-            if isinstance(decoded, MemoryForgotten):
-                destroy_keys(keyring(), decoded)
-            by_partition[m.partition].append(Positioned(decoded, m.topic, m.partition, m.offset))
+            by_partition[m.partition].append(decoded)
         for fut in dead:
             await fut  # on the log before the checkpoint that passes them
         for partition in sorted(reach):
@@ -538,6 +515,10 @@ def create_app(
         ``REFOLDS`` times, instead of when the partition's next batch arrives.
         """
         topic = settings.topic("analyses")
+
+        async def publish(feed: Sequence[MemoryChanged], reach: int) -> None:
+            await send_feed(partition, feed_records(feed, reach))  # committed: now subscribers may hear of it
+
         for attempt in range(REFOLDS + 1):
             batch_events = own
             if first > done:
@@ -546,10 +527,9 @@ def create_app(
                 batch_events = await _gap(partition, done, first) + own
             try:
                 await catch_up_feed(partition)
-                result = await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach)
-                # committed: now subscribers may hear of it
-                await send_feed(partition, feed_records(result.feed, result.reach))
-                await rebuild_after_forgets(reader(), projector(), settings, partition, batch_events)
+                await fold(
+                    reader(), projector(), settings, partition, batch_events, reach, publish, blocking=asyncio.to_thread
+                )
                 return True
             except StoreFenced as exc:
                 ours = await asyncio.to_thread(projector().store.owns, partition)
@@ -608,12 +588,9 @@ def create_app(
         async for rec in reader().read(
             settings.topic("analyses"), from_offsets={partition: start}, until={partition: end}
         ):
-            try:
-                decoded = decode_event(rec.value, keyring())
-            except AdaMemError:
-                continue  # dead-lettered when it was first consumed
-            if not isinstance(decoded, ChatMessage):
-                out.append(Positioned(decoded, rec.topic, rec.partition, rec.offset))
+            decoded = decode_analysis(rec, keyring())
+            if not isinstance(decoded, str):  # else dead-lettered when it was first consumed
+                out.append(decoded)
         return out
 
     # What the worker's status line shows (``adamem worker``): events handled, partitions held.

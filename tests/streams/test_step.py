@@ -77,7 +77,7 @@ def test_a_batch_becomes_analyses_forwards_and_dead_letters_in_arrival_order(set
     assert [type(i.analysis) for i in items] == [MessageAnalyzed, type(None), type(None), MessageAnalyzed]
     messages, control = settings.topic("messages"), settings.topic("control")
     tracker = ResumeTracker({messages: 4}, [(r.topic, r.offset) for r in records])
-    out = list(emit(items, tracker, settings, keys))
+    out = list(emit(items, {records[0].partition: tracker}, settings, keys))
 
     assert [e.topic for e in out] == [settings.topic(t) for t in ("analyses", "deadletter", "analyses", "analyses")]
     assert [e.dead for e in out] == [False, True, False, False]
@@ -105,7 +105,7 @@ def test_a_shredded_message_is_handled_but_writes_nothing(settings: Settings) ->
     shredded = dataclasses.replace(m, shredded=True)
     rec = _input(settings, "messages", 0, "alice", b"")
     tracker = ResumeTracker({}, [(rec.topic, 0)])
-    assert list(emit([Analysed(rec, shredded)], tracker, settings, InMemoryKeyRing())) == []
+    assert list(emit([Analysed(rec, shredded)], {rec.partition: tracker}, settings, InMemoryKeyRing())) == []
     assert tracker.points() == {settings.topic("messages"): 1}
 
 
