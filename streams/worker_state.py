@@ -4,18 +4,16 @@
 agent hands each micro-batch to ``WorkerState.analyze``, the ``project`` agent to
 ``WorkerState.project``, a timer to ``measure_lag``, and the rebalance signals to ``assigned``
 and ``revoked``. The handlers run the steps every runner shares (``streams.step``) and send
-through the Faust topics they are given; everything the state holds is a cache of what the log
-and the store say, cleared by every rebalance:
+through the Faust topics they are given. The state:
 
 * the Memory Agent, the projector and the keystore, made on first use;
-* ``resume``: per partition, how far the analyses topic accounts for both input topics (read from
-  its tail once per assignment, then advanced by every batch this worker wrote), and ``epoch``,
-  bumped by every rebalance, so a batch begun before one leaves ``resume`` alone;
-* ``dead_letters``: per partition, how far the analyses topic is dead-lettered;
-* what the status line shows (``counts``, ``held``) and the lag metric (``positions``);
-* ``restart_for``: the generation to follow once the active view switched to another;
-* with transactions, the analyze step's producers (``txns``) and the project step's reader of
-  where transactions end (``committed_ends``).
+* caches of what the log says, cleared by every rebalance: ``resume`` (per partition, how far
+  the analyses topic accounts for both input topics) and ``dead_letters`` (how far the analyses
+  topic is dead-lettered), with ``epoch``, bumped by each rebalance so that a batch begun before
+  one leaves ``resume`` alone;
+* what the status line and the lag metric show (``counts``, ``held``, ``positions``), the
+  generation to follow (``restart_for``), and with transactions the analyze step's producers
+  (``txns``) and the project step's reader of where transactions end (``committed_ends``).
 """
 
 from __future__ import annotations
@@ -55,7 +53,7 @@ from adamem.streams.step import (
 )
 
 if TYPE_CHECKING:
-    from adamem.streams.kafka_transactions import CommittedEnds, PartitionTransactions
+    from adamem.streams.kafka_transactions import CommittedEnds, Outgoing, PartitionTransactions
 
 __all__ = ["REFOLDS", "WorkerState", "WorkerTopics"]
 
@@ -63,8 +61,6 @@ log = logging.getLogger("adamem.worker")
 
 REFOLDS = 3
 """How many times the project agent folds a batch again after a refused commit to a shard it still owns."""
-
-_Outgoing = tuple[str, bytes, bytes, list[tuple[str, bytes]]]  # kafka_transactions.Outgoing
 
 
 def _record(event: Any) -> LogRecord:
@@ -374,11 +370,11 @@ class WorkerState:
 
     def _outgoing(
         self, partition: int, items: list[Analysed], points: dict[str, int], raw: Mapping[tuple[str, int, int], Any]
-    ) -> tuple[list[_Outgoing], dict[str, int]]:
+    ) -> tuple[list[Outgoing], dict[str, int]]:
         """A partition's records to publish, for the items not accounted for by ``points``; the points after them."""
         todo = [x for x in items if x.record.offset >= points.get(x.record.topic, 0)]
         tracker = ResumeTracker(points, [(x.record.topic, x.record.offset) for x in todo])
-        out: list[_Outgoing] = []
+        out: list[Outgoing] = []
         for emitted in emit(todo, {partition: tracker}, self.settings, self.keyring()):
             rec, headers = emitted.source.record, list(emitted.record.headers)
             if emitted.dead:
