@@ -15,7 +15,7 @@ from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
 from adamem.streams.keys import KeyRingLike, keystore_for
 from adamem.streams.log import EventLog
-from adamem.streams.pipeline import SOURCE_HEADER
+from adamem.streams.resume import SOURCE_HEADER
 
 __all__ = ["ItemNotFound", "trace"]
 

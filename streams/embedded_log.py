@@ -53,6 +53,7 @@ from fastavro.schema import to_parsing_canonical_form
 from adamem.errors import LogError
 from adamem.settings import Settings
 from adamem.streams.log import TOPICS, LogRecord, OutgoingRecord, partition_for
+from adamem.streams.resume import RESUME_HEADER
 
 __all__ = [
     "CODEC",
@@ -109,8 +110,6 @@ CODEC = "snappy"
 CODECS = ("snappy", "null", "deflate")
 GAP_HEADER = "adamem-log-gap"
 """Header of a gap entry: JSON ``{"next": N, ...}``; offsets from the entry's own up to N hold nothing."""
-RESUME_HEADER = "adamem-resume"
-"""The pipeline's header on analyses records: JSON {input topic: next offset handled} (``pipeline.RESUME_HEADER``)."""
 HEADER_CHECK = "adamem.header.crc32"
 """Header metadata of new files: CRC-32 (hex) of the schema, the codec and the sync marker."""
 MAGIC = b"Obj\x01"

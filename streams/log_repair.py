@@ -58,12 +58,9 @@ from adamem.streams.embedded_log import (
     write_mark,
     writer_lock,
 )
+from adamem.streams.resume import RESUME_HEADER, SOURCE_HEADER
 
 __all__ = ["LogReport", "PartitionReport", "check_log", "repair_log"]
-
-# The pipeline's headers (adamem.streams.pipeline), read here without importing the Memory Agent.
-SOURCE_HEADER = "adamem-source"
-RESUME_HEADER = "adamem-resume"
 
 
 @dataclass

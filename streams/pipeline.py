@@ -6,7 +6,7 @@ Faust worker must agree with. Both stages resume from the log itself:
 * the analyzer from the headers of the last record on the analyses topic: its ``adamem-resume``
   header holds how far both input topics of the partition are accounted for (logs written before
   that header fall back to the ``adamem-source`` headers, which name the message/control offset
-  each record came from), so no separate state can drift from the log;
+  each record came from), so no separate state can drift from the log (``streams.resume``);
 * the projector from the checkpoint the store wrote with its rows.
 
 Control events are forwarded by the analyzer into the analyses topic, so the folds read one
@@ -31,54 +31,43 @@ dead-lettered once however often the analyzer restarts.
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adamem import metrics
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import AdaMemError, LogError
-from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, MessageAnalyzed
-from adamem.partitioning import misplaced
+from adamem.events import ChatMessage
+from adamem.feed import MemoryChanged
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
 from adamem.projections.store.base import MemoryStore
-from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
 from adamem.streams.feed import publish_feed, recover_feed
-from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
+from adamem.streams.keys import keystore_for
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
+from adamem.streams.resume import ResumeTracker, dead_lettered_below, resume_points
+from adamem.streams.step import (
+    ERROR_HEADER,
+    analyse,
+    classify,
+    dead_letter_record,
+    decode_analysis,
+    emit,
+    fold,
+)
 
 __all__ = [
     "ANALYSIS_BATCH",
-    "FOR_HEADER",
+    "ERROR_HEADER",
     "PROGRESS_BATCH",
-    "RESUME_HEADER",
-    "SOURCE_HEADER",
     "PipelineStats",
-    "ResumeTracker",
     "analyze_pending",
-    "classify",
     "dead_letter",
     "pending_work",
     "project_pending",
-    "rebuild_after_forgets",
-    "resume_header",
-    "resume_points",
     "run_pipeline",
 ]
-
-_LOG = logging.getLogger("adamem.pipeline")
-SOURCE_HEADER = "adamem-source"
-ERROR_HEADER = "adamem-error"
-# On every analyses record: compact JSON {"<input topic>": next offset} of its partition, how far
-# each input topic (messages and control) is accounted for once this record is on the log.
-RESUME_HEADER = "adamem-resume"
-# On every dead letter the analyzer writes: the analyses topic (the generation) whose progress its
-# ``adamem-resume`` header is, so each generation resumes past its own dead letters only.
-FOR_HEADER = "adamem-for"
 
 
 @dataclass
@@ -101,110 +90,11 @@ class PipelineStats:
         self.skipped += other.skipped
 
 
-def source_of(rec: LogRecord) -> bytes:
-    """The ``adamem-source`` header value naming a record's position: ``topic:partition:offset``."""
-    return f"{rec.topic}:{rec.partition}:{rec.offset}".encode()
-
-
-def dead_letter_record(
-    rec: LogRecord, error: str, points: Mapping[str, int] | None = None, of: str = ""
-) -> OutgoingRecord:
-    """The dead letter of ``rec``: its bytes, error and source, on the partition it arrived on.
-
-    With ``points`` it also records progress: how far the input topics of that partition are
-    handled for the analyses topic ``of`` once it is on the log.
-    """
-    headers = [(SOURCE_HEADER, source_of(rec)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])]
-    if points is not None:
-        headers += [(RESUME_HEADER, resume_header(points)), (FOR_HEADER, of.encode())]
-    return OutgoingRecord(rec.key, rec.value, tuple(headers), partition=rec.partition)
-
-
 async def dead_letter(
     log: EventLog, settings: Settings, rec: LogRecord, error: str, points: Mapping[str, int] | None = None
 ) -> None:
     """Park an unprocessable record on the dead-letter topic with its error and source position."""
     await log.append(settings.topic("deadletter"), [dead_letter_record(rec, error, points, settings.topic("analyses"))])
-
-
-class ResumeTracker:
-    """How far each input topic of one partition is accounted for, as its records are handled.
-
-    A record is handled once it is analysed, forwarded, dead-lettered, or skipped as already
-    analysed. A topic's point is one past its highest handled offset, but never past a record
-    that the caller said is waiting and that is not handled yet: the pipeline handles messages
-    and control events in arrival (timestamp) order, and append times need not rise with offsets,
-    so a record handled early must not vouch for an earlier one still to come. A point too low
-    only costs work again; one too high would lose the records below it.
-    """
-
-    def __init__(self, start: Mapping[str, int], waiting: Iterable[tuple[str, int]] = ()) -> None:
-        self._upto = dict(start)
-        self._waiting: dict[str, deque[int]] = {}
-        by_topic: dict[str, list[int]] = {}
-        for topic, offset in waiting:
-            by_topic.setdefault(topic, []).append(offset)
-        for topic, offsets in by_topic.items():
-            self._waiting[topic] = deque(sorted(offsets))
-        self._early: set[tuple[str, int]] = set()  # handled while a lower waiting offset is not
-
-    def handled(self, topic: str, offset: int) -> None:
-        """Record that the record at ``offset`` of ``topic`` is handled."""
-        self._upto[topic] = max(self._upto.get(topic, 0), offset + 1)
-        queue = self._waiting.get(topic)
-        if queue:
-            self._early.add((topic, offset))
-            while queue and (topic, queue[0]) in self._early:
-                self._early.discard((topic, queue.popleft()))
-
-    def points(self) -> dict[str, int]:
-        """Next offset per input topic below which every record is handled."""
-        out = dict(self._upto)
-        for topic, queue in self._waiting.items():
-            if queue:
-                out[topic] = min(out.get(topic, 0), queue[0])
-        return out
-
-
-def resume_header(points: Mapping[str, int]) -> bytes:
-    """The ``adamem-resume`` header value: compact JSON, any client can read it."""
-    return json.dumps(dict(sorted(points.items())), separators=(",", ":")).encode()
-
-
-def _resume_of(value: bytes) -> dict[str, int] | None:
-    """The points of an ``adamem-resume`` header, or None when it is not one we can trust."""
-    try:
-        data = json.loads(value)
-    except ValueError:  # also undecodable UTF-8
-        return None
-    if not isinstance(data, dict):
-        return None
-    points: dict[str, int] = {}
-    for topic, offset in data.items():
-        if type(offset) is not int or offset < 0:
-            return None
-        points[topic] = offset
-    return points
-
-
-def _accounted_by(rec: LogRecord, wanted: set[str], *, sources: bool = True) -> dict[str, int]:
-    """Next input offsets that one analyses record accounts for.
-
-    Its ``adamem-resume`` header when it has one: that covers both input topics, and it supersedes
-    the record's own source (which is handled, but in arrival order an earlier offset of the same
-    topic may not be). A record written before that header counts through its ``adamem-source``:
-    the offset after the one it came from.
-    """
-    found: dict[str, int] = {}
-    for name, value in rec.headers:
-        if name == RESUME_HEADER and (points := _resume_of(value)) is not None:
-            return {topic: offset for topic, offset in points.items() if topic in wanted}
-        if name == SOURCE_HEADER and sources:
-            topic, _, offset = value.decode().rpartition(":")
-            topic = topic.rpartition(":")[0]
-            if topic in wanted:
-                found[topic] = max(found.get(topic, 0), int(offset) + 1)
-    return found
 
 
 def _refuse_lost(log: EventLog, topic: str, partition: int, seen: int, end: int, who: str) -> None:
@@ -216,65 +106,6 @@ def _refuse_lost(log: EventLog, topic: str, partition: int, seen: int, end: int,
             "or the wrong log). Nothing was changed. See it with `adamem log check`; `adamem log repair` records "
             "the missing offsets as a gap so they are never given out again."
         )
-
-
-async def _claims(
-    log: EventLog, topic: str, partition: int, wanted: set[str], accept: Callable[[LogRecord], bool], sources: bool
-) -> dict[str, int]:
-    """The highest next offset of each ``wanted`` topic that the newest accepted records of ``topic`` claim.
-
-    The newest record is read first; the scan goes further back, in windows four times wider each
-    time, only until every wanted topic is accounted for (or the partition's start).
-    """
-    end = (await log.end_offsets(topic)).get(partition, 0)
-    found: dict[str, int] = {}
-    window = 1
-    start = end
-    while start > 0 and not wanted <= found.keys():
-        stop, start = start, max(0, end - window)  # each record is read once
-        async for rec in log.read(topic, from_offsets={partition: start}, until={partition: stop}):
-            if accept(rec):
-                for name, offset in _accounted_by(rec, wanted, sources=sources).items():
-                    found[name] = max(found.get(name, 0), offset)
-        window = 256 if window == 1 else window * 4
-    return found
-
-
-async def resume_points(log: EventLog, settings: Settings, partition: int) -> dict[str, int]:
-    """Next message/control offsets to analyze, from the headers at the analyses and dead-letter tails.
-
-    The newest analysis is read first: its ``adamem-resume`` header accounts for both input topics,
-    so resuming costs one record however long the log is. Only a log whose tail was written
-    before that header is read further back, in windows four times wider each time, until both
-    input topics are accounted for (by either header); one whose owners never had a control
-    event forwarded is then read to its start (once per caller, who keeps the result). The
-    dead letters this generation wrote on the partition count the same way (their
-    ``adamem-resume`` header only), so a partition whose last records were dead-lettered is not
-    read, nor dead-lettered, again. Every header's claim is a lower bound of what is handled, so
-    the highest one read is taken.
-    """
-    analyses = settings.topic("analyses")
-    wanted = {settings.topic("messages"), settings.topic("control")}
-    found = await _claims(log, analyses, partition, wanted, lambda rec: True, sources=True)
-    mine = analyses.encode()
-
-    def for_this_generation(rec: LogRecord) -> bool:
-        return dict(rec.headers).get(FOR_HEADER) == mine
-
-    dead = await _claims(log, settings.topic("deadletter"), partition, wanted, for_this_generation, sources=False)
-    for topic, offset in dead.items():
-        found[topic] = max(found.get(topic, 0), offset)
-    return found
-
-
-async def dead_lettered_below(log: EventLog, settings: Settings, topic: str, partition: int) -> int:
-    """How far the records of ``topic`` (read in offset order, like the analyses) are dead-lettered.
-
-    The newest dead letter of that topic and partition says so in its ``adamem-resume`` header:
-    every record below it that had to be dead-lettered was.
-    """
-    found = await _claims(log, settings.topic("deadletter"), partition, {topic}, lambda rec: True, sources=False)
-    return found.get(topic, 0)
 
 
 async def _read_partition(log: EventLog, topic: str, partition: int, start: int, end: int) -> list[LogRecord]:
@@ -317,30 +148,11 @@ async def analyze_pending(
     start = {messages_topic: resume.get(messages_topic, 0), control_topic: resume.get(control_topic, 0)}
     tracker = ResumeTracker(start, ((r.topic, r.offset) for r in pending))
     for i in range(0, len(pending), batch):
-        await _analyze_batch(log, agent, settings, pending[i : i + batch], stats, tracker)
+        await _analyze_batch(log, agent, settings, pending[i : i + batch], stats, {partition: tracker})
         if progress is not None:
             progress(len(pending[i : i + batch]))
     resume[messages_topic], resume[control_topic] = m_end, c_end
     return stats
-
-
-Handled = ChatMessage | MemoryForgotten | MemoryCorrected | str  # an input event, or why it is dead-lettered
-
-
-def classify(rec: LogRecord, partitions: int, keys: KeyRingLike | None = None) -> Handled:
-    """An input record's event, or the error it is dead-lettered with (both runners use this).
-
-    With ``keys`` a sealed message is opened (or comes back ``shredded``: its key is gone).
-    """
-    try:
-        event = decode_event(rec.value, keys)
-    except AdaMemError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    if isinstance(event, MessageAnalyzed):
-        return f"a MessageAnalyzed event does not belong on {rec.topic}"
-    if event.user_id != rec.key:
-        return f"record key {rec.key!r} is not the event's owner {event.user_id!r}"
-    return misplaced(rec.key, rec.topic, rec.partition, partitions) or event
 
 
 async def _analyze_batch(
@@ -349,55 +161,39 @@ async def _analyze_batch(
     settings: Settings,
     records: Sequence[LogRecord],
     stats: PipelineStats,
-    tracker: ResumeTracker,
+    trackers: Mapping[int, ResumeTracker],
 ) -> None:
-    """Analyse a batch (in arrival order), forward its control events, dead-letter the rest.
+    """Analyse a batch (in arrival order), forward its control events, dead-letter the rest (``step``).
 
     The results are appended in arrival order — runs of analyses, runs of dead letters — and
-    each record, either kind, carries its source and the ``tracker``'s points just after it, so
+    each record, either kind, carries its source and its partition's points (``trackers``) just after it, so
     whatever is on the log when the process dies says exactly what is handled.
     """
     keys = keystore_for(log, settings)
-    decoded = [(rec, classify(rec, log.partitions(rec.topic), keys)) for rec in records]
-    messages = [e for _, e in decoded if isinstance(e, ChatMessage) and not e.shredded]
+    handled = [(rec, classify(rec, log.partitions(rec.topic), keys)) for rec in records]
     try:
-        analyses = iter(agent.analyze(messages))
+        items = analyse(agent, handled)
     except AdaMemError as exc:
-        raise AdaMemError(f"the Memory Agent failed on a batch of {len(messages)} message(s): {exc}") from exc
+        count = sum(1 for _, e in handled if isinstance(e, ChatMessage) and not e.shredded)
+        raise AdaMemError(f"the Memory Agent failed on a batch of {count} message(s): {exc}") from exc
     run: list[OutgoingRecord] = []
     run_topic = ""
-    for rec, event in decoded:
-        tracker.handled(rec.topic, rec.offset)
-        points = tracker.points()
-        if isinstance(event, ChatMessage) and event.shredded:  # forgotten before it was analysed, or the wrong keystore
-            _LOG.warning("message %s of %s has no key in %s: not analysed", event.event_id, event.owner_id, keys)
-            continue
-        if isinstance(event, str):
-            topic = settings.topic("deadletter")
-            out = dead_letter_record(rec, event, points, settings.topic("analyses"))
+    for out in emit(items, trackers, settings, keys):
+        if out.dead:
             stats.dead_lettered += 1
-            metrics.DEAD_LETTERS.labels("analyze", metrics.dead_letter_reason(event)).inc()
+            metrics.DEAD_LETTERS.labels("analyze", metrics.dead_letter_reason(str(out.source.event))).inc()
+        elif out.source.analysis is not None:
+            stats.analyzed += 1
+            metrics.EVENTS_ANALYSED.inc()
         else:
-            topic = settings.topic("analyses")
-            headers = ((SOURCE_HEADER, source_of(rec)), (RESUME_HEADER, resume_header(points)))
-            if isinstance(event, MemoryForgotten):
-                destroy_keys(keys, event)  # before it is forwarded: no replay can read what it names
-            value = (
-                encode_event(next(analyses), keys) if isinstance(event, ChatMessage) else reframe(rec.value)
-            )  # spec's order
-            out = OutgoingRecord(event.user_id, value, headers)
-            if isinstance(event, ChatMessage):
-                stats.analyzed += 1
-                metrics.EVENTS_ANALYSED.inc()
-            else:
-                stats.forwarded += 1
-                metrics.EVENTS_FORWARDED.inc()
-        if run and topic != run_topic:
+            stats.forwarded += 1
+            metrics.EVENTS_FORWARDED.inc()
+        if run and out.topic != run_topic:
             keys.flush()  # the keys of what is appended are durable first
             await log.append(run_topic, run)  # acked before anything after it claims it
             run = []
-        run_topic = topic
-        run.append(out)
+        run_topic = out.topic
+        run.append(out.record)
     if run:
         keys.flush()
         await log.append(run_topic, run)
@@ -423,6 +219,10 @@ async def project_pending(
     _refuse_lost(log, topic, partition, start, end, f"the store {projector.store.url}")
     dead_below: int | None = None  # read from the dead-letter topic when a record first needs it
     keys = keystore_for(log, settings)
+
+    async def publish(feed: Sequence[MemoryChanged], reach: int) -> None:
+        await publish_feed(log, settings, feed, reach)
+
     if projector.feed and partition not in projector.feed_checked:
         await recover_feed(log, projector, settings, partition)  # a crash between a commit and its publish
         projector.feed_checked.add(partition)
@@ -430,26 +230,19 @@ async def project_pending(
         stop = min(end, start + batch)
         events: list[Positioned] = []
         async for rec in log.read(topic, from_offsets={partition: start}, until={partition: stop}):
-            try:
-                event = decode_event(rec.value, keys)
-                if isinstance(event, ChatMessage):
-                    raise AdaMemError("a raw ChatMessage does not belong on the analyses topic")
-            except AdaMemError as exc:
+            event = decode_analysis(rec, keys)
+            if isinstance(event, str):
                 if dead_below is None:
                     dead_below = await dead_lettered_below(log, settings, topic, partition)
                 if rec.offset >= dead_below:  # else dead-lettered before a crash, not yet checkpointed
-                    await dead_letter(log, settings, rec, f"{type(exc).__name__}: {exc}", {topic: rec.offset + 1})
+                    await dead_letter(log, settings, rec, event, {topic: rec.offset + 1})
                     dead_below = rec.offset + 1
                     stats.dead_lettered += 1
-                    metrics.DEAD_LETTERS.labels("project", metrics.dead_letter_reason(str(exc))).inc()
+                    metrics.DEAD_LETTERS.labels("project", metrics.dead_letter_reason(event)).inc()
                 continue
-            if isinstance(event, MemoryForgotten):
-                destroy_keys(keys, event)  # forwarded by another analyzer, maybe without destroying them
-            events.append(Positioned(event, rec.topic, rec.partition, rec.offset))
+            events.append(event)
         done = projector.store.checkpoint(partition).get(topic, 0)
-        result = projector.apply_batch(partition, topic, events, upto=stop)
-        await publish_feed(log, settings, result.feed, result.reach)  # committed: now subscribers may hear of it
-        await rebuild_after_forgets(log, projector, settings, partition, [e for e in events if e.offset >= done])
+        result = await fold(log, projector, settings, partition, events, stop, publish, rebuild_from=done)
         stats.applied += result.applied
         stats.skipped += result.skipped
         if progress is not None:
@@ -483,33 +276,6 @@ async def _record_lag(
     for topic in (settings.topic("messages"), settings.topic("control"), analyses):
         end = (await log.end_offsets(topic)).get(partition, 0)
         metrics.CONSUMER_LAG.labels(topic, str(partition)).set(max(0, end - done.get(topic, 0)))
-
-
-async def rebuild_after_forgets(
-    log: EventLog, projector: Projector, settings: Settings, partition: int, applied: Sequence[Positioned]
-) -> int:
-    """After a batch that folded message forgets: rebuild each such owner in place from the log; owners rebuilt.
-
-    The live fold saw the forgotten message readable, a replay sees it shredded; the folds agree on
-    what a forget removes but not on what the message changed in others (ids, routing, seq), so the
-    owner is folded again from the log, where the message is now shredded. Rows that changed are
-    committed, and the shard's history erased once more (they may hold the message's effects).
-    """
-    from adamem.streams.replay import rebuild_owner
-
-    owners = sorted(
-        {p.event.owner_id for p in applied if isinstance(p.event, MemoryForgotten) and p.event.scope == "message"}
-    )
-    if not owners:
-        return 0
-    changed = False
-    for owner in owners:
-        report = await rebuild_owner(log, projector.store, settings, owner, keys=keystore_for(log, settings))
-        changed = changed or report.switched
-    projector.forget_cache()  # the states cached for these owners are not their rows any more
-    if changed:
-        projector.store.erase_history(partition)
-    return len(owners)
 
 
 async def run_pipeline(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from adamem.projections.store.base import MemoryStore
 from adamem.settings import Settings
 from adamem.streams.log import EventLog
-from adamem.streams.pipeline import _accounted_by, resume_points
+from adamem.streams.resume import accounted_by, resume_points
 
 __all__ = ["visible_messages", "visible_offsets"]
 
@@ -38,7 +38,7 @@ async def visible_offsets(log: EventLog, store: MemoryStore, settings: Settings,
         return {t: handled.get(t, 0) for t in topics}
     seen = dict.fromkeys(topics, 0)
     async for rec in log.read(analyses, from_offsets={partition: max(0, folded - _BACK)}, until={partition: folded}):
-        for topic, offset in _accounted_by(rec, topics).items():
+        for topic, offset in accounted_by(rec, topics).items():
             seen[topic] = max(seen[topic], offset)
     return {t: min(seen[t], handled.get(t, 0)) for t in topics}
 

@@ -3,7 +3,7 @@
 One ``faust.App`` per process, made by ``create_app``; topics are declared once with raw bytes
 (the values are Avro single-object encoded; nothing is pickled). Both agents are thin: they take
 micro-batches of events (``take_events``, acked only after the batch is handled), decode them,
-call the same functions the in-process pipeline uses, and hand the results on.
+call the steps the in-process pipeline runs too (``streams.step``), and hand the results on.
 
 * ``analyze`` reads ``messages`` and ``control`` and writes ``MessageAnalyzed`` events (and the
   forwarded control events) to ``analyses``, on the same partition: one ordered stream per owner.
@@ -15,60 +15,29 @@ call the same functions the in-process pipeline uses, and hand the results on.
   partition, which records the offsets with the rows; events below the shard's checkpoint are
   skipped, so redelivery after a crash or rebalance changes nothing.
 
-Both agents read ``read_committed``: aborted transactions never reach a projection.
+Both agents read ``read_committed``: aborted transactions never reach a projection. What the
+worker holds between batches, and the handlers the agents call, are ``streams.worker_state``'s
+``WorkerState``; ``create_app`` only wires Faust to it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
-import signal
 import tempfile
-from collections import defaultdict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import faust
 from faust.transport.drivers import aiokafka as faust_kafka
 
-from adamem import metrics
 from adamem.analysis.agent import MemoryAgent
-from adamem.errors import AdaMemError, LogError, LogFenced, StoreFenced
-from adamem.events import ChatMessage, MemoryForgotten, MessageAnalyzed
-from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
-from adamem.schemas.serde import decode_event, encode_event, reframe
 from adamem.settings import Settings
-from adamem.streams.feed import feed_records, missing_feed
-from adamem.streams.keys import KeyRingLike, destroy_keys, keystore_for
-from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
-from adamem.streams.metrics import ConsumerPositions
-from adamem.streams.pipeline import (
-    ERROR_HEADER,
-    FOR_HEADER,
-    RESUME_HEADER,
-    SOURCE_HEADER,
-    Handled,
-    ResumeTracker,
-    classify,
-    dead_lettered_below,
-    rebuild_after_forgets,
-    resume_header,
-    resume_points,
-)
+from adamem.streams.log import EventLog
+from adamem.streams.worker_state import WorkerState, WorkerTopics
 
 __all__ = ["create_app"]
-
-log = logging.getLogger("adamem.worker")
-
-REFOLDS = 3
-"""How many times the project agent folds a batch again after a refused commit to a shard it still owns."""
-
-
-def _source(event: Any) -> bytes:
-    m = event.message
-    return f"{m.topic}:{m.partition}:{m.offset}".encode()
 
 
 class _CommittedReadsThread(faust_kafka.AIOKafkaConsumerThread):
@@ -114,18 +83,44 @@ class _CommittedReadsTransport(faust_kafka.Transport):
 
 
 class _App(faust.App):
-    """The worker's ``faust.App``: its consumer reads ``read_committed``; ``adamem_on_stop`` run when it stops."""
+    """The worker's ``faust.App``: its consumer reads ``read_committed``; its ``WorkerState`` stops with it.
 
-    adamem_on_stop: list[Callable[[], Awaitable[None]]]
-    adamem_transactional_topics: frozenset[str] = frozenset()
+    ``adamem_counts``, ``adamem_partitions`` and ``adamem_restart`` are the state's, for
+    ``adamem worker``'s status line and restart; ``adamem_agents`` and ``adamem_topics`` are
+    Faust's, for tests that drive the agents.
+    """
+
+    adamem_state: WorkerState | None = None
+    adamem_agents: dict[str, Any]
+    adamem_topics: dict[str, Any]
+
+    @property
+    def adamem_transactional_topics(self) -> frozenset[str]:
+        """Input topics whose offsets only the worker's transactions commit (``_CommittedReadsConsumer``)."""
+        return self.adamem_state.transactional_topics if self.adamem_state is not None else frozenset()
+
+    @property
+    def adamem_restart(self) -> str | None:
+        """The analysis generation to follow, once the active view switched to it."""
+        return self.adamem_state.restart_for if self.adamem_state is not None else None
+
+    @property
+    def adamem_counts(self) -> dict[str, int]:
+        """Events analysed and folded so far."""
+        return self.adamem_state.counts if self.adamem_state is not None else {}
+
+    @property
+    def adamem_partitions(self) -> set[int]:
+        """Partitions this worker holds now."""
+        return self.adamem_state.held if self.adamem_state is not None else set()
 
     def _new_transport(self) -> Any:
         return _CommittedReadsTransport(self.conf.broker_consumer, self)
 
     async def on_stop(self) -> None:
         await super().on_stop()
-        for stop in getattr(self, "adamem_on_stop", []):
-            await stop()
+        if self.adamem_state is not None:
+            await self.adamem_state.stop()
 
 
 def _datadir(settings: Settings) -> str:
@@ -186,492 +181,34 @@ def create_app(
     analyses = app.topic(settings.topic("analyses"), **raw)
     deadletter = app.topic(settings.topic("deadletter"), **raw)
     changes = app.topic(settings.topic("changes"), **raw)  # the change feed (streams.feed), sent after each commit
-    made: dict[str, Any] = {}
-
-    def memory_agent() -> MemoryAgent:
-        if "agent" not in made:
-            made["agent"] = agent_factory()
-        return made["agent"]  # type: ignore[no-any-return]
-
-    def projector() -> Projector:
-        if "projector" not in made:
-            made["projector"] = projector_factory()
-            made["projector"].store.bind(settings.partitions)
-            made["projector"].feed &= settings.change_feed  # ADAMEM_CHANGE_FEED=false: no feed computed or sent
-        return made["projector"]  # type: ignore[no-any-return]
-
-    def dead_headers(event: Any, error: str, points: dict[str, int], of: str = "") -> list[tuple[str, bytes]]:
-        """The headers of an event's dead letter (and its log line and metric).
-
-        ``points`` (how far its input topics are handled with it) go in its ``adamem-resume`` header,
-        ``of`` (the analyses topic whose progress that is, for the analyze agent) in ``adamem-for``.
-        """
-        log.warning("dead-lettered %s: %s", _source(event).decode(), error)
-        metrics.DEAD_LETTERS.labels("analyze" if of else "project", metrics.dead_letter_reason(error)).inc()
-        headers = [(SOURCE_HEADER, _source(event)), (ERROR_HEADER, error.encode("utf-8", "replace")[:4000])]
-        headers.append((RESUME_HEADER, resume_header(points)))
-        if of:
-            headers.append((FOR_HEADER, of.encode()))
-        return headers
-
-    async def to_deadletter(event: Any, error: str, points: dict[str, int], of: str = "") -> Any:
-        """Send an event to the dead-letter topic, on the partition it arrived on; returns the send's future."""
-        headers = dead_headers(event, error, points, of)
-        return await deadletter.send(
-            key=event.message.key, value=event.message.value, partition=event.message.partition, headers=headers
-        )
-
-    # partition -> input topic -> next offset not yet accounted for by the analyses topic: read from
-    # its tail once per assignment, then advanced by every batch this worker has written.
-    resume: dict[int, dict[str, int]] = {}
-    assignment = {"epoch": 0}  # bumped by every rebalance; a batch begun before one leaves resume alone
-
-    def reader() -> EventLog:
-        if log_reader is not None:
-            return log_reader()
-        from adamem.streams.kafka_log import KafkaLog
-
-        return KafkaLog(bootstrap, settings)
-
-    rings: dict[str, KeyRingLike] = {}
-    txns = None  # the transactional producers of the analyze step, one per input partition
-    committed_ends = None  # where the project agent may record its position past transaction markers
-    if settings.worker_transactions and log_reader is None:
-        from adamem.streams.kafka_transactions import CommittedEnds, PartitionTransactions
-
-        txns = PartitionTransactions(bootstrap, settings, group)
-        committed_ends = CommittedEnds(bootstrap, settings)
-        app.adamem_on_stop = [txns.stop, committed_ends.stop]
-        # their offsets are committed by the transactions only (see _CommittedReadsConsumer)
-        app.adamem_transactional_topics = frozenset({settings.topic("messages"), settings.topic("control")})
-
-    def keyring() -> KeyRingLike:
-        """The keystore of the log (crypto-shredding): messages are opened and analyses sealed with it."""
-        if "keys" not in rings:
-            rings["keys"] = keystore_for(reader(), settings)
-        return rings["keys"]
-
-    def switched_generation() -> str | None:
-        """The active view's generation when it is no longer this worker's (a reanalysis was switched to)."""
-        record = projector().store.generation()
-        name = record.get("name", settings.generation) if record else settings.generation
-        return None if name == settings.generation else str(name)
-
-    async def stop_for(generation: str) -> None:
-        if not app.adamem_restart:  # type: ignore[attr-defined]
-            log.warning(
-                "the active view now projects analysis generation %s (this worker: %s); restarting to follow it",
-                generation,
-                settings.generation,
-            )
-            app.adamem_restart = generation  # type: ignore[attr-defined]
-            if restart is not None:
-                restart()
-            else:
-                os.kill(os.getpid(), signal.SIGTERM)  # a graceful stop; run_worker starts again
-
-    async def accounted(partition: int, *, claim: bool = True) -> dict[str, int]:
-        """How far the analyses topic accounts for both input topics of a partition (``resume``).
-
-        With transactions, the partition's producer is claimed first: whatever an older owner had
-        open is then finished, and what it publishes later is refused, so the tail read next is final
-        until this worker is fenced. Without ``claim`` (the lag metric) nothing is claimed, and the
-        tail read is not kept.
-        """
-        topics = (settings.topic("messages"), settings.topic("control"))
-        if txns is not None and not txns.holds(partition):
-            resume.pop(partition, None)
-            if not claim:
-                found = await resume_points(reader(), settings, partition)
-                return {t: found.get(t, 0) for t in topics}
-            await txns.claim([partition])
-        if partition not in resume:
-            epoch = assignment["epoch"]
-            found = await resume_points(reader(), settings, partition)
-            points = {t: found.get(t, 0) for t in topics}
-            # The tail was read while other work went on: a commit of this partition since stored its points
-            # (newer than this read), or a rebalance cleared them. Either way what was read is not kept:
-            # kept, the lag timer's read overwrote the points of a transaction committed meanwhile, and
-            # the next batch published that transaction's analyses again (seen in the group test).
-            if not claim or assignment["epoch"] != epoch or partition in resume:
-                return resume.get(partition, points)
-            resume[partition] = points
-        return resume[partition]
-
-    async def already_analysed(event: Any) -> bool:
-        """True for a message or control event that this generation's analyses already hold.
-
-        The analyses topic itself is the record of what was analysed (its ``adamem-resume`` and
-        ``adamem-source`` headers), so a redelivery, or a new consumer group after a generation
-        switch, never analyses a message twice.
-        """
-        m = event.message
-        return bool(m.offset < (await accounted(m.partition)).get(m.topic, 0))
-
-    def _classify(event: Any) -> Handled:
-        m = event.message
-        try:
-            key = (m.key or b"").decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return f"UnicodeDecodeError: the record key is not UTF-8 ({exc})"
-        rec = LogRecord(m.topic, m.partition, m.offset, key, m.value or b"", m.timestamp or 0)
-        return classify(rec, settings.partitions, keyring())
+    state = WorkerState(
+        settings,
+        bootstrap,
+        group,
+        agent_factory,
+        projector_factory,
+        WorkerTopics(analyses, deadletter, changes),
+        restart=restart,
+        log_reader=log_reader,
+    )
 
     @app.agent(inputs, name="analyze")
     async def analyze(stream: Any) -> None:
         async for events in stream.take_events(batch, within=within_s):
-            await _analyze(events)
-
-    async def _analyze(events: Sequence[Any]) -> None:
-        """Analyse a batch; each analyses record says how far both input topics are accounted for.
-
-        This one agent consumes both input topics, one batch at a time, each topic partition in
-        offset order from where the group committed (everything below that was handled and
-        acked). So once an event is handled, its topic is accounted for up to it, and the other
-        topic up to what this worker handled of it, or else what the analyses topic said when the
-        partition was assigned: never more than what is on the log. Analyses and dead letters
-        (which carry the same header) are sent in the batch's order, and each run of one kind is
-        acked before a record of the other kind that counts it is sent.
-        """
-        changed = await asyncio.to_thread(switched_generation)
-        if changed is not None:
-            await stop_for(changed)
-            return
-        epoch = assignment["epoch"]
-        fresh = {e.message.partition for e in events} - set(resume)  # their tail is read in this batch
-        todo = [event for event in events if not await already_analysed(event)]
-        trackers: dict[int, ResumeTracker] = {}
-        for p in sorted({e.message.partition for e in todo}):
-            waiting = [(e.message.topic, e.message.offset) for e in todo if e.message.partition == p]
-            trackers[p] = ResumeTracker(await accounted(p), waiting)
-        handled = [(event, _classify(event)) for event in todo]
-        messages = [d for _, d in handled if isinstance(d, ChatMessage) and not d.shredded]
-        results = iter(await asyncio.to_thread(memory_agent().analyze, messages) if messages else [])
-        metrics.EVENTS_ANALYSED.inc(len(messages))
-        metrics.EVENTS_FORWARDED.inc(sum(1 for _, d in handled if not isinstance(d, (str, ChatMessage))))
-        paired = [(e, d, next(results) if isinstance(d, ChatMessage) and not d.shredded else None) for e, d in handled]
-        if txns is not None:
-            for p in sorted(trackers):
-                await _publish(p, [x for x in paired if x[0].message.partition == p], events)
-            counts["analyzed"] += len(todo)
-            for event in events:
-                positions.handled(event.message.topic, event.message.partition, event.message.offset)
-            return
-        paired = await _analysed_meanwhile(paired, fresh, trackers)
-        sends: list[Any] = []
-        sending_to = None
-        for event, decoded, result in paired:
-            m = event.message
-            trackers[m.partition].handled(m.topic, m.offset)
-            points = trackers[m.partition].points()
-            if isinstance(decoded, ChatMessage) and decoded.shredded:
-                # forgotten before it was analysed, or the wrong keystore
-                log.warning(
-                    "message %s of %s has no key in %s: not analysed", decoded.event_id, decoded.owner_id, keyring()
-                )
-                continue
-            target = deadletter if isinstance(decoded, str) else analyses
-            if target is not sending_to:  # in order: what is sent before a record is acked before it
-                for fut in sends:
-                    await fut
-                sends, sending_to = [], target
-            if isinstance(decoded, str):
-                sends.append(await to_deadletter(event, decoded, points, settings.topic("analyses")))
-                continue
-            if isinstance(decoded, MemoryForgotten):
-                destroy_keys(keyring(), decoded)  # before it is forwarded: no replay can read what it names
-            value = encode_event(result, keyring()) if result is not None else reframe(m.value)
-            keyring().flush()  # the keys of what is sent are durable first
-            sends.append(
-                await analyses.send(
-                    key=decoded.user_id.encode("utf-8"),
-                    value=value,
-                    partition=m.partition,
-                    headers=[(SOURCE_HEADER, _source(event)), (RESUME_HEADER, resume_header(points))],
-                )
-            )
-        for fut in sends:
-            await fut  # acked by the broker before the batch's offsets may be committed
-        counts["analyzed"] += len(todo)
-        if assignment["epoch"] == epoch:  # else resume was cleared: the next event reads the log again
-            for p, tracker in trackers.items():
-                resume[p] = tracker.points()
-        for event in events:
-            positions.handled(event.message.topic, event.message.partition, event.message.offset)
-
-    def _outgoing(
-        items: list[tuple[Any, Handled, MessageAnalyzed | None]], points: dict[str, int]
-    ) -> tuple[list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]], dict[str, int]]:
-        """A partition's records to publish, for the items not accounted for by ``points``; the points after them."""
-        todo = [x for x in items if x[0].message.offset >= points.get(x[0].message.topic, 0)]
-        tracker = ResumeTracker(points, [(e.message.topic, e.message.offset) for e, _, _ in todo])
-        out: list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]] = []
-        for event, decoded, result in todo:
-            m = event.message
-            tracker.handled(m.topic, m.offset)
-            now = tracker.points()
-            if isinstance(decoded, ChatMessage) and decoded.shredded:
-                log.warning(
-                    "message %s of %s has no key in %s: not analysed", decoded.event_id, decoded.owner_id, keyring()
-                )
-                continue
-            if isinstance(decoded, str):
-                headers = dead_headers(event, decoded, now, settings.topic("analyses"))
-                out.append((settings.topic("deadletter"), m.key or b"", m.value or b"", headers))
-                continue
-            if isinstance(decoded, MemoryForgotten):
-                destroy_keys(keyring(), decoded)  # before it is forwarded: no replay can read what it names
-            value = encode_event(result, keyring()) if result is not None else reframe(m.value)
-            headers = [(SOURCE_HEADER, _source(event)), (RESUME_HEADER, resume_header(now))]
-            out.append((settings.topic("analyses"), decoded.user_id.encode("utf-8"), value, headers))
-        keyring().flush()  # the keys of what is sent are durable first
-        return out, tracker.points()
-
-    async def _publish(
-        partition: int, items: list[tuple[Any, Handled, MessageAnalyzed | None]], events: Sequence[Any]
-    ) -> None:
-        """Publish a partition's part of a batch in one transaction, with the consumer offsets of its inputs.
-
-        Refused (another worker claimed the partition, or the broker failed): the partition is
-        claimed again, its tail read again, and only what is still not accounted for is published,
-        until this worker no longer holds the partition (its new owner analyses the rest).
-        """
-        assert txns is not None
-        offsets: dict[str, int] = {}
-        for event in events:
-            m = event.message
-            if m.partition == partition:
-                offsets[m.topic] = max(offsets.get(m.topic, 0), m.offset + 1)
-        for attempt in range(1, 61):
-            if partition not in held:
-                log.warning("p%d was revoked: its new owner analyses %d record(s) of this batch", partition, len(items))
-                return
-            try:
-                records, points = _outgoing(items, await accounted(partition))
-                await txns.commit(partition, records, offsets)
-            except LogFenced as exc:
-                log.warning("p%d: transaction refused (attempt %d): %s", partition, attempt, exc)
-            except LogError as exc:
-                log.warning("p%d: transaction failed (attempt %d): %s", partition, attempt, exc)
-                await asyncio.sleep(min(5.0, 0.2 * attempt))
-            else:
-                log.info("p%d: committed %d record(s); input offsets %s", partition, len(records), offsets)
-                # Exactly what the log accounts for now, whatever was read meanwhile: nobody else committed
-                # since this worker's claim, or the commit would have been refused.
-                resume[partition] = points
-                return
-        raise LogError(f"p{partition}: no transaction of this batch was accepted in 60 attempts; restarting")
-
-    async def _analysed_meanwhile(
-        paired: list[tuple[Any, Handled, MessageAnalyzed | None]], fresh: set[int], trackers: dict[int, ResumeTracker]
-    ) -> list[tuple[Any, Handled, MessageAnalyzed | None]]:
-        """Drop what another worker put on the log while this batch ran, for partitions just assigned.
-
-        When a partition moves, its old owner may still send the batch it began before the move; the
-        new owner read the partition's tail before that landed, and then ran the model (seconds, the
-        first time). Reading the tail again just before sending catches that batch: its records are
-        skipped here, not analysed twice. (A batch landing later still can; the folds absorb it.)
-        """
-        for p in sorted(fresh & set(trackers)):
-            found = await resume_points(reader(), settings, p)
-            before = resume.get(p, {})
-            now = {
-                t: max(before.get(t, 0), found.get(t, 0))
-                for t in (settings.topic("messages"), settings.topic("control"))
-            }
-            if now == {t: before.get(t, 0) for t in now}:
-                continue
-            kept = [x for x in paired if x[0].message.partition != p or x[0].message.offset >= now[x[0].message.topic]]
-            log.info("p%d: %d record(s) were analysed by another worker meanwhile", p, len(paired) - len(kept))
-            paired = kept
-            resume[p] = now
-            waiting = [(e.message.topic, e.message.offset) for e, _, _ in paired if e.message.partition == p]
-            trackers[p] = ResumeTracker(now, waiting)
-        return paired
+            await state.analyze(events)
 
     @app.agent(analyses, name="project")
     async def project(stream: Any) -> None:
         async for events in stream.take_events(batch * 4, within=within_s):
-            await _project(events)
-
-    async def _project(events: Sequence[Any]) -> None:
-        changed = await asyncio.to_thread(switched_generation)
-        if changed is not None:
-            await stop_for(changed)  # never fold one generation's analyses into another's view
-            return
-        topic = settings.topic("analyses")
-        by_partition: dict[int, list[Positioned]] = defaultdict(list)
-        reach: dict[int, int] = {}
-        done: dict[int, int] = {}
-        dead: list[Any] = []
-        for event in events:
-            m = event.message
-            reach[m.partition] = max(reach.get(m.partition, 0), m.offset + 1)
-            if m.partition not in done:
-                done[m.partition] = (await asyncio.to_thread(projector().store.checkpoint, m.partition)).get(topic, 0)
-            try:
-                decoded = decode_event(m.value or b"", keyring())
-                if isinstance(decoded, ChatMessage):
-                    raise AdaMemError("a raw ChatMessage does not belong on the analyses topic")
-            except AdaMemError as exc:
-                if m.offset >= done[m.partition] and m.offset >= await dead_below(m.partition):
-                    dead.append(await to_deadletter(event, f"{type(exc).__name__}: {exc}", {topic: m.offset + 1}))
-                    dead_letters[m.partition] = m.offset + 1
-                continue  # else dead-lettered already (a redelivery)
-            if isinstance(decoded, MemoryForgotten):
-                destroy_keys(keyring(), decoded)
-            by_partition[m.partition].append(Positioned(decoded, m.topic, m.partition, m.offset))
-        for fut in dead:
-            await fut  # on the log before the checkpoint that passes them
-        for partition in sorted(reach):
-            own = sorted(by_partition.get(partition, []), key=lambda p: p.offset)
-            first = min(e.message.offset for e in events if e.message.partition == partition)
-            if committed_ends is not None:  # past the transaction's marker when nothing committed follows
-                reach[partition] = await committed_ends.resume_at(topic, partition, reach[partition])
-            if await _fold(partition, own, first, done[partition], reach[partition]):
-                positions.handled(topic, partition, reach[partition] - 1)
-        counts["folded"] += len(events)
-
-    async def _fold(partition: int, own: list[Positioned], first: int, done: int, reach: int) -> bool:
-        """Fold a partition's batch into its shard; False when the shard is lost to another writer.
-
-        A commit refused while no other writer claimed the shard (Lance gave up on a table a
-        fenced writer wrote to at the same moment) is this worker's still: the shard is claimed
-        anew (which rolls back the foreign versions) and the batch folded again now, at most
-        ``REFOLDS`` times, instead of when the partition's next batch arrives.
-        """
-        topic = settings.topic("analyses")
-        for attempt in range(REFOLDS + 1):
-            batch_events = own
-            if first > done:
-                # The store is behind the consumer group (a rebuilt view was switched to, the store was
-                # replaced, or a refused commit): the store is the truth about progress, so fill the gap.
-                batch_events = await _gap(partition, done, first) + own
-            try:
-                await catch_up_feed(partition)
-                result = await asyncio.to_thread(projector().apply_batch, partition, topic, batch_events, reach)
-                # committed: now subscribers may hear of it
-                await send_feed(partition, feed_records(result.feed, result.reach))
-                await rebuild_after_forgets(reader(), projector(), settings, partition, batch_events)
-                return True
-            except StoreFenced as exc:
-                ours = await asyncio.to_thread(projector().store.owns, partition)
-                projector().forget_cache()
-                projector().store.release([partition])  # reopening the shard claims it anew
-                if not ours or attempt == REFOLDS:
-                    # This worker lost the partition (a rebalance while it was busy or paused): its commit was
-                    # refused and the new owner folds the batch.
-                    log.warning("gave up a batch of p%d: %s", partition, exc)
-                    return False
-                log.warning(
-                    "p%d: commit refused while this worker still owns the shard (%s); claiming it anew and "
-                    "folding the batch again (attempt %d of %d)",
-                    partition,
-                    exc,
-                    attempt + 1,
-                    REFOLDS,
-                )
-                done = (await asyncio.to_thread(projector().store.checkpoint, partition)).get(topic, 0)
-        return False
-
-    async def send_feed(partition: int, records: list[OutgoingRecord]) -> None:
-        """Send change records to the partition of the changes topic they were folded on; wait for the broker."""
-        futures = [
-            await changes.send(key=r.key.encode(), value=r.value, partition=partition, headers=list(r.headers))
-            for r in records
-        ]
-        for fut in futures:
-            await fut
-
-    async def catch_up_feed(partition: int) -> None:
-        """Once per assignment, before a partition's first batch: send what a crash left committed but unsent."""
-        if not projector().feed or partition in projector().feed_checked:
-            return
-        missing, done = await missing_feed(reader(), projector(), settings, partition)
-        if missing:
-            log.warning(
-                "p%d: sending %d change event(s) committed before a crash but never sent", partition, len(missing)
-            )
-        await send_feed(partition, feed_records(missing, done))
-        projector().feed_checked.add(partition)
-
-    # partition -> how far the analyses topic is dead-lettered (read from the dead-letter topic once per assignment)
-    dead_letters: dict[int, int] = {}
-
-    async def dead_below(partition: int) -> int:
-        if partition not in dead_letters:
-            dead_letters[partition] = await dead_lettered_below(
-                reader(), settings, settings.topic("analyses"), partition
-            )
-        return dead_letters[partition]
-
-    async def _gap(partition: int, start: int, end: int) -> list[Positioned]:
-        log.info("filling projection gap p%d:%d-%d from the log", partition, start, end)
-        out: list[Positioned] = []
-        async for rec in reader().read(
-            settings.topic("analyses"), from_offsets={partition: start}, until={partition: end}
-        ):
-            try:
-                decoded = decode_event(rec.value, keyring())
-            except AdaMemError:
-                continue  # dead-lettered when it was first consumed
-            if not isinstance(decoded, ChatMessage):
-                out.append(Positioned(decoded, rec.topic, rec.partition, rec.offset))
-        return out
-
-    # What the worker's status line shows (``adamem worker``): events handled, partitions held.
-    counts = {"analyzed": 0, "folded": 0}
-    held: set[int] = set()
-
-    async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
-        held.difference_update(tp.partition for tp in revoked)
-        if txns is not None:
-            await txns.release(sorted({tp.partition for tp in revoked if tp.topic == settings.topic("messages")}))
-        resume.clear()  # another worker may analyse these partitions now
-        dead_letters.clear()
-        assignment["epoch"] += 1
-        if "projector" in made:
-            made["projector"].forget_cache()
-            made["projector"].feed_checked.clear()  # another worker may fold (and send) these partitions now
-            made["projector"].store.release(sorted({tp.partition for tp in revoked}))
-
-    positions = ConsumerPositions()  # adamem_consumer_lag_events, refreshed by the timer below
-
-    async def start_of(topic: str, partition: int) -> int:
-        if topic == settings.topic("analyses"):
-            return int((await asyncio.to_thread(projector().store.checkpoint, partition)).get(topic, 0))
-        return (await accounted(partition, claim=False)).get(topic, 0)
+            await state.project(events)
 
     @app.timer(settings.metrics_interval_s, name="consumer-lag")  # type: ignore[untyped-decorator]
     async def consumer_lag() -> None:
-        try:
-            await positions.refresh(reader(), start_of)
-        except Exception as exc:  # never stop the worker for a metric: the next tick tries again
-            log.info("consumer lag not measured: %s", exc)
+        await state.measure_lag()
 
-    async def on_assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
-        held.clear()
-        held.update(tp.partition for tp in assigned)
-        ours = {settings.topic(t) for t in ("messages", "control", "analyses")}  # not Faust's own topics
-        positions.assign((tp.topic, tp.partition) for tp in assigned if tp.topic in ours)
-        resume.clear()
-        dead_letters.clear()
-        assignment["epoch"] += 1
-        if "projector" in made:
-            made["projector"].forget_cache()
-            made["projector"].feed_checked.clear()
-            made["projector"].store.release(sorted({tp.partition for tp in assigned}))
-
-    app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
-    app.on_partitions_assigned.connect(on_assigned)  # type: ignore[arg-type]
-    app.adamem_restart = None  # type: ignore[attr-defined]
-    app.adamem_counts = counts  # type: ignore[attr-defined]
-    app.adamem_partitions = held  # type: ignore[attr-defined]
-    app.adamem_agents = {"analyze": analyze, "project": project}  # type: ignore[attr-defined]
-    app.adamem_topics = {  # type: ignore[attr-defined]
-        "inputs": inputs,
-        "analyses": analyses,
-        "deadletter": deadletter,
-        "changes": changes,
-    }
+    app.on_partitions_revoked.connect(state.revoked)  # type: ignore[arg-type]
+    app.on_partitions_assigned.connect(state.assigned)  # type: ignore[arg-type]
+    app.adamem_state = state
+    app.adamem_agents = {"analyze": analyze, "project": project}
+    app.adamem_topics = {"inputs": inputs, "analyses": analyses, "deadletter": deadletter, "changes": changes}
     return app

@@ -8,7 +8,7 @@ from adamem.partitioning import partition_for
 from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.log import LogRecord
-from adamem.streams.pipeline import classify
+from adamem.streams.step import classify
 
 LINE = b'{"user_id": "alice", "speaker": "Alice", "text": "I love hiking", "occurred_at": "2024-03-01T09:30:00Z"}'
 

@@ -45,8 +45,9 @@ from adamem.schemas.serde import decode_event, encode_event
 from adamem.settings import Settings
 from adamem.streams.kafka_log import KafkaLog
 from adamem.streams.log import OutgoingRecord
-from adamem.streams.pipeline import SOURCE_HEADER, run_pipeline
+from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
+from adamem.streams.resume import SOURCE_HEADER
 from tests.conftest import LOCOMO, REPO
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()

@@ -44,8 +44,9 @@ from adamem.settings import Settings
 from adamem.streams import embedded_log
 from adamem.streams.embedded_log import Block, EmbeddedLog, scan_file
 from adamem.streams.log import OutgoingRecord
-from adamem.streams.pipeline import RESUME_HEADER, run_pipeline
+from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
+from adamem.streams.resume import RESUME_HEADER
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
 PREFIX = "dmg"

@@ -23,8 +23,9 @@ from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.log import EventLog, OutgoingRecord
-from adamem.streams.pipeline import ERROR_HEADER, PROGRESS_BATCH, SOURCE_HEADER, project_pending, run_pipeline
+from adamem.streams.pipeline import ERROR_HEADER, PROGRESS_BATCH, project_pending, run_pipeline
 from adamem.streams.publish import publish_messages
+from adamem.streams.resume import SOURCE_HEADER
 from tests.conftest import FlatEmbedder
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()

@@ -24,14 +24,8 @@ from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.log import LogRecord, OutgoingRecord
 from adamem.streams.memory_log import InMemoryLog
-from adamem.streams.pipeline import (
-    ERROR_HEADER,
-    RESUME_HEADER,
-    SOURCE_HEADER,
-    ResumeTracker,
-    analyze_pending,
-    resume_points,
-)
+from adamem.streams.pipeline import ERROR_HEADER, analyze_pending
+from adamem.streams.resume import RESUME_HEADER, SOURCE_HEADER, ResumeTracker, resume_points
 
 OWNER = "alice"
 
@@ -259,7 +253,7 @@ def test_a_record_handled_before_an_earlier_one_does_not_vouch_for_it() -> None:
 
 def test_the_resume_header_is_read_by_any_json_client(settings: Settings) -> None:
     """Nothing but JSON: the topic names map to integers."""
-    from adamem.streams.pipeline import resume_header
+    from adamem.streams.resume import resume_header
 
     value = resume_header({settings.topic("messages"): 3, settings.topic("control"): 0})
     decoded: Any = json.loads(value.decode("ascii"))

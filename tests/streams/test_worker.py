@@ -37,9 +37,11 @@ from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.log import LogRecord, OutgoingRecord
 from adamem.streams.memory_log import InMemoryLog
-from adamem.streams.pipeline import ERROR_HEADER, RESUME_HEADER, run_pipeline
+from adamem.streams.pipeline import ERROR_HEADER, run_pipeline
 from adamem.streams.publish import publish_messages
+from adamem.streams.resume import RESUME_HEADER
 from adamem.streams.worker import create_app
+from adamem.streams.worker_state import WorkerState
 from tests.conftest import LOCOMO, FlatEmbedder
 
 SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
@@ -112,6 +114,34 @@ async def test_analyze_agent_records_analyses_and_dead_letters_garbage(
     assert [d["value"] for d in dead] == [b"\x00 definitely not avro", encode_event(messages[2])]
     errors = [dict(d["headers"])[ERROR_HEADER] for d in dead]
     assert b"DecodeError" in errors[0] and b"is not the event's owner" in errors[1]
+
+
+async def test_the_app_shows_its_worker_state_and_a_rebalance_clears_what_was_read(
+    settings: Settings, tmp_path: Path, faust_apps: list[Any]
+) -> None:
+    """``adamem worker`` reads counts, partitions and the generation to follow off the app: the state's own."""
+    restarts: list[int] = []
+    app = create_app(
+        settings,
+        "127.0.0.1:1",
+        agent,
+        lambda: Projector(open_store(str(tmp_path / "s"))),
+        restart=lambda: restarts.append(1),
+        log_reader=lambda: InMemoryLog(settings),
+    )
+    faust_apps.append(app)
+    state = app.adamem_state  # type: ignore[attr-defined]
+    assert isinstance(state, WorkerState)
+    assert app.adamem_counts is state.counts and app.adamem_partitions is state.held  # type: ignore[attr-defined]
+    assert state.txns is None and app.adamem_transactional_topics == frozenset()  # type: ignore[attr-defined]
+    await state.assigned(None, [TP(settings.topic("messages"), 1), TP(settings.topic("analyses"), 1)])
+    state.resume[1], state.dead_letters[1] = {settings.topic("messages"): 4}, 2
+    await state.revoked(None, [TP(settings.topic("messages"), 1)])
+    assert (state.held, state.resume, state.dead_letters, state.epoch) == (set(), {}, {}, 2)
+    assert app.adamem_restart is None  # type: ignore[attr-defined]
+    await state.stop_for("g2")
+    await state.stop_for("g2")
+    assert app.adamem_restart == "g2" and restarts == [1]  # type: ignore[attr-defined]
 
 
 def _analyzer_app(
