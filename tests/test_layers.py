@@ -155,7 +155,7 @@ def test_the_only_import_circles_are_package_facades() -> None:
 
 
 def drawing() -> str:
-    """The layers as floors, top to bottom, and how many imports run from each package to each other one.
+    """The layers as floors, top to bottom, and which package imports which.
 
     A Mermaid flowchart (GitHub and MkDocs draw it); ``docs/layers.md`` holds it, and the test below
     keeps it current: ``python -m tests.test_layers > docs/layers.md`` writes it again.
@@ -169,8 +169,8 @@ def drawing() -> str:
         "# The import graph, by layer",
         "",
         "Each box is a package of `adamem`, each row a layer (top: the command line; bottom: the domain",
-        "core). An arrow is an import, labelled with how many module-to-module imports it stands for; every arrow",
-        "points down or sideways within a row. Drawn from the code by `tests/test_layers.py`, which fails",
+        "core). An arrow says that modules of one package import modules of the other; every arrow points",
+        "down, or sideways within a row. Drawn from the code by `tests/test_layers.py`, which fails",
         "when this page is out of date (`python -m tests.test_layers > docs/layers.md` redraws it).",
         "",
         "```mermaid",
@@ -180,8 +180,8 @@ def drawing() -> str:
         lines.append(f"  subgraph floor{index}[ ]")
         lines.extend(f'    {top.replace(".", "_")}["{top}"]' for top in sorted(layer))
         lines.append("  end")
-    for (ta, tb), n in sorted(counts.items(), key=lambda kv: (-_layer(kv[0][0]), kv[0])):
-        lines.append(f"  {ta.replace('.', '_')} -->|{n}| {tb.replace('.', '_')}")
+    for ta, tb in sorted(counts, key=lambda pair: (-_layer(pair[0]), pair)):
+        lines.append(f"  {ta.replace('.', '_')} --> {tb.replace('.', '_')}")
     lines.append("```")
     return "\n".join(lines) + "\n"
 
