@@ -1,5 +1,5 @@
 """Benchmarks of AdaMem Stream (issue 6): retrieval quality on LoCoMo, ingest and replay throughput,
-query latency and footprint. Run them with ``adamem bench …`` (or ``python -m adamem.bench.cli …``);
+query latency and footprint. Run them with ``adamem bench …`` (or ``python -m bench.cli …``);
 each prints a table and writes JSON under ``bench/results/``.
 
 Nothing in the library imports this package; only ``adamem bench`` loads it. Its plots need the

@@ -1,6 +1,6 @@
 """``adamem bench {locomo,ingest,replay,latency,concurrency,footprint,visible,report}``: the benchmarks of issue 6.
 
-``register(subparsers)`` adds the ``bench`` command to the ``adamem`` parser; ``python -m adamem.bench.cli …``
+``register(subparsers)`` adds the ``bench`` command to the ``adamem`` parser; ``python -m bench.cli …``
 runs the same commands on their own. Each subcommand prints a table and writes JSON under
 ``bench/results/``; ``report`` turns the latest JSON files into ``bench/results/README.md`` and plots.
 """
@@ -22,7 +22,7 @@ def _runner(module: str) -> Callable[[argparse.Namespace], int]:
 
         if getattr(args, "quiet", False):  # every Settings.from_env of the run reads it (ADAMEM_PROGRESS)
             os.environ["ADAMEM_PROGRESS"] = "false"
-        mod = importlib.import_module(f"adamem.bench.{module}")
+        mod = importlib.import_module(f"bench.{module}")
         argv = getattr(args, "bench_argv", None)
         if argv is None:  # run from ``adamem bench …``: the words after "bench" (for the result's command line)
             words = sys.argv[1:]
@@ -56,8 +56,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     Every subcommand sets ``run`` (a function of the parsed arguments returning an exit code) and
     ``sync=True``, the convention of ``adamem.cli``.
     """
-    import adamem.bench.report as report
-    from adamem.bench import (
+    import bench.report as report
+    from bench import (
         HELP,
         concurrency,
         footprint,
@@ -110,14 +110,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """A parser with only the ``bench`` command (for ``python -m adamem.bench.cli``)."""
+    """A parser with only the ``bench`` command (for ``python -m bench.cli``)."""
     parser = argparse.ArgumentParser(prog="adamem", description="AdaMem Stream benchmarks")
     register(parser.add_subparsers(dest="command", required=True))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.cli bench locomo …`` (or without the leading ``bench``)."""
+    """``python -m bench.cli bench locomo …`` (or without the leading ``bench``)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if not args_list or args_list[0] != "bench":
         args_list = ["bench", *args_list]

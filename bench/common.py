@@ -393,7 +393,7 @@ def standalone_main(
     execute: Callable[[argparse.Namespace, Sequence[str]], int],
     argv: Sequence[str] | None,
 ) -> int:
-    """``python -m adamem.bench.<name>``: the same arguments and run as ``adamem bench <name>``."""
+    """``python -m bench.<name>``: the same arguments and run as ``adamem bench <name>``."""
     args = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(
         prog=f"adamem bench {name}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adamem.bench.common import (
+from bench.common import (
     DEFAULT_LOCOMO,
     LoadSampler,
     free_port,
@@ -46,8 +46,8 @@ from adamem.bench.common import (
     wait_healthy,
     wait_port,
 )
-from adamem.bench.latency import ensure_store
-from adamem.bench.loadgen import Request, run_load
+from bench.latency import ensure_store
+from bench.loadgen import Request, run_load
 
 __all__ = ["Config", "add_arguments", "execute", "main", "markdown", "parse_config", "run", "tree_cpu_seconds"]
 
@@ -386,7 +386,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.concurrency``."""
+    """``python -m bench.concurrency``."""
     return standalone_main("concurrency", __doc__, add_arguments, execute, argv)
 
 

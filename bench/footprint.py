@@ -35,7 +35,7 @@ import lancedb
 import numpy as np
 
 from adamem.analysis.factory import build_embedder
-from adamem.bench.common import (
+from bench.common import (
     DEFAULT_LOCOMO,
     dir_size,
     free_port,
@@ -48,8 +48,8 @@ from adamem.bench.common import (
     tree_memory,
     wait_port,
 )
-from adamem.bench.latency import STORES, ensure_store, questions_by_route
-from adamem.bench.metrics import mean, summary_ms
+from bench.latency import STORES, ensure_store, questions_by_route
+from bench.metrics import mean, summary_ms
 from adamem.owners import split_owner
 from adamem.projections.store.lance import current_view
 from adamem.settings import Settings
@@ -159,7 +159,7 @@ def kafka_worker_rss(bootstrap: str, data: str | Path, n: int) -> dict[str, Any]
             pass
     except OSError as exc:
         return {"skipped": f"no broker at {bootstrap}: {exc}"}
-    from adamem.bench.ingest import run as ingest_run
+    from bench.ingest import run as ingest_run
 
     r = ingest_run(f"kafka://{bootstrap}", n, owners=max(1, n // 50), data=data)
     e = r["end_to_end"]
@@ -400,7 +400,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.footprint``."""
+    """``python -m bench.footprint``."""
     return standalone_main("footprint", __doc__, add_arguments, execute, argv)
 
 

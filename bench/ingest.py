@@ -38,7 +38,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from adamem.analysis.agent import embedding_text
 from adamem.analysis.factory import build_embedder
-from adamem.bench.common import (
+from bench.common import (
     DEFAULT_LOCOMO,
     drop_run_topics,
     kafka_bootstrap,
@@ -429,7 +429,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.ingest``."""
+    """``python -m bench.ingest``."""
     return standalone_main("ingest", __doc__, add_arguments, execute, argv)
 
 

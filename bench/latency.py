@@ -33,8 +33,8 @@ from typing import Any
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import build_embedder, build_extractor
-from adamem.bench.build import build_memory
-from adamem.bench.common import (
+from bench.build import build_memory
+from bench.common import (
     DEFAULT_LOCOMO,
     CachingEmbedder,
     free_port,
@@ -48,8 +48,8 @@ from adamem.bench.common import (
     wait_healthy,
     wait_port,
 )
-from adamem.bench.loadgen import Request, run_load
-from adamem.bench.metrics import summary_ms
+from bench.loadgen import Request, run_load
+from bench.metrics import summary_ms
 from adamem.owners import split_owner
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever, Route, route_query
@@ -432,7 +432,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.latency``."""
+    """``python -m bench.latency``."""
     return standalone_main("latency", __doc__, add_arguments, execute, argv)
 
 

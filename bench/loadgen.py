@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adamem.bench.metrics import summary_ms
+from bench.metrics import summary_ms
 
 __all__ = ["Request", "run_load", "wrk_plan", "wrk_script"]
 

@@ -49,8 +49,8 @@ import numpy as np
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import build_embedder, build_extractor
-from adamem.bench.build import build_memory
-from adamem.bench.common import (
+from bench.build import build_memory
+from bench.common import (
     DEFAULT_LOCOMO,
     CachingEmbedder,
     load_locomo,
@@ -59,7 +59,7 @@ from adamem.bench.common import (
     print_table,
     standalone_main,
 )
-from adamem.bench.metrics import (
+from bench.metrics import (
     CATEGORIES,
     coverage,
     flatten,
@@ -662,7 +662,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.locomo``."""
+    """``python -m bench.locomo``."""
     return standalone_main("locomo", __doc__, add_arguments, execute, argv)
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from adamem.bench.common import free_port, measure_and_record, print_table, standalone_main, wait_port
+from bench.common import free_port, measure_and_record, print_table, standalone_main, wait_port
 
 __all__ = ["add_arguments", "execute", "main"]
 
@@ -257,7 +257,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.metrics_overhead``."""
+    """``python -m bench.metrics_overhead``."""
     return standalone_main("metrics_overhead", __doc__, add_arguments, execute, argv)
 
 

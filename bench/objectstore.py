@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from adamem.bench.common import measure_and_record, print_table, standalone_main
+from bench.common import measure_and_record, print_table, standalone_main
 from adamem.projections.folds.changes import Upsert
 from adamem.projections.folds.rows import MessageRow, OwnerRow
 from adamem.projections.store.lance import LanceStore
@@ -172,7 +172,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.objectstore``."""
+    """``python -m bench.objectstore``."""
     return standalone_main("objectstore", __doc__, add_arguments, execute, argv)
 
 

@@ -19,8 +19,8 @@ import time
 from dataclasses import replace
 
 from adamem.analysis.e5 import E5Embedder
-from adamem.bench.common import DEFAULT_LOCOMO
-from adamem.bench.metrics import summary_ms
+from bench.common import DEFAULT_LOCOMO
+from bench.metrics import summary_ms
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import SEED_DEFAULT, Retriever
 

@@ -18,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from adamem.analysis.e5 import E5Embedder
-from adamem.bench.common import DEFAULT_LOCOMO
+from bench.common import DEFAULT_LOCOMO
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import build_embedder, build_extractor
-from adamem.bench.build import build_memory
-from adamem.bench.common import (
+from bench.build import build_memory
+from bench.common import (
     DEFAULT_LOCOMO,
     RESULTS,
     CachingEmbedder,
@@ -266,7 +266,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.replay``."""
+    """``python -m bench.replay``."""
     return standalone_main("replay", __doc__, add_arguments, execute, argv)
 
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adamem.bench.common import RESULTS
-from adamem.bench.metrics import CATEGORIES
+from bench.common import RESULTS
+from bench.metrics import CATEGORIES
 
 __all__ = ["main", "render", "targets"]
 
@@ -189,8 +189,8 @@ def _machine(doc: dict[str, Any]) -> str:
 
 def render(folder: Path = RESULTS) -> str:
     """The Markdown summary."""
-    from adamem.bench.footprint import disk_table, index_table
-    from adamem.bench.latency import latency_table, sweep_table
+    from bench.footprint import disk_table, index_table
+    from bench.latency import latency_table, sweep_table
 
     res = {n: _load(folder, n) for n in ("locomo", "ingest", "replay", "latency", "footprint")}
     made = plots(res, folder)
@@ -398,7 +398,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.report``."""
+    """``python -m bench.report``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog="adamem bench report", description=__doc__)
     add_arguments(p)

@@ -22,8 +22,8 @@ from typing import Any
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import build_embedder, build_extractor
-from adamem.bench.build import build_memory
-from adamem.bench.common import (
+from bench.build import build_memory
+from bench.common import (
     DEFAULT_LOCOMO,
     CachingEmbedder,
     load_locomo,
@@ -32,7 +32,7 @@ from adamem.bench.common import (
     print_table,
     standalone_main,
 )
-from adamem.bench.metrics import mean, parse_evidence, recall_at, summary_ms
+from bench.metrics import mean, parse_evidence, recall_at, summary_ms
 from adamem.owners import owner_key
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.factory import open_store
@@ -208,7 +208,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.research``."""
+    """``python -m bench.research``."""
     return standalone_main("research", __doc__, add_arguments, execute, argv)
 
 

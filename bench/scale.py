@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from adamem.bench.common import RESULTS, measure_and_record, print_table, standalone_main
+from bench.common import RESULTS, measure_and_record, print_table, standalone_main
 
 __all__ = ["add_arguments", "execute", "main", "run"]
 
@@ -221,7 +221,7 @@ def measure(folder: str, owners: int, seed: int) -> dict[str, Any]:
 def one(owners: int, per_owner: int, seed: int) -> dict[str, Any]:
     """Build one configuration in a child process, then measure it in another (its memory is a query process's)."""
     with tempfile.TemporaryDirectory(prefix="adamem-bench-scale-") as folder:
-        me = [sys.executable, "-m", "adamem.bench.scale", "--seed", str(seed)]
+        me = [sys.executable, "-m", "bench.scale", "--seed", str(seed)]
         done = subprocess.run([*me, "--build", folder, str(owners), str(per_owner)], capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"build failed: {done.stderr[-3000:]}")
@@ -330,7 +330,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.scale``."""
+    """``python -m bench.scale``."""
     return standalone_main("scale", __doc__, add_arguments, execute, argv)
 
 

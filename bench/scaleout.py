@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adamem.bench.common import (
+from bench.common import (
     DEFAULT_LOCOMO,
     RESULTS,
     drop_run_topics,
@@ -52,7 +52,7 @@ from adamem.bench.common import (
     spread,
     standalone_main,
 )
-from adamem.bench.vectors import PrecomputedEmbedder, VectorService, precompute, proc_cpu_s
+from bench.vectors import PrecomputedEmbedder, VectorService, precompute, proc_cpu_s
 from adamem.events import ChatMessage
 from adamem.settings import Settings
 
@@ -209,7 +209,7 @@ async def _ingest(
     messages: Sequence[ChatMessage],
     timeout_s: float,
 ) -> dict[str, Any]:
-    from adamem.bench.common import tree_memory
+    from bench.common import tree_memory
     from adamem.streams.kafka_log import KafkaLog
     from adamem.streams.publish import publish_messages
 
@@ -503,7 +503,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.scaleout``."""
+    """``python -m bench.scaleout``."""
     return standalone_main("scaleout", __doc__, add_arguments, execute, argv)
 
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adamem.bench.common import (
+from bench.common import (
     DEFAULT_LOCOMO,
     free_port,
     load_locomo,
@@ -39,7 +39,7 @@ from adamem.bench.common import (
     spread,
     standalone_main,
 )
-from adamem.bench.metrics import summary_ms
+from bench.metrics import summary_ms
 from adamem.events import ChatMessage
 from adamem.settings import Settings
 
@@ -231,7 +231,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adamem.bench.visible``."""
+    """``python -m bench.visible``."""
     return standalone_main("visible", __doc__, add_arguments, execute, argv)
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.rules import RuleExtractor
-from adamem.bench.common import wait_healthy
+from bench.common import wait_healthy
 from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_store

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from adamem.bench.cli import build_parser, register
+from bench.cli import build_parser, register
 
 BENCHMARKS = (
     "locomo",

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from adamem.bench.cli import build_parser
-from adamem.bench.concurrency import Config, markdown, parse_config, tree_cpu_seconds
+from bench.cli import build_parser
+from bench.concurrency import Config, markdown, parse_config, tree_cpu_seconds
 
 
 def test_configurations_are_tree_and_processes() -> None:

@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from adamem.bench.common import spread
-from adamem.bench.latency import plan, sweep_table
-from adamem.bench.loadgen import _split, wrk_plan, wrk_script
-from adamem.bench.locomo import MessagesOnly, lco_folds, reference_texts, render, system_configs
-from adamem.bench.metrics import (
+from bench.common import spread
+from bench.latency import plan, sweep_table
+from bench.loadgen import _split, wrk_plan, wrk_script
+from bench.locomo import MessagesOnly, lco_folds, reference_texts, render, system_configs
+from bench.metrics import (
     answer_tokens,
     coverage,
     flatten,

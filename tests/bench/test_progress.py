@@ -9,8 +9,8 @@ import pytest
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.rules import RuleExtractor
-from adamem.bench.build import build_memory
-from adamem.bench.cli import build_parser
+from bench.build import build_memory
+from bench.cli import build_parser
 from adamem.ingest import load_messages
 from adamem.settings import Settings
 from tests.conftest import FlatEmbedder

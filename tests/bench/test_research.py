@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from adamem.bench.research import run
+from bench.research import run
 
 SAMPLE = {
     "sample_id": "tiny",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from adamem.bench import common
+from bench import common
 
 pytestmark = pytest.mark.kafka
 

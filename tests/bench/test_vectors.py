@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adamem.bench.vectors import PrecomputedEmbedder, proc_cpu_s
+from bench.vectors import PrecomputedEmbedder, proc_cpu_s
 
 
 def test_proc_cpu_s_reads_this_process_cpu_time() -> None:
@@ -37,7 +37,7 @@ def test_precomputed_embedder_returns_the_stored_vectors_and_refuses_unknown_tex
 
 def test_vector_service_answers_the_workers_openai_compatible_embedder(tmp_path: Path) -> None:
     from adamem.analysis.llm import OpenAICompatibleEmbedder
-    from adamem.bench.vectors import VectorService
+    from bench.vectors import VectorService
     from adamem.errors import AdaMemError
 
     rng = np.random.default_rng(3)

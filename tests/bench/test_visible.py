@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adamem.bench.visible import run
+from bench.visible import run
 from tests.conftest import LOCOMO
 
 

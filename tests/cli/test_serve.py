@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adamem.bench.common import wait_healthy
+from bench.common import wait_healthy
 from adamem.cli import main
 from adamem.cli.remote import ServiceNotice
 from tests.api.conftest import free_port

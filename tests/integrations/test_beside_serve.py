@@ -17,7 +17,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from mcp import Client
 
-from adamem.bench.common import wait_healthy
+from bench.common import wait_healthy
 from adamem.integrations.langchain import AdaMemChatMessageHistory
 from adamem.integrations.mcp_server import build_server
 from adamem.memory import Memory

@@ -424,7 +424,7 @@ async def _demo(args: argparse.Namespace) -> int:
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "publish": (
-        "adamem publish adamem/samples/sample_conversation.jsonl --log ./data/log",
+        "adamem publish src/adamem/samples/sample_conversation.jsonl --log ./data/log",
         "cat more.jsonl | adamem publish - --log kafka://127.0.0.1:9092 --quiet",
     ),
     "log": (
