@@ -35,6 +35,11 @@ import lancedb
 import numpy as np
 
 from adamem.analysis.factory import build_embedder
+from adamem.owners import split_owner
+from adamem.projections.store.lance import current_view
+from adamem.settings import Settings
+from adamem.streams.factory import open_log
+from adamem.streams.publish import publish_messages
 from bench.common import (
     DEFAULT_LOCOMO,
     dir_size,
@@ -50,11 +55,6 @@ from bench.common import (
 )
 from bench.latency import STORES, ensure_store, questions_by_route
 from bench.metrics import mean, summary_ms
-from adamem.owners import split_owner
-from adamem.projections.store.lance import current_view
-from adamem.settings import Settings
-from adamem.streams.factory import open_log
-from adamem.streams.publish import publish_messages
 
 __all__ = ["disk_table", "disk_usage", "index_compression", "index_table", "main", "run"]
 

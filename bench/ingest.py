@@ -38,6 +38,12 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from adamem.analysis.agent import embedding_text
 from adamem.analysis.factory import build_embedder
+from adamem.events import ChatMessage
+from adamem.projections.store.lance import LanceStore
+from adamem.schemas.serde import encode_event
+from adamem.settings import Settings
+from adamem.streams.kafka_log import KafkaLog
+from adamem.streams.publish import publish_messages
 from bench.common import (
     DEFAULT_LOCOMO,
     drop_run_topics,
@@ -51,12 +57,6 @@ from bench.common import (
     standalone_main,
     tree_memory,
 )
-from adamem.events import ChatMessage
-from adamem.projections.store.lance import LanceStore
-from adamem.schemas.serde import encode_event
-from adamem.settings import Settings
-from adamem.streams.kafka_log import KafkaLog
-from adamem.streams.publish import publish_messages
 
 __all__ = ["main", "run"]
 

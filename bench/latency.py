@@ -33,6 +33,10 @@ from typing import Any
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import build_embedder, build_extractor
+from adamem.owners import split_owner
+from adamem.projections.store.factory import open_store
+from adamem.retrieval import Retriever, Route, route_query
+from adamem.settings import Settings
 from bench.build import build_memory
 from bench.common import (
     DEFAULT_LOCOMO,
@@ -50,10 +54,6 @@ from bench.common import (
 )
 from bench.loadgen import Request, run_load
 from bench.metrics import summary_ms
-from adamem.owners import split_owner
-from adamem.projections.store.factory import open_store
-from adamem.retrieval import Retriever, Route, route_query
-from adamem.settings import Settings
 
 __all__ = ["STORES", "ensure_store", "latency_table", "main", "questions_by_route", "run", "sweep_table"]
 

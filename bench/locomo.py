@@ -49,6 +49,16 @@ import numpy as np
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import build_embedder, build_extractor
+from adamem.events import ChatMessage
+from adamem.owners import owner_key
+from adamem.progress import Progress
+from adamem.projections.folds.rows import MessageRow, Row
+from adamem.projections.store.base import Hit, MemoryStore, OwnerChanges
+from adamem.projections.store.factory import open_store
+from adamem.projections.store.scoring import bm25_scores
+from adamem.retrieval import SEED_DEFAULT, Answer, FusionWeights, RetrievalConfig, Retriever
+from adamem.settings import Settings
+from adamem.text import tokenize
 from bench.build import build_memory
 from bench.common import (
     DEFAULT_LOCOMO,
@@ -71,16 +81,6 @@ from bench.metrics import (
     summary_ms,
     words,
 )
-from adamem.events import ChatMessage
-from adamem.owners import owner_key
-from adamem.progress import Progress
-from adamem.projections.folds.rows import MessageRow, Row
-from adamem.projections.store.base import Hit, MemoryStore, OwnerChanges
-from adamem.projections.store.factory import open_store
-from adamem.projections.store.scoring import bm25_scores
-from adamem.retrieval import SEED_DEFAULT, Answer, FusionWeights, RetrievalConfig, Retriever
-from adamem.settings import Settings
-from adamem.text import tokenize
 
 __all__ = ["MessagesOnly", "lco_folds", "lco_grid", "main", "run", "run_lco", "system_configs"]
 

@@ -25,10 +25,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adamem.analysis.e5 import E5Embedder
-from bench.locomo_quick import CATEGORIES, CachedQueries, build, evidence_ids, parse_set, recall
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
+from bench.locomo_quick import CATEGORIES, CachedQueries, build, evidence_ids, parse_set, recall
 
 SHORT = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 

@@ -25,10 +25,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from bench.common import measure_and_record, print_table, standalone_main
 from adamem.projections.folds.changes import Upsert
 from adamem.projections.folds.rows import MessageRow, OwnerRow
 from adamem.projections.store.lance import LanceStore
+from bench.common import measure_and_record, print_table, standalone_main
 
 __all__ = ["add_arguments", "execute", "main", "run"]
 

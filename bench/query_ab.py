@@ -19,10 +19,10 @@ import time
 from dataclasses import replace
 
 from adamem.analysis.e5 import E5Embedder
-from bench.common import DEFAULT_LOCOMO
-from bench.metrics import summary_ms
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import SEED_DEFAULT, Retriever
+from bench.common import DEFAULT_LOCOMO
+from bench.metrics import summary_ms
 
 
 def main() -> None:

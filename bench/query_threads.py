@@ -18,9 +18,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from adamem.analysis.e5 import E5Embedder
-from bench.common import DEFAULT_LOCOMO
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
+from bench.common import DEFAULT_LOCOMO
 
 
 def main() -> None:

@@ -27,6 +27,10 @@ from typing import Any
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import build_embedder, build_extractor
+from adamem.projections.store.lance import LanceStore
+from adamem.settings import Settings
+from adamem.streams.factory import open_log
+from adamem.streams.replay import RebuildReport, diff_stores, rebuild_view
 from bench.build import build_memory
 from bench.common import (
     DEFAULT_LOCOMO,
@@ -41,10 +45,6 @@ from bench.common import (
     spread,
     standalone_main,
 )
-from adamem.projections.store.lance import LanceStore
-from adamem.settings import Settings
-from adamem.streams.factory import open_log
-from adamem.streams.replay import RebuildReport, diff_stores, rebuild_view
 
 __all__ = ["main", "run"]
 

@@ -22,6 +22,12 @@ from typing import Any
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import build_embedder, build_extractor
+from adamem.owners import owner_key
+from adamem.projections.folds.rows import MessageRow
+from adamem.projections.store.factory import open_store
+from adamem.retrieval import SEED_DEFAULT, CacheSettings, Retriever
+from adamem.retrieval.research import ResearchRequest, research
+from adamem.settings import Settings
 from bench.build import build_memory
 from bench.common import (
     DEFAULT_LOCOMO,
@@ -33,12 +39,6 @@ from bench.common import (
     standalone_main,
 )
 from bench.metrics import mean, parse_evidence, recall_at, summary_ms
-from adamem.owners import owner_key
-from adamem.projections.folds.rows import MessageRow
-from adamem.projections.store.factory import open_store
-from adamem.retrieval import SEED_DEFAULT, CacheSettings, Retriever
-from adamem.retrieval.research import ResearchRequest, research
-from adamem.settings import Settings
 
 __all__ = ["add_arguments", "execute", "main", "run"]
 

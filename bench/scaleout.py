@@ -39,6 +39,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from adamem.events import ChatMessage
+from adamem.settings import Settings
 from bench.common import (
     DEFAULT_LOCOMO,
     RESULTS,
@@ -53,8 +55,6 @@ from bench.common import (
     standalone_main,
 )
 from bench.vectors import PrecomputedEmbedder, VectorService, precompute, proc_cpu_s
-from adamem.events import ChatMessage
-from adamem.settings import Settings
 
 __all__ = ["add_arguments", "execute", "main", "run"]
 
@@ -209,9 +209,9 @@ async def _ingest(
     messages: Sequence[ChatMessage],
     timeout_s: float,
 ) -> dict[str, Any]:
-    from bench.common import tree_memory
     from adamem.streams.kafka_log import KafkaLog
     from adamem.streams.publish import publish_messages
+    from bench.common import tree_memory
 
     log = KafkaLog(kafka_bootstrap(settings), settings)
     await log.start()  # creates the topics with P partitions

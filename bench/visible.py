@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from adamem.events import ChatMessage
+from adamem.settings import Settings
 from bench.common import (
     DEFAULT_LOCOMO,
     free_port,
@@ -40,8 +42,6 @@ from bench.common import (
     standalone_main,
 )
 from bench.metrics import summary_ms
-from adamem.events import ChatMessage
-from adamem.settings import Settings
 
 __all__ = ["add_arguments", "execute", "main", "run"]
 

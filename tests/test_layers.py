@@ -1,14 +1,14 @@
 """The package's layers, read from its import graph: what a reader of the folders is promised.
 
-Bottom to top: the domain core (``adamem``'s own modules and the Memory Agent's ports) and the
-event schemas; the projections; the log and the retrieval, side by side; the application core
-that wires them (the one write path, the retriever); the HTTP service; the library's facade
-(``adamem.memory``: ``Memory``, which goes through a running service when one writes the log); the
-agent integrations (MCP, LangChain/LangGraph, hybrid queries: they check the service's tenant
-keys, so they sit above it); the benchmarks; the command line. A module imports only its own
-layer or lower ones (lazy imports inside functions count too), ports never name their adapters,
-and nothing imports the CLI. The package's own ``__init__`` is its public face: it names the
-facade's classes (loaded on first use), so it alone may point up.
+Bottom to top: the domain core (``adamem``'s own modules and the Memory Agent's ports) and the event
+schemas; the projections; the log and the retrieval, side by side; the application core that wires
+them (the one write path, the retriever); the HTTP service; the library's facade (``adamem.memory``:
+``Memory``, which goes through a running service when one writes the log); the agent integrations
+(MCP, LangChain/LangGraph, hybrid queries: they check the service's tenant keys, so they sit above
+it); the command line. The benchmarks are the checkout's, not the package's. A module imports only
+its own layer or lower ones (lazy imports inside functions count too), ports never name their
+adapters, and nothing imports the CLI. The package's own ``__init__`` is its public face: it names
+the facade's classes (loaded on first use), so it alone may point up.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import networkx as nx
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGE = REPO / "adamem"
+PACKAGE = REPO / "src" / "adamem"
 
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"adamem"}),
@@ -33,7 +33,6 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"adamem.api"}),
     frozenset({"adamem.memory"}),
     frozenset({"adamem.integrations"}),
-    frozenset({"bench"}),
     frozenset({"adamem.cli"}),
 )
 """Each layer may import the layers before it; the two of one rank do not import each other."""
@@ -56,7 +55,7 @@ PORTS: dict[str, tuple[str, ...]] = {
 
 
 def _modules() -> Iterator[tuple[str, Path]]:
-    paths = (Path(root, name) for root, _, names in os.walk(PACKAGE, followlinks=True) for name in names)
+    paths = (Path(root, name) for root, _, names in os.walk(PACKAGE) for name in names)
     for path in sorted(p for p in paths if p.suffix == ".py"):
         parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
         yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts), path
@@ -134,11 +133,24 @@ def test_nothing_imports_the_command_line() -> None:
     assert into_cli == []
 
 
-def test_only_the_command_line_imports_the_benchmarks() -> None:
-    into_bench = [
-        (a, b) for a, b in GRAPH.edges if _top(b) == "bench" and _top(a) not in {"bench", "adamem.cli"}
-    ]
-    assert into_bench == []
+def test_the_package_imports_no_benchmark() -> None:
+    """The benchmarks are the checkout's (``bench/``): ``adamem bench`` finds them by path, nothing imports them."""
+    named = set()
+    for _, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                named.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                named.add(node.module or "")
+    assert sorted(n for n in named if n == "bench" or n.startswith(("bench.", "adamem.bench"))) == []
+
+
+def test_the_folders_are_the_package_and_the_design_cards_folders_point_into_it() -> None:
+    links = [p for p in PACKAGE.rglob("*") if p.is_symlink()]
+    assert links == []
+    for name in ("streams", "schemas", "projections"):
+        top = REPO / name
+        assert top.is_symlink() and top.resolve() == (PACKAGE / name).resolve(), name
 
 
 @pytest.mark.parametrize("port", sorted(PORTS))

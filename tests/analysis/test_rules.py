@@ -13,7 +13,7 @@ from adamem.analysis.rules import RULES_VERSION, RuleExtractor, split_sentences
 from adamem.analysis.timecalc import day_ms
 from adamem.events import ChatMessage, Speaker
 
-SAMPLE = Path(__file__).resolve().parents[2] / "adamem" / "samples" / "sample_conversation.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "src" / "adamem" / "samples" / "sample_conversation.jsonl"
 EXTRACTOR = RuleExtractor()
 
 

@@ -21,7 +21,6 @@ import pytest
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.rules import RuleExtractor
-from bench.common import wait_healthy
 from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_store
@@ -29,6 +28,7 @@ from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
+from bench.common import wait_healthy
 from tests.api.conftest import build_store, embedder, free_port
 
 QUESTION = "Do I have a parrot?"

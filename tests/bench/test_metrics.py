@@ -7,6 +7,14 @@ import math
 
 import pytest
 
+from adamem.events import ChatMessage, Speaker
+from adamem.projections.folds.rows import EpisodicRow, MessageRow
+from adamem.projections.store.base import OwnerChanges
+from adamem.retrieval.answer import Answer, Item, Provenance, Timing
+from adamem.retrieval.config import Layer, Route, Subject
+from adamem.retrieval.fusion import Breakdown
+from adamem.retrieval.route import RoutePlan
+from adamem.retrieval.whose import WhoseDecision
 from bench.common import spread
 from bench.latency import plan, sweep_table
 from bench.loadgen import _split, wrk_plan, wrk_script
@@ -23,14 +31,6 @@ from bench.metrics import (
     reciprocal_rank,
     summary_ms,
 )
-from adamem.events import ChatMessage, Speaker
-from adamem.projections.folds.rows import EpisodicRow, MessageRow
-from adamem.projections.store.base import OwnerChanges
-from adamem.retrieval.answer import Answer, Item, Provenance, Timing
-from adamem.retrieval.config import Layer, Route, Subject
-from adamem.retrieval.fusion import Breakdown
-from adamem.retrieval.route import RoutePlan
-from adamem.retrieval.whose import WhoseDecision
 
 TURNS = {"D1:1", "D1:2", "D1:3", "D8:6", "D9:17"}
 

@@ -9,10 +9,10 @@ import pytest
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.rules import RuleExtractor
-from bench.build import build_memory
-from bench.cli import build_parser
 from adamem.ingest import load_messages
 from adamem.settings import Settings
+from bench.build import build_memory
+from bench.cli import build_parser
 from tests.conftest import FlatEmbedder
 
 

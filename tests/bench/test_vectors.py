@@ -37,8 +37,8 @@ def test_precomputed_embedder_returns_the_stored_vectors_and_refuses_unknown_tex
 
 def test_vector_service_answers_the_workers_openai_compatible_embedder(tmp_path: Path) -> None:
     from adamem.analysis.llm import OpenAICompatibleEmbedder
-    from bench.vectors import VectorService
     from adamem.errors import AdaMemError
+    from bench.vectors import VectorService
 
     rng = np.random.default_rng(3)
     vectors = rng.standard_normal((2, 384)).astype(np.float32)

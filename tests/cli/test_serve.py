@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.common import wait_healthy
 from adamem.cli import main
 from adamem.cli.remote import ServiceNotice
+from bench.common import wait_healthy
 from tests.api.conftest import free_port
 from tests.conftest import stop_process
 

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-ADVICE = [REPO / "README.md", REPO / "cli" / "main.py", REPO / "bench" / "__init__.py"]
+ADVICE = [REPO / "README.md", REPO / "src" / "adamem" / "cli" / "main.py", REPO / "bench" / "__init__.py"]
 
 
 def _quickstart() -> str:

@@ -1,10 +1,10 @@
 """The built wheel, installed into a fresh virtual environment, is one import package: ``adamem``.
 
-The wheel is built from a copy of the checkout (its layer folders are linked into ``adamem/``,
-and the wheel must hold real files). The fresh environment gets the wheel alone (``--no-deps``);
-the third-party dependencies are borrowed from the test environment through a path file, whose
-own path files (the editable install of this checkout) are not processed, so the ``adamem``
-that runs there can only be the one from the wheel.
+The wheel is built from a copy of the checkout (the package is ``src/adamem``; the design card's
+top-level folders are links into it, and the wheel must hold real files, once). The fresh
+environment gets the wheel alone (``--no-deps``); the third-party dependencies are borrowed from the
+test environment through a path file, whose own path files (the editable install of this checkout)
+are not processed, so the ``adamem`` that runs there can only be the one from the wheel.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-LAYERS = ("schemas", "streams", "projections", "retrieval", "api", "bench", "cli")
+LAYERS = ("schemas", "streams", "projections", "retrieval", "api", "integrations", "cli")
 
 _PROBE = """
 import importlib.metadata as md, json, adamem, adamem.streams.log
@@ -88,6 +88,7 @@ def test_the_wheel_holds_real_files_of_every_layer_and_no_results(wheel: Path) -
     assert infos["adamem/streams/log.py"].file_size > 1000  # the module itself, not a link to it
     assert "adamem/schemas/chat_message.avsc" in infos and "adamem/samples/sample_conversation.jsonl" in infos
     assert not [n for n in infos if "/results/" in n or n.endswith((".png", ".json"))]
+    assert not [n for n in infos if n.startswith(("adamem/bench/", "bench/"))]  # the benchmarks stay in the checkout
 
 
 def test_the_license_is_an_spdx_expression_with_its_file(wheel: Path) -> None:
@@ -107,8 +108,8 @@ def test_building_the_metadata_warns_nothing(tmp_path: Path) -> None:
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, src / name)
-    (src / "adamem").mkdir()
-    (src / "adamem" / "__init__.py").write_text("", encoding="utf-8")
+    (src / "src" / "adamem").mkdir(parents=True)
+    (src / "src" / "adamem" / "__init__.py").write_text("", encoding="utf-8")
     (tmp_path / "meta").mkdir()
     code = "import setuptools.build_meta as b; b.prepare_metadata_for_build_wheel('../meta')"
     built = _run([sys.executable, "-W", "always", "-c", code], cwd=src)
@@ -130,6 +131,8 @@ def test_the_command_and_the_demo_run_from_the_wheel(fresh: Path, tmp_path: Path
     helped = _run([exe, "--help"], cwd=tmp_path, env=_env(fresh))
     assert helped.returncode == 0, helped.stderr
     assert "publish" in helped.stdout and "bench" in helped.stdout
+    bench = _run([exe, "bench", "locomo"], cwd=tmp_path, env=_env(fresh))
+    assert bench.returncode == 2 and "source checkout" in bench.stderr, bench.stderr[-3000:]
     demo = _run([exe, "demo", "--no-serve"], cwd=tmp_path, env=_env(fresh))
     assert demo.returncode == 0, demo.stderr[-3000:]
     assert "xiaoming" in demo.stdout and "persona" in demo.stdout
@@ -145,11 +148,9 @@ def test_the_docker_build_context_keeps_every_file_the_wheel_needs(wheel: Path) 
     ]
     with zipfile.ZipFile(wheel) as zf:
         names = [n for n in zf.namelist() if ".dist-info/" not in n]
-    links = {f"adamem/{layer}": layer for layer in LAYERS}
     ignored = []
     for name in names:
-        parts = name.split("/")
-        repo_path = "/".join([links.get("/".join(parts[:2]), "/".join(parts[:2])), *parts[2:]]).split("/")
+        repo_path = f"src/{name}".split("/")
         prefixes = ["/".join(repo_path[: i + 1]) for i in range(len(repo_path))]
         if any(fnmatch.fnmatch(prefix, pattern) for prefix in prefixes for pattern in patterns):
             ignored.append(name)

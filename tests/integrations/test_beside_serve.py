@@ -17,11 +17,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from mcp import Client
 
-from bench.common import wait_healthy
 from adamem.integrations.langchain import AdaMemChatMessageHistory
 from adamem.integrations.mcp_server import build_server
 from adamem.memory import Memory
 from adamem.settings import Settings
+from bench.common import wait_healthy
 from tests.api.conftest import build_store, free_port
 from tests.conftest import stop_process
 

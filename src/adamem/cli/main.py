@@ -775,13 +775,12 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--store", help="store folder, searched by --verify (default $ADAMEM_STORE or ./data/store)")
     p.set_defaults(run=_forget)
 
-    if bench:
-        from adamem.bench.cli import register as register_bench
+    from adamem.cli.benchmarks import HELP as BENCH_HELP
+    from adamem.cli.benchmarks import register as register_bench
 
+    if bench:
         register_bench(sub)
     else:
-        from adamem.bench import HELP as BENCH_HELP  # the package's docstring only, none of its modules
-
         sub.add_parser("bench", help=BENCH_HELP, add_help=False)  # listed here; parsed only with bench=True
 
     p = sub.add_parser("demo", help="the embedded default: publish the sample, build memory, show it")
@@ -800,8 +799,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] in (["serve"], ["query"]) or words[:2] == ["bench", "latency"]:
         _one_thread_per_request()  # before the parser: building the bench commands loads NumPy
-    args = build_parser(bench=words[:1] == ["bench"]).parse_args(words)
     try:
+        args = build_parser(bench=words[:1] == ["bench"]).parse_args(words)
         code = int(args.run(args)) if getattr(args, "sync", False) else int(asyncio.run(args.run(args)))
         sys.stdout.flush()  # here, so that a reader gone away is seen below and not at exit
         return code
