@@ -227,6 +227,11 @@ class RetrievalConfig:
     """On a question about the present ("now", 现在) naming no time, the newest user message stating a change
     (an extracted event) among the first this many items goes ahead of the older ones, also while it is
     still in working memory and no conflict slot knows of it yet (0: off; added)."""
+    newest_first_shown: bool = True
+    """Count ``newest_first``'s window in items the answer shows: a record whose evidence a higher item already
+    shows is dropped from the answer (``dedupe_evidence``), so it does not use up the window. Counted in rows, the
+    old job's message and its two records filled three of five places and "Started at Siemens on Monday" (an
+    extracted event) came sixth (added 2026-12-04; LoCoMo R@10 unchanged in every conversation)."""
     causal_order: bool = True
     """On "why" questions, rank items later than the event asked about (the best base hit) last (added)."""
     recency_half_life_days: float = 30.0

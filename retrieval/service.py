@@ -567,7 +567,8 @@ class Retriever:
                 moved.setdefault(id(s), []).append(RULE_SUPERSEDED)
         if recency and not windows and plan.route is not Route.GRAPH and cfg.newest_first > 0:
             before = scored
-            scored = _newest_change_first(scored, cfg.newest_first)
+            shown = self._shown_head(view, scorer, scored, cfg.newest_first) if cfg.newest_first_shown else None
+            scored = _newest_change_first(scored, cfg.newest_first if shown is None else shown)
             lifted = next((a for a, b in zip(scored, before, strict=True) if a is not b), None)
             if lifted is not None:
                 moved.setdefault(id(lifted), []).append(RULE_NEWEST)
@@ -622,6 +623,23 @@ class Retriever:
         msgs = [m for mid, _, _ in view.evidence(trait) if (m := snap.messages.get(mid)) is not None]
         msgs.sort(key=lambda m: (-scorer.cosine("messages", m), -m.occurred_at, m.id))
         return msgs[: self.config.persona_evidence]
+
+    def _shown_head(self, view: View, scorer: SemanticScorer, scored: list[_Scored], window: int) -> int:
+        """How many scored items it takes to show ``window`` items: those whose evidence higher items already
+        show are dropped from the answer (``dedupe_evidence``), so they do not count."""
+        if not self.config.dedupe_evidence:
+            return window
+        covered: set[str] = set()
+        shown = 0
+        for n, s in enumerate(scored):
+            ids = {p.id for p in self._sources(view, scorer, s[1].row)}
+            if ids and ids <= covered:
+                continue
+            covered |= ids
+            shown += 1
+            if shown == window:
+                return n + 1
+        return len(scored)
 
     def _sources(self, view: View, scorer: SemanticScorer, row: MemoryRow) -> list[MessageRow]:
         if isinstance(row, MessageRow):
