@@ -530,6 +530,9 @@ class Retriever:
         scored: list[_Scored] = []
         # a cause is older than what it explains; recency only matters for questions about the present
         recency = plan.direction is not Direction.ANTECEDENT and PRESENT.search(question) is not None
+        # a question asking for a time ("when did ...", 什么时候): its evidence is a statement that dates something
+        asks_time = plan.route is Route.GRAPH and not plan.causal and plan.direction is Direction.ANY and not windows
+        asks_time = asks_time and not recency and cfg.dated_when > 0
         top = max(candidates.values(), key=lambda c: (c.origin == "base", c.semantic, c.row.id), default=None)
         anchor = None if top is None or plan.direction is Direction.ANY else min(item_times(top.row, snap.times_memo))
         anchor_conversation = _conversation(top.row) if top is not None else ""
@@ -554,6 +557,8 @@ class Retriever:
             )
             if recency and not windows and anchor is None and cfg.recency_topic_margin > 0:
                 temporal *= min(1.0, max(0.0, 1.0 - (best_cosine - c.cosine) / cfg.recency_topic_margin))
+            if asks_time and len(item_times(c.row, snap.times_memo)) > 1:
+                temporal = max(temporal, cfg.dated_when)
             parts = Breakdown(c.semantic, graph_score, temporal, fact_support(c.row, view, cfg))
             scored.append((fuse(parts, cfg.fusion), c, parts, reach))
         scored.sort(key=lambda s: (-s[0], s[1].table, s[1].row.id))

@@ -14,7 +14,9 @@ The classes, each in English and Chinese:
   (so it is still in working memory and no conflict slot was ever updated); the new statement must
   also rank above the old one;
 - **stream** — one long stream without conversation ids: sessions are only visible as gaps in
-  ``occurred_at``, and the cause is in an earlier one.
+  ``occurred_at``, and the cause is in an earlier one;
+- **when** — "when did …?" answered by the statement that dates the event ("last Saturday", 上周六), while
+  later undated mentions of the same thing are more similar to the question.
 
 Cases of the same kinds written for the mechanisms rather than for wording: a change of job or diet
 said without the question's words (a first day at a company, 离职 … 报到, "plant-based"; a start at a new
@@ -384,6 +386,47 @@ CASES: dict[str, Case] = {
         "周一去西门子入职了，培训安排得很满。",
         older="我在仁济医院工作，我是护士，我喜欢照顾病人。",
     ),
+    "when-en": Case(
+        "nadia",
+        (
+            (
+                "2024-06-03",
+                (
+                    ("u", "We brought Pepper home from the shelter last Saturday, she is a tiny terrier."),
+                    ("a", "How exciting!"),
+                ),
+            ),
+            (
+                "2024-06-20",
+                (
+                    ("u", "Pepper joined our family walks and she already knows the whole neighbourhood."),
+                    ("a", "She sounds like a great addition to your family."),
+                    ("u", "The kids adore their new dog Pepper."),
+                ),
+            ),
+        ),
+        "When did Pepper join our family?",
+        "We brought Pepper home from the shelter last Saturday, she is a tiny terrier.",
+    ),
+    "when-zh": Case(
+        "xiaomei",
+        (
+            (
+                "2024-06-03",
+                (("u", "上周六我们从救助站把小狗豆豆接回了家，它是一只小梗犬。"), ("a", "太好了！")),
+            ),
+            (
+                "2024-06-20",
+                (
+                    ("u", "豆豆已经成了我们家的一员，整个小区它都认识了。"),
+                    ("a", "听起来它很适合你们家。"),
+                    ("u", "孩子们都特别喜欢家里的新成员豆豆。"),
+                ),
+            ),
+        ),
+        "豆豆是什么时候成为我们家的一员的？",
+        "上周六我们从救助站把小狗豆豆接回了家，它是一只小梗犬。",
+    ),
     "now-diet-en": Case(
         "ingrid",
         (
@@ -519,3 +562,19 @@ def test_the_newest_change_window_counts_shown_items(scenarios: tuple[Any, Retri
             assert first in texts[0], (name, texts)
     finally:
         rows.close()
+
+
+@pytest.mark.parametrize("name", ["when-en", "when-zh"])
+def test_a_time_question_puts_the_dated_statement_first(scenarios: tuple[Any, Retriever], name: str) -> None:
+    """Without a temporal score for dated items a "when" question ranks the later, undated mentions first."""
+    memory, shipped = scenarios
+    case = CASES[name]
+    owner = f"default:{case.owner}"
+    off = replace(SEED_DEFAULT, dated_when=0.0)
+    undated = Retriever(memory.store, shipped.embedder, off, partitions=shipped.partitions)
+    try:
+        for retriever, first in ((undated, False), (shipped, True)):
+            texts = _texts(retriever.query(owner, case.question, top_k=10), memory, owner)
+            assert (case.evidence in texts[0]) is first, (name, texts)
+    finally:
+        undated.close()
