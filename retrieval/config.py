@@ -181,10 +181,6 @@ class RetrievalConfig:
     """Edge types walked, in priority order (expansion order and tie-break: earlier types first)."""
     walk_other_edges: bool = False
     """Also walk edge types not in ``edge_priority`` (speaker_related, same_topic, supersedes), after them (added)."""
-    earlier_edges: tuple[str, ...] = ()
-    """Edge types linking a message stating a change to earlier messages of its speaker naming the same entity
-    (``earlier_entity``) or topic (``earlier_topic``), walked after ``edge_priority`` (the folds write them when
-    ``MemoryParameters.earlier_link_limit`` > 0; empty: not walked; added)."""
     min_edge_weight: float = 0.6
     """Edges with a lower weight are pruned."""
     hub_fanout: int = 30

@@ -176,7 +176,7 @@ class MemoryGraph:
                 if self._edge_visible is not None and not self._edge_visible(e):
                     continue
                 rank = config.edge_rank(e.edge_type)
-                if rank == others and not config.walk_other_edges and e.edge_type not in config.earlier_edges:
+                if rank == others and not config.walk_other_edges:
                     continue
                 targets = [e.dst] if e.src == node else []
                 if e.dst == node and (

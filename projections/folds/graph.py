@@ -27,7 +27,7 @@ from adamem.projections.folds.keys import speaker_key
 from adamem.projections.folds.lexicon import normalize
 from adamem.projections.folds.params import MemoryParameters
 from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow
-from adamem.projections.folds.state import Transaction, mention_keys
+from adamem.projections.folds.state import Transaction
 
 __all__ = [
     "link_arrival",
@@ -97,23 +97,6 @@ def link_arrival(tx: Transaction, m: MessageRow, params: MemoryParameters) -> No
             at,
             m.id,
         )
-    _link_earlier(tx, m, mnode, params)
-
-
-def _link_earlier(tx: Transaction, m: MessageRow, mnode: str, params: MemoryParameters) -> None:
-    """``earlier_entity`` / ``earlier_topic`` edges from a message stating a change to what it shares with the past."""
-    if params.earlier_link_limit <= 0 or '"events":[{' not in m.extraction_json:
-        return
-    user, mentions = tx.state.owner_id, tx.state.index.speaker_mentions
-    before = m.occurred_at - params.session_gap_ms
-    for key, kind in sorted(mention_keys(m).items()):
-        said = mentions.get(key, {})
-        earlier = heapq.nlargest(
-            params.earlier_link_limit, ((at, mid) for mid, at in said.items() if at <= before and mid != m.id)
-        )
-        for _, mid in earlier:
-            target = node_id(user, "message", mid)
-            _edge(tx, f"earlier_{kind}", mnode, target, params.w_earlier, "both", m.occurred_at, m.id)
 
 
 def link_record(

@@ -97,12 +97,6 @@ class MemoryParameters:
     """newer record → the record it superseded (added)."""
     entity_link_limit: int = 3
     """Most recent facts (events) sharing an entity that a new event (fact) is linked to."""
-    earlier_link_limit: int = 0
-    """A message stating a change (an extracted event) is linked (``earlier_entity`` / ``earlier_topic``) to the
-    newest this many messages of the same speaker, at least a session gap earlier, naming each of its entities
-    (topics): the state told days before a decision, reached by graph expansion from it (0: off; added)."""
-    w_earlier: float = 0.70
-    """message ↔ an earlier message of the same speaker sharing an entity or topic (added)."""
 
     @property
     def half_life_ms(self) -> float:

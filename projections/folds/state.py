@@ -31,7 +31,7 @@ from adamem.projections.folds.rows import (
     Row,
 )
 
-__all__ = ["ForeignOwnerError", "MemoryIndex", "OwnerMemory", "Transaction", "mention_keys"]
+__all__ = ["ForeignOwnerError", "MemoryIndex", "OwnerMemory", "Transaction"]
 
 _Op = Callable[[dict[str, set[str]], str, str], None]
 
@@ -69,8 +69,6 @@ class MemoryIndex:
     trait_slot: dict[str, set[str]] = field(default_factory=dict)  # conflict slot -> active trait ids
     cluster_members: dict[str, set[str]] = field(default_factory=dict)  # cluster -> preference trait ids
     cluster_tokens: dict[str, set[str]] = field(default_factory=dict)  # token -> cluster labels
-    # "speaker|e:entity" / "speaker|t:topic" -> {message id: occurred_at}
-    speaker_mentions: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def add(self, row: Row) -> None:
         """Index one row."""
@@ -87,8 +85,6 @@ class MemoryIndex:
             sk = speaker_key(row)
             if sk not in self.speaker_latest or mark > self.speaker_latest[sk][:2]:
                 self.speaker_latest[sk] = (row.seq, row.id, row.conversation_id)
-            for key in mention_keys(row):
-                self.speaker_mentions.setdefault(key, {})[row.id] = row.occurred_at
         elif isinstance(row, EpisodicRow):
             self._record(row, _add)
         elif isinstance(row, PersonaRow):
@@ -130,14 +126,6 @@ class MemoryIndex:
             fn(self.trait_slot, slot, row.id)
         if row.kind == "preference" and row.cluster:
             fn(self.cluster_members, row.cluster, row.id)
-
-
-def mention_keys(row: MessageRow) -> dict[str, str]:
-    """The ``speaker_mentions`` keys of a message (its speaker with each entity, each topic) → "entity" or "topic"."""
-    sk = speaker_key(row)
-    keys = {f"{sk}|t:{t}": "topic" for t in map(normalize, row.topics) if t}
-    keys.update({f"{sk}|e:{e}": "entity" for e in map(normalize, row.entities) if e})
-    return keys
 
 
 class OwnerMemory:

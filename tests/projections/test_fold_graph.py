@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-import pytest
-
-from adamem.owners import owner_key
 from adamem.projections.folds import GraphEdgeRow, GraphNodeRow, OwnerMemory
-from adamem.projections.folds.apply import apply
-from adamem.projections.folds.params import SEED_DEFAULT, MemoryParameters
 from adamem.projections.folds.testing import DAY, T0, Chat, attr, event, fact, fold
 
 Edge = tuple[str, str, str, float, str]
@@ -132,61 +125,3 @@ def test_an_update_links_the_new_record_to_the_one_it_supersedes() -> None:
         if isinstance(n, GraphNodeRow) and n.node_type == "fact"
     }
     assert active == {"lives in Shanghai": False, "lives in Beijing": True}
-
-
-def _fold_with(events: list, params: MemoryParameters) -> OwnerMemory:  # type: ignore[type-arg]
-    state = OwnerMemory(owner_key("default", "alice"))
-    for e in events:
-        state, _ = apply(state, e, params)
-    return state
-
-
-EARLIER = replace(SEED_DEFAULT, earlier_link_limit=2)
-
-
-@pytest.mark.parametrize(
-    ("finding", "aside", "decision", "entity"),
-    [
-        (
-            "Dr. Weber says my knees can't take running anymore.",
-            "Dinner with Dr. Weber's nurse was fun.",
-            "Bought a road bike, Dr. Weber would approve.",
-            "Dr. Weber",
-        ),
-        ("王医生说我的膝盖不能再跑步了。", "今天天气不错。", "听王医生的，买了一辆公路车。", "王医生"),
-    ],
-)
-def test_a_change_links_to_what_its_speaker_said_days_before_about_the_same_entity(
-    finding: str, aside: str, decision: str, entity: str
-) -> None:
-    chat = Chat()
-    events = [
-        chat.say(finding, at=T0, conv="s1", entities=[entity]),
-        chat.say(aside, at=T0 + 60_000, conv="s1", speaker="Bob", role="assistant", entities=[entity]),
-        chat.say("(same session)", at=T0 + 2 * 60_000, conv="s1", entities=[entity]),
-        chat.say(decision, at=T0 + 10 * DAY, conv="s2", entities=[entity], events=[event(decision, 0.9)]),
-        chat.say(f"{entity}!", at=T0 + 10 * DAY + 60_000, conv="s2", entities=[entity]),  # no change stated
-    ]
-    _, edges = graph(_fold_with(events, EARLIER))
-    assert {e for e in edges if e[0].startswith("earlier_")} == {
-        ("earlier_entity", decision, finding, 0.70, "both"),
-        ("earlier_entity", decision, "(same session)", 0.70, "both"),  # the two newest; Bob's is not Alice's
-    }
-    _, off = graph(_fold_with(events, SEED_DEFAULT))
-    assert not {e for e in off if e[0].startswith("earlier_")}
-
-
-def test_only_messages_a_session_gap_earlier_are_linked_and_topics_link_too() -> None:
-    chat = Chat()
-    events = [
-        chat.say("The clinic called about my sleep.", at=T0, conv="s1", topics=["health"]),
-        chat.say(
-            "I quit coffee today.", at=T0 + 3_600_000, conv="s2", topics=["health"], events=[event("quit coffee")]
-        ),
-        chat.say("I started yoga.", at=T0 + 5 * DAY, conv="s3", topics=["health"], events=[event("started yoga")]),
-    ]
-    _, edges = graph(_fold_with(events, EARLIER))
-    assert {e for e in edges if e[0].startswith("earlier_")} == {
-        ("earlier_topic", "I started yoga.", "The clinic called about my sleep.", 0.70, "both"),
-        ("earlier_topic", "I started yoga.", "I quit coffee today.", 0.70, "both"),
-    }  # an hour later is the same stretch of time (session_gap_ms): no link from "I quit coffee today."
