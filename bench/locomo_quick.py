@@ -36,6 +36,8 @@ from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.ingest import load_messages
+from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
+from adamem.projections.folds.params import MemoryParameters
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_store
@@ -50,7 +52,9 @@ from adamem.text import tokenize
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 
-def build(data: list[dict[str, Any]], work: Path, embedder: E5Embedder) -> None:
+def build(
+    data: list[dict[str, Any]], work: Path, embedder: E5Embedder, params: MemoryParameters = MEMORY_DEFAULT
+) -> None:
     """Publish the samples to an embedded log and project them into a LanceDB store (skipped if done)."""
     store = open_store(str(work / "store"))
     have = set(store.owners())
@@ -69,7 +73,7 @@ def build(data: list[dict[str, Any]], work: Path, embedder: E5Embedder) -> None:
                 await publish_messages(log, messages, settings)
             store = open_store(settings.store)
             t = time.perf_counter()
-            stats = await run_pipeline(log, Projector(store), MemoryAgent(RuleExtractor(), embedder), settings)
+            stats = await run_pipeline(log, Projector(store, params), MemoryAgent(RuleExtractor(), embedder), settings)
             print(f"built {stats.applied} analyses in {time.perf_counter() - t:.0f}s", file=sys.stderr)
             store.close()
         finally:
@@ -140,6 +144,8 @@ def parse_set(values: list[str]) -> RetrievalConfig:
             changes[key] = int(raw)
         elif isinstance(current, float):
             changes[key] = float(raw)
+        elif isinstance(current, tuple):
+            changes[key] = tuple(v for v in raw.split(",") if v)
         elif key == "fusion":
             from adamem.retrieval import FusionWeights
 

@@ -3,10 +3,13 @@
     .venv/bin/python bench/locomo_variants.py --work /tmp/loc-base base "dialogue_turns=1" "rrf_k=60;broad_rrf_k=0"
 
 Each variant is ``base`` (the shipped ``SEED_DEFAULT``) or ``;``-separated ``field=value`` changes of it
-(``bench/locomo_quick.py``'s ``--set`` syntax). The store under ``--work`` is the one ``adamem bench locomo
---work`` builds (built here the same way when missing). Every question of categories 1–4 with evidence is
-asked once per variant with the answer cache off; a conversation is a held-out fold for any variant whose
-values were not chosen on it, so "helps in 4 of 5 folds" is read straight off the per-conversation columns.
+(``bench/locomo_quick.py``'s ``--set`` syntax); a ``messages-only:`` prefix asks over the messages alone, without
+graph expansion (the ``messages-only`` ablation of ``adamem bench locomo``), ``no-graph:`` without expansion.
+``--fold FIELD=VALUE`` builds a missing store with those ``MemoryParameters`` (a fold change needs its own store).
+The store under ``--work`` is the one ``adamem bench locomo --work`` builds (built here the same way when
+missing). Every question of categories 1–4 with evidence is asked once per variant with the answer cache
+off; a conversation is a held-out fold for any variant whose values were not chosen on it, so "helps in
+4 of 5 folds" is read straight off the per-conversation columns.
 One JSON line per variant: each conversation's R@10 (1–4), the pooled R@10 per category, and the ranking CPU
 per question (question vectors memoised in ``WORK/questions.json``, so the e5 pass is not counted after the
 first run).
@@ -15,6 +18,7 @@ first run).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -25,9 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adamem.analysis.e5 import E5Embedder
+from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
+from bench.locomo import MessagesOnly
 from bench.locomo_quick import CATEGORIES, CachedQueries, build, evidence_ids, parse_set, recall
 
 SHORT = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -39,16 +45,23 @@ def main() -> int:
     ap.add_argument("variants", nargs="+", help='"base" or "field=value;field=value"')
     ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"))
     ap.add_argument("--work", default="/tmp/loc-base", help="folder of the built log and store")
+    ap.add_argument("--fold", action="append", default=[], help="MemoryParameters field=value for a new store")
     args = ap.parse_args()
     data = json.loads(Path(args.data).read_text())
     work = Path(args.work)
     embedder = E5Embedder()
-    build(data, work, embedder)
+    params = dataclasses.replace(
+        MEMORY_DEFAULT, **{k: type(getattr(MEMORY_DEFAULT, k))(v) for k, _, v in (f.partition("=") for f in args.fold)}
+    )
+    build(data, work, embedder, params)
     store = open_store(str(work / "store"), read_only=True)
     queries = CachedQueries(embedder, work / "questions.json")
     for variant in args.variants:
-        config = parse_set([] if variant == "base" else [v for v in variant.split(";") if v])
-        retriever = Retriever(store, queries, config)
+        ablation, _, changes = variant.rpartition(":")
+        config = parse_set([] if changes == "base" else [v for v in changes.split(";") if v])
+        if ablation:
+            config = dataclasses.replace(config, graph_seeds=0)
+        retriever = Retriever(store if ablation != "messages-only" else MessagesOnly(store), queries, config)
         found: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         asked, started = 0, time.process_time()
         for sample in data:

@@ -14,24 +14,27 @@ The classes, each in English and Chinese:
   (so it is still in working memory and no conflict slot was ever updated); the new statement must
   also rank above the old one;
 - **stream** — one long stream without conversation ids: sessions are only visible as gaps in
-  ``occurred_at``, and the cause is in an earlier one.
+  ``occurred_at``, and the cause is in an earlier one;
+- **when** — "when did …?" answered by the statement that dates the event ("last Saturday", 上周六), while
+  later undated mentions of the same thing are more similar to the question.
 
 Cases of the same kinds written for the mechanisms rather than for wording: a change of job or diet
-said without the question's words (a first day at a company, 离职 … 报到, "plant-based"), and a cause
-told more than a week before the decision, with unrelated sessions between.
+said without the question's words (a first day at a company, 离职 … 报到, "plant-based"; a start at a new
+company said without a subject, in both languages, after an old job whose records crowd the first
+places), and a cause told more than a week before the decision, with unrelated sessions between.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from adamem.analysis.e5 import E5Embedder
-from adamem.retrieval import Retriever
+from adamem.retrieval import SEED_DEFAULT, Retriever
 
 
 @dataclass(frozen=True)
@@ -358,6 +361,72 @@ CASES: dict[str, Case] = {
         "我从原来的单位离职了，下周一去腾讯报到。",
         older="我在一家银行当柜员，每天都要数很多钱。",
     ),
+    "now-job-subjectless-zh": Case(
+        "ahui",
+        (
+            (
+                "2024-01-08",
+                (
+                    ("u", "我在仁济医院工作，我是护士，我喜欢照顾病人。"),
+                    ("a", "夜班一定很累吧。"),
+                    ("u", "是挺累的，不过病人都很好。"),
+                ),
+            ),
+            ("2024-02-05", (("u", "邻居借给我一把梯子修屋檐。"), ("a", "好邻居！"))),
+            (
+                "2024-03-04",
+                (
+                    ("u", "周一去西门子入职了，培训安排得很满。"),
+                    ("a", "恭喜！新工作具体做什么？"),
+                    ("u", "负责影像设备的临床试验。"),
+                ),
+            ),
+        ),
+        "我现在在哪里上班？",
+        "周一去西门子入职了，培训安排得很满。",
+        older="我在仁济医院工作，我是护士，我喜欢照顾病人。",
+    ),
+    "when-en": Case(
+        "nadia",
+        (
+            (
+                "2024-06-03",
+                (
+                    ("u", "We brought Pepper home from the shelter last Saturday, she is a tiny terrier."),
+                    ("a", "How exciting!"),
+                ),
+            ),
+            (
+                "2024-06-20",
+                (
+                    ("u", "Pepper joined our family walks and she already knows the whole neighbourhood."),
+                    ("a", "She sounds like a great addition to your family."),
+                    ("u", "The kids adore their new dog Pepper."),
+                ),
+            ),
+        ),
+        "When did Pepper join our family?",
+        "We brought Pepper home from the shelter last Saturday, she is a tiny terrier.",
+    ),
+    "when-zh": Case(
+        "xiaomei",
+        (
+            (
+                "2024-06-03",
+                (("u", "上周六我们从救助站把小狗豆豆接回了家，它是一只小梗犬。"), ("a", "太好了！")),
+            ),
+            (
+                "2024-06-20",
+                (
+                    ("u", "豆豆已经成了我们家的一员，整个小区它都认识了。"),
+                    ("a", "听起来它很适合你们家。"),
+                    ("u", "孩子们都特别喜欢家里的新成员豆豆。"),
+                ),
+            ),
+        ),
+        "豆豆是什么时候成为我们家的一员的？",
+        "上周六我们从救助站把小狗豆豆接回了家，它是一只小梗犬。",
+    ),
     "now-diet-en": Case(
         "ingrid",
         (
@@ -453,12 +522,7 @@ def _texts(answer: Any, memory: Any, owner: str) -> list[str]:
     return [" | ".join(text_of.get(p.message_id, "") for p in item.provenance) for item in answer.items]
 
 
-KNOWN_MISSES: dict[str, str] = {
-    "now-job-unworded-en": "the new job (rank 2) is below the old one (rank 1): 'Started at Siemens on Monday' has no "
-    "subject, so the rule extractor records no event in it and neither the conflict slot nor the newest-change rule "
-    "knows it is a change; letting any newer user statement count instead promoted follow-up turns ('Sunny, and the "
-    "boxes are everywhere.') and broke now-city-en",
-}
+KNOWN_MISSES: dict[str, str] = {}
 """Cases that still miss, each with what was measured; strict: a case that starts passing fails here until moved."""
 
 
@@ -480,3 +544,37 @@ def test_the_evidence_is_in_the_top_3(scenarios: tuple[Any, Retriever], name: st
     if case.older:
         older = [i for i, t in enumerate(texts) if case.older in t]
         assert not older or older[0] > ranks[0], (name, texts)  # the newest statement first
+
+
+@pytest.mark.parametrize("name", ["now-job-unworded-en", "now-job-subjectless-zh"])
+def test_the_newest_change_window_counts_shown_items(scenarios: tuple[Any, Retriever], name: str) -> None:
+    """Counted in rows, the old job's records use up the window and the old job stays first; counted in shown items,
+    the new job (a subjectless statement, still an extracted event) goes ahead."""
+    memory, shipped = scenarios
+    case = CASES[name]
+    owner = f"default:{case.owner}"
+    rows = Retriever(
+        memory.store, shipped.embedder, replace(SEED_DEFAULT, newest_first_shown=False), partitions=shipped.partitions
+    )
+    try:
+        for retriever, first in ((rows, case.older), (shipped, case.evidence)):
+            texts = _texts(retriever.query(owner, case.question, top_k=10), memory, owner)
+            assert first in texts[0], (name, texts)
+    finally:
+        rows.close()
+
+
+@pytest.mark.parametrize("name", ["when-en", "when-zh"])
+def test_a_time_question_puts_the_dated_statement_first(scenarios: tuple[Any, Retriever], name: str) -> None:
+    """Without a temporal score for dated items a "when" question ranks the later, undated mentions first."""
+    memory, shipped = scenarios
+    case = CASES[name]
+    owner = f"default:{case.owner}"
+    off = replace(SEED_DEFAULT, dated_when=0.0)
+    undated = Retriever(memory.store, shipped.embedder, off, partitions=shipped.partitions)
+    try:
+        for retriever, first in ((undated, False), (shipped, True)):
+            texts = _texts(retriever.query(owner, case.question, top_k=10), memory, owner)
+            assert (case.evidence in texts[0]) is first, (name, texts)
+    finally:
+        undated.close()

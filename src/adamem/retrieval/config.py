@@ -227,8 +227,19 @@ class RetrievalConfig:
     """On a question about the present ("now", 现在) naming no time, the newest user message stating a change
     (an extracted event) among the first this many items goes ahead of the older ones, also while it is
     still in working memory and no conflict slot knows of it yet (0: off; added)."""
+    newest_first_shown: bool = True
+    """Count ``newest_first``'s window in items the answer shows: a record whose evidence a higher item already
+    shows is dropped from the answer (``dedupe_evidence``), so it does not use up the window. Counted in rows, the
+    old job's message and its two records filled three of five places and "Started at Siemens on Monday" (an
+    extracted event) came sixth (added 2026-12-04; LoCoMo R@10 unchanged in every conversation)."""
     causal_order: bool = True
     """On "why" questions, rank items later than the event asked about (the best base hit) last (added)."""
+    dated_when: float = 1.0
+    """Temporal score, on a time question naming no period ("when did ...", 什么时候), of an item that reports a
+    resolved time besides when it was said (an extracted event's ``when``, a record's ``event_time``): the answer
+    to "when" is dated by its evidence, and such questions had no temporal score at all (0: off; added
+    2026-12-04: LoCoMo R@10 1–4 +0.6, up in 4 of 5 conversations and flat in the fifth, temporal +1.6; 1.0 is
+    what a match with a question's period scores, 0.5 and 0.3 were measured as well, bench/results/notes.md)."""
     recency_half_life_days: float = 30.0
     """Half-life of the recency score used when a question names no time (added)."""
     recency_topic_margin: float = 0.05

@@ -530,6 +530,9 @@ class Retriever:
         scored: list[_Scored] = []
         # a cause is older than what it explains; recency only matters for questions about the present
         recency = plan.direction is not Direction.ANTECEDENT and PRESENT.search(question) is not None
+        # a question asking for a time ("when did ...", 什么时候): its evidence is a statement that dates something
+        asks_time = plan.route is Route.GRAPH and not plan.causal and plan.direction is Direction.ANY and not windows
+        asks_time = asks_time and not recency and cfg.dated_when > 0
         top = max(candidates.values(), key=lambda c: (c.origin == "base", c.semantic, c.row.id), default=None)
         anchor = None if top is None or plan.direction is Direction.ANY else min(item_times(top.row, snap.times_memo))
         anchor_conversation = _conversation(top.row) if top is not None else ""
@@ -554,6 +557,8 @@ class Retriever:
             )
             if recency and not windows and anchor is None and cfg.recency_topic_margin > 0:
                 temporal *= min(1.0, max(0.0, 1.0 - (best_cosine - c.cosine) / cfg.recency_topic_margin))
+            if asks_time and len(item_times(c.row, snap.times_memo)) > 1:
+                temporal = max(temporal, cfg.dated_when)
             parts = Breakdown(c.semantic, graph_score, temporal, fact_support(c.row, view, cfg))
             scored.append((fuse(parts, cfg.fusion), c, parts, reach))
         scored.sort(key=lambda s: (-s[0], s[1].table, s[1].row.id))
@@ -567,7 +572,8 @@ class Retriever:
                 moved.setdefault(id(s), []).append(RULE_SUPERSEDED)
         if recency and not windows and plan.route is not Route.GRAPH and cfg.newest_first > 0:
             before = scored
-            scored = _newest_change_first(scored, cfg.newest_first)
+            shown = self._shown_head(view, scorer, scored, cfg.newest_first) if cfg.newest_first_shown else None
+            scored = _newest_change_first(scored, cfg.newest_first if shown is None else shown)
             lifted = next((a for a, b in zip(scored, before, strict=True) if a is not b), None)
             if lifted is not None:
                 moved.setdefault(id(lifted), []).append(RULE_NEWEST)
@@ -622,6 +628,23 @@ class Retriever:
         msgs = [m for mid, _, _ in view.evidence(trait) if (m := snap.messages.get(mid)) is not None]
         msgs.sort(key=lambda m: (-scorer.cosine("messages", m), -m.occurred_at, m.id))
         return msgs[: self.config.persona_evidence]
+
+    def _shown_head(self, view: View, scorer: SemanticScorer, scored: list[_Scored], window: int) -> int:
+        """How many scored items it takes to show ``window`` items: those whose evidence higher items already
+        show are dropped from the answer (``dedupe_evidence``), so they do not count."""
+        if not self.config.dedupe_evidence:
+            return window
+        covered: set[str] = set()
+        shown = 0
+        for n, s in enumerate(scored):
+            ids = {p.id for p in self._sources(view, scorer, s[1].row)}
+            if ids and ids <= covered:
+                continue
+            covered |= ids
+            shown += 1
+            if shown == window:
+                return n + 1
+        return len(scored)
 
     def _sources(self, view: View, scorer: SemanticScorer, row: MemoryRow) -> list[MessageRow]:
         if isinstance(row, MessageRow):
