@@ -100,10 +100,9 @@ class LagProbe:
 
     async def refresh(self) -> None:
         """Read the analyses topic's ends and the store's checkpoints now."""
-        from adamem.streams.generations import settings_for
+        from adamem.streams.generations import active
 
-        record = await asyncio.to_thread(self._retriever.store.generation)
-        settings = settings_for(self._settings, record) if record else self._settings
+        settings = await asyncio.to_thread(active, self._settings, self._retriever.store)
         topic = settings.topic("analyses")
         ends = await self._log.end_offsets(topic)
         store = self._retriever.store

@@ -122,10 +122,9 @@ class Service:
         log_ = self.log
         if log_ is None:
             raise LogError("this service was started without a log; it cannot tell where the projections are")
-        from adamem.streams.generations import settings_for
+        from adamem.streams.generations import active as active_settings
 
-        record = await asyncio.to_thread(self.retriever.store.generation)
-        active = settings_for(self.settings, record) if record else self.settings
+        active = await asyncio.to_thread(active_settings, self.settings, self.retriever.store)
         topic = active.topic("messages")
         count = log_.partitions(topic)
         want: dict[int, int] = {}

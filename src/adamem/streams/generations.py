@@ -22,7 +22,7 @@ from adamem.errors import ConfigError
 from adamem.projections.store.ports import MemoryStore
 from adamem.settings import Settings
 
-__all__ = ["FIRST", "generation_record", "next_generation", "resolve", "settings_for"]
+__all__ = ["FIRST", "active", "generation_record", "next_generation", "resolve", "settings_for"]
 
 log = logging.getLogger("adamem.generations")
 
@@ -57,6 +57,16 @@ def settings_for(settings: Settings, record: dict[str, str]) -> Settings:
     if "embed_dim" in record:
         changes["embed_dim"] = int(record["embed_dim"])
     return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+
+
+def active(settings: Settings, store: MemoryStore) -> Settings:
+    """The settings of the generation ``store``'s view was built by (``settings`` for a store with no record).
+
+    What a reader needs on every request (its analyses topic, its embedder); ``resolve`` is the
+    same for the processes that start up on a store, and says when the environment disagrees.
+    """
+    record = store.generation()
+    return settings_for(settings, record) if record else settings
 
 
 def resolve(settings: Settings, store: MemoryStore, *, record_if_missing: bool = False) -> Settings:

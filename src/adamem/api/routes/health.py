@@ -62,11 +62,9 @@ async def lag(log_: EventLog, retriever: Retriever, settings: Settings) -> dict[
 
     Measured on the analyses topic of the active view's generation.
     """
-    from adamem.streams.generations import settings_for
+    from adamem.streams.generations import active
 
-    record = await asyncio.to_thread(retriever.store.generation)
-    if record:
-        settings = settings_for(settings, record)
+    settings = await asyncio.to_thread(active, settings, retriever.store)
     analyses = await log_.end_offsets(settings.topic("analyses"))
     messages = await log_.end_offsets(settings.topic("messages"))
     control = await log_.end_offsets(settings.topic("control"))
