@@ -14,17 +14,27 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 
-from adamem.errors import NotVisible
-from adamem.events import ChatMessage
+from adamem.errors import InvalidArgument, NotVisible
+from adamem.events import ChatMessage, MemoryForgotten
 from adamem.projections.store.base import MemoryStore
 from adamem.retrieval.service import Retriever
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, OutgoingRecord
 from adamem.streams.publish import PublishReport, publish_messages
 
-__all__ = ["append_and_wait", "catch_up", "open_retriever", "projected_here", "publish_and_wait", "wait_visible"]
+__all__ = [
+    "WORKERS_ADVICE",
+    "append_and_wait",
+    "catch_up",
+    "forget_event",
+    "open_retriever",
+    "projected_here",
+    "publish_and_wait",
+    "wait_visible",
+]
 
 
 WORKERS_ADVICE = (
@@ -48,6 +58,34 @@ def open_retriever(settings: Settings, store: MemoryStore | None = None) -> Retr
         store,
         build_embedder(resolve(settings, store)),
         embedder_for=lambda record: build_embedder(settings_for(settings, record)),
+    )
+
+
+def forget_event(
+    user_id: str,
+    tenant: str,
+    *,
+    item: str | None = None,
+    message: str | None = None,
+    everything: bool = False,
+    reason: str = "",
+    at_ms: int,
+) -> MemoryForgotten:
+    """The control event that forgets one memory item, one message (its text is shredded) or the whole owner.
+
+    Exactly one of ``item``, ``message`` and ``everything``; ``InvalidArgument`` otherwise. ``at_ms``
+    is stamped by the caller, at the edge (the folds never read a clock).
+    """
+    if sum((bool(item), bool(message), everything)) != 1:
+        raise InvalidArgument("say exactly one of: item, message, or everything")
+    return MemoryForgotten(
+        event_id=str(uuid.uuid4()),
+        user_id=user_id,
+        scope="user" if everything else ("item" if item else "message"),
+        occurred_at=at_ms,
+        target_id=item or message,
+        reason=reason,
+        tenant=tenant,
     )
 
 

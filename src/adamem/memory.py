@@ -22,14 +22,13 @@ import concurrent.futures
 import dataclasses
 import threading
 import time
-import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from adamem.core import append_and_wait, publish_and_wait
 from adamem.errors import InvalidArgument, NotFound
-from adamem.events import ChatMessage, MemoryForgotten, ms_to_iso
+from adamem.events import ChatMessage, ms_to_iso
 from adamem.ingest import messages_from_records
 from adamem.owners import owner_key
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
@@ -275,22 +274,20 @@ class Memory:
         reason: str = "",
     ) -> Remembered:
         """Publish a ``MemoryForgotten`` for one item, one message or the whole owner; return once projected."""
+        from adamem.core import forget_event
         from adamem.schemas.serde import encode_event
 
         tenant = tenant or self.settings.default_tenant
-        chosen = [x for x in (item, message) if x]
-        if len(chosen) + int(everything) != 1:
-            raise InvalidArgument("say exactly one of: item, message, or everything")
-        self.require(user_id, tenant)
-        event = MemoryForgotten(
-            event_id=str(uuid.uuid4()),
-            user_id=user_id,
-            scope="user" if everything else ("item" if item else "message"),
-            occurred_at=int(time.time() * 1000),
-            target_id=item or message,
+        event = forget_event(
+            user_id,
+            tenant,
+            item=item,
+            message=message,
+            everything=everything,
             reason=reason,
-            tenant=tenant,
+            at_ms=int(time.time() * 1000),
         )
+        self.require(user_id, tenant)
         topic = self.settings.topic("control")
         positions = await self._write(topic, [OutgoingRecord(user_id, encode_event(event))])
         return Remembered((event.event_id,), positions)

@@ -169,6 +169,33 @@ def test_async_memory_client_add_then_query_sees_the_message(served: Served) -> 
     assert any("coffee" in t for t in _texts(asyncio.run(run())))
 
 
+def test_a_forget_over_http_takes_effect_before_it_answers(served: Served) -> None:
+    """On the embedded default the service forgets at once: the next query no longer holds the message."""
+    with MemoryClient(served.url) as m:
+        added = m.add("quinn", "My locker code is zebra-4471.", occurred_at="2024-03-03T10:00:00Z")
+        m.add("quinn", "I swim on Thursdays.", occurred_at="2024-03-03T10:01:00Z")
+        assert any("zebra" in t for t in _texts(m.query("quinn", "What is my locker code?")))
+    url = f"{served.url}/v1/users/quinn/forget"
+    gone = httpx.post(url, json={"message": added["event_id"], "reason": "asked by the user"}, timeout=30)
+    assert gone.status_code == 200, gone.text
+    assert gone.json()["visible"] is True and gone.json()["scope"] == "message"
+    after = httpx.post(f"{served.url}/v1/users/quinn/query", json={"question": "What is my locker code?"}).json()
+    assert not any("zebra" in t for t in _texts(after)), after  # at once, not eventually
+    swim = httpx.post(f"{served.url}/v1/users/quinn/query", json={"question": "When do I swim?"}).json()
+    assert any("Thursdays" in t for t in _texts(swim))  # only that message
+    again = httpx.post(url, json={"message": added["event_id"]})
+    assert again.status_code == 404 and again.json()["error"] == "unknown_item", again.text
+    both = httpx.post(url, json={"message": added["event_id"], "everything": True})
+    assert both.status_code == 422 and both.json()["error"] == "invalid_request", both.text
+    nobody = httpx.post(f"{served.url}/v1/users/nobody-here/forget", json={"everything": True})
+    assert nobody.status_code == 404 and nobody.json()["error"] == "unknown_user", nobody.text
+    with MemoryClient(served.url) as m:  # the client's forget: the whole owner
+        assert m.forget("quinn", everything=True, reason="account closed")["scope"] == "user"
+        with pytest.raises(ServiceError) as info:
+            m.query("quinn", "When do I swim?")
+    assert info.value.status == 404
+
+
 def test_each_add_is_visible_when_it_returns_and_positions_rise_per_partition(served: Served) -> None:
     texts = [f"Reminder {i}: the code for locker {i} is {1000 + i}." for i in range(6)]
     with MemoryClient(served.url) as m:

@@ -71,6 +71,20 @@ def _unreachable(base_url: httpx.URL, exc: httpx.TransportError) -> ServiceUnava
     return ServiceUnavailable(f"{base} did not answer: {exc or type(exc).__name__}")
 
 
+def _forget_body(item: str | None, message: str | None, everything: bool, reason: str, wait_ms: int) -> dict[str, Any]:
+    """The body of ``POST /v1/users/{user}/forget``: exactly one of item, message, everything."""
+    body: dict[str, Any] = {"wait_ms": min(wait_ms, 5_000)}
+    if item is not None:
+        body["item"] = item
+    if message is not None:
+        body["message"] = message
+    if everything:
+        body["everything"] = True
+    if reason:
+        body["reason"] = reason
+    return body
+
+
 def _research_body(
     query: str,
     context: str,
@@ -232,6 +246,21 @@ class MemoryClient:
         """From a memory item back to its messages and analyses."""
         return _check(self._send("GET", f"/v1/users/{user}/memory/{item}/provenance"))
 
+    def forget(
+        self,
+        user: str,
+        *,
+        item: str | None = None,
+        message: str | None = None,
+        everything: bool = False,
+        reason: str = "",
+        wait_ms: int = 5_000,
+    ) -> Any:
+        """Forget one memory item, one message (its text is shredded) or the whole owner; answered once memory
+        no longer holds it (``ServiceError`` 409 not_visible if not within ``wait_ms``, 404 for an unknown item)."""
+        body = _forget_body(item, message, everything, reason, wait_ms)
+        return _check(self._send("POST", f"/v1/users/{user}/forget", json=body))
+
     def publish(self, messages: list[dict[str, Any]]) -> Any:
         """Publish messages to the log (``POST /v1/messages``); the answer's ``positions`` say where."""
         return _check(self._send("POST", "/v1/messages", json={"messages": messages}))
@@ -339,6 +368,20 @@ class AsyncMemoryClient:
     async def provenance(self, user: str, item: str) -> Any:
         """From a memory item back to its messages and analyses."""
         return _check(await self._send("GET", f"/v1/users/{user}/memory/{item}/provenance"))
+
+    async def forget(
+        self,
+        user: str,
+        *,
+        item: str | None = None,
+        message: str | None = None,
+        everything: bool = False,
+        reason: str = "",
+        wait_ms: int = 5_000,
+    ) -> Any:
+        """Forget one memory item, one message or the whole owner (see ``MemoryClient.forget``)."""
+        body = _forget_body(item, message, everything, reason, wait_ms)
+        return _check(await self._send("POST", f"/v1/users/{user}/forget", json=body))
 
     async def publish(self, messages: list[dict[str, Any]]) -> Any:
         """Publish messages to the log; the answer's ``positions`` say where."""

@@ -36,6 +36,8 @@ __all__ = [
     "AsOfBody",
     "ErrorBody",
     "ErrorKind",
+    "ForgetAnswer",
+    "ForgetBody",
     "HealthAnswer",
     "LogPosition",
     "MessageBody",
@@ -253,6 +255,47 @@ class WaitBody(BaseModel):
 class WaitAnswer(BaseModel):
     """The positions waited for are in memory."""
 
+    visible: Literal[True] = Field(..., description="Always true: otherwise the answer is 409 not_visible.")
+    waited_ms: float = Field(..., description="How long the service waited, in milliseconds.")
+
+
+class _ForgetOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    reason: str = Field("", max_length=500, description="Why, kept with the control event (not shown to queries).")
+    wait_ms: WaitMs = Field(
+        5000, description=f"How long to wait until memory no longer holds it, in milliseconds (at most {MAX_WAIT_MS})."
+    )
+
+
+class ForgetItem(_ForgetOptions):
+    """Forget one memory item (a record, a trait, a node or edge, a message row) by its id."""
+
+    item: str = Field(..., min_length=1, max_length=200, description="A memory item's id (from a query).")
+
+
+class ForgetMessage(_ForgetOptions):
+    """Forget one message: its rows in every layer, and its text on the log (its key is destroyed)."""
+
+    message: str = Field(..., min_length=1, max_length=200, description="The message's event id.")
+
+
+class ForgetEverything(_ForgetOptions):
+    """Forget the whole owner: every layer, every message."""
+
+    everything: Literal[True] = Field(..., description="Must be true.")
+
+
+ForgetBody = ForgetItem | ForgetMessage | ForgetEverything
+"""What to forget: exactly one of ``item``, ``message`` or ``everything``."""
+
+
+class ForgetAnswer(BaseModel):
+    """The forget is on the log and memory reflects it: queries no longer answer with what was forgotten."""
+
+    event_id: str = Field(..., description="The control event's id.")
+    scope: Literal["item", "message", "user"] = Field(..., description="What was forgotten.")
+    positions: list[LogPosition] = Field(..., description="Where the control event was appended.")
     visible: Literal[True] = Field(..., description="Always true: otherwise the answer is 409 not_visible.")
     waited_ms: float = Field(..., description="How long the service waited, in milliseconds.")
 

@@ -1,4 +1,5 @@
-"""Writing to the log: publish messages, and wait until what was published is in memory (read your writes)."""
+"""Writing to the log: publish messages, wait until what was published is in memory (read your writes),
+and forget (an item, a message, or the whole owner), answered once memory reflects it."""
 
 from __future__ import annotations
 
@@ -9,11 +10,37 @@ from fastapi import APIRouter, Depends
 
 from adamem.api.auth import Principal
 from adamem.api.errors import responses
-from adamem.api.models import LogPosition, PublishAnswer, PublishBody, WaitAnswer, WaitBody, publish_body, to_millis
+from adamem.api.models import (
+    ForgetAnswer,
+    ForgetBody,
+    ForgetEverything,
+    ForgetItem,
+    ForgetMessage,
+    LogPosition,
+    PublishAnswer,
+    PublishBody,
+    WaitAnswer,
+    WaitBody,
+    publish_body,
+    to_millis,
+)
+from adamem.api.provenance import ItemNotFound
 from adamem.api.service import Service
 from adamem.errors import Forbidden, LogError
 
 __all__ = ["writes_router"]
+
+_ITEM_TABLES = ("episodic", "persona", "graph_nodes", "graph_edges", "messages")
+
+
+def _holds(service: Service, owner_id: str, target: str, any_item: bool) -> bool:
+    """Whether the owner's memory holds ``target``: any item's id, or (``any_item`` False) a message's."""
+    store = service.retriever.store
+    return any(
+        row.id == target
+        for table in (_ITEM_TABLES if any_item else ("messages",))
+        for row in store.rows(table, owner_id)
+    )
 
 
 def writes_router(service: Service) -> APIRouter:
@@ -70,5 +97,62 @@ def writes_router(service: Service) -> APIRouter:
         started = loop.time()
         await service.reached(body.positions, body.wait_ms)
         return WaitAnswer(visible=True, waited_ms=round((loop.time() - started) * 1000, 1))
+
+    @router.post(
+        "/v1/users/{user}/forget",
+        summary="Forget a memory item, a message or the whole owner; answered once memory no longer holds it",
+        response_model=ForgetAnswer,
+        responses=responses(*service.keyed_errors, 400, 404, 409, 413, 415, 422, 500, 503),
+    )
+    async def forget(body: ForgetBody, owner_id: str = Depends(service.owner_of)) -> ForgetAnswer:
+        log = service.log
+        if log is None:
+            raise LogError("this service was started without --log; it cannot forget")
+        from adamem.core import forget_event, wait_visible
+        from adamem.owners import split_owner
+        from adamem.schemas.serde import encode_event
+        from adamem.streams.generations import active
+        from adamem.streams.log import OutgoingRecord
+
+        tenant, user = split_owner(owner_id)
+        item = body.item if isinstance(body, ForgetItem) else None
+        message = body.message if isinstance(body, ForgetMessage) else None
+        event = forget_event(  # stamped here, at the edge, as the CLI and the clients do
+            user,
+            tenant,
+            item=item,
+            message=message,
+            everything=isinstance(body, ForgetEverything),
+            reason=body.reason,
+            at_ms=int(time.time() * 1000),
+        )
+        await service.owner_known(owner_id)
+        target = item or message
+        if target is not None and not await asyncio.to_thread(_holds, service, owner_id, target, message is None):
+            raise ItemNotFound(owner_id, target)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        topic = service.settings.topic("control")
+        placed = await log.append(topic, [OutgoingRecord(user, encode_event(event))])
+        if service.writer is not None:
+            service.writer.wake()
+        last = {p: o for p, o in placed}
+        settings = await asyncio.to_thread(active, service.settings, service.retriever.store)
+        await wait_visible(
+            log,
+            service.retriever.store,
+            settings,
+            {topic: last},
+            body.wait_ms / 1000,
+            poll_s=0.02,
+            advice="the forget is on the log and takes effect when the projections reach it; ask a query again",
+        )
+        return ForgetAnswer(
+            event_id=event.event_id,
+            scope=event.scope,
+            positions=[LogPosition(partition=p, offset=o) for p, o in sorted(last.items())],
+            visible=True,
+            waited_ms=round((loop.time() - started) * 1000, 1),
+        )
 
     return router
