@@ -288,9 +288,37 @@ class Memory:
             at_ms=int(time.time() * 1000),
         )
         self.require(user_id, tenant)
+        if self._log is None:  # an `adamem serve` that writes the embedded log forgets it at once
+            from adamem.api.notice import serving_url
+
+            url = await asyncio.to_thread(serving_url, self.settings)
+            if url is not None:
+                return await self._forget_through(url, tenant, user_id, item, message, everything, reason)
         topic = self.settings.topic("control")
         positions = await self._write(topic, [OutgoingRecord(user_id, encode_event(event))])
         return Remembered((event.event_id,), positions)
+
+    async def _forget_through(
+        self,
+        url: str,
+        tenant: str,
+        user_id: str,
+        item: str | None,
+        message: str | None,
+        everything: bool,
+        reason: str,
+    ) -> Remembered:
+        """Forget through the ``adamem serve`` that writes the embedded log (``POST /v1/users/{user}/forget``)."""
+        from adamem.api.client import AsyncMemoryClient
+        from adamem.api.notice import service_key
+
+        key = service_key(self.settings, tenant)
+        async with AsyncMemoryClient(url, key, tenant=tenant, timeout=self.wait_timeout_s + 30) as client:
+            done = await client.forget(
+                user_id, item=item, message=message, everything=everything, reason=reason, wait_ms=5_000
+            )
+        written = {int(p["partition"]): int(p["offset"]) for p in done["positions"]}
+        return Remembered((done["event_id"],), {self.settings.topic("control"): written})
 
     def add(
         self,

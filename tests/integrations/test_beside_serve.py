@@ -1,8 +1,9 @@
 """The agent integrations on a folder a running ``adamem serve`` writes: they remember through that serve.
 
 The embedded log has one writer; while the demo (or ``adamem serve``) runs, it is that serve.
-``Memory.remember`` — and so MCP's ``remember`` and LangChain's chat history — finds it from
-the folder (``api/notice.py``) and publishes through it, instead of failing on the writer lock.
+``Memory.remember`` and ``Memory.forget`` — and so MCP's ``remember`` and LangChain's chat history —
+find it from the folder (``api/notice.py``) and write through it, instead of failing on the writer
+lock.
 """
 
 from __future__ import annotations
@@ -74,3 +75,11 @@ def test_langchain_chat_history_goes_through_the_serve(beside: Memory) -> None:
     history = AdaMemChatMessageHistory(beside, "alice", conversation_id="trip")
     history.add_messages([HumanMessage("I booked a trip to Chengdu."), AIMessage("Try the hotpot!")])
     assert [m.text for m in history.messages][-2:] == ["I booked a trip to Chengdu.", "Try the hotpot!"]
+
+
+def test_forget_goes_through_the_serve_and_takes_effect_at_once(beside: Memory) -> None:
+    done = beside.remember("alice", [{"text": "My gym locker code is 8812."}])
+    assert any("8812" in text for text in _recalled(beside, "What is my gym locker code?"))
+    gone = beside.forget("alice", message=done.event_ids[0], reason="asked to")
+    assert gone.event_ids and gone.positions
+    assert not any("8812" in text for text in _recalled(beside, "What is my gym locker code?"))
