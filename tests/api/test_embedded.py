@@ -257,6 +257,23 @@ def test_a_second_writer_is_refused_while_serve_runs_and_add_goes_through_it(ser
     assert any("goats" in t for t in _texts(answer)) and any("sheep" in t for t in _texts(answer))
 
 
+def test_adamem_forget_on_a_folder_a_serve_writes_goes_through_it_and_takes_effect_at_once(served: Served) -> None:
+    with MemoryClient(served.url) as m:
+        added = m.add("rosa", "My bank PIN hint is lighthouse.", occurred_at="2024-04-02T10:00:00Z")
+    done = subprocess.run(
+        [ADAMEM, "forget", "rosa", "--message", added["event_id"]],
+        cwd=served.folder,
+        env=_env(0),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and f"forgetting through it at {served.url}" in done.stderr, done.stderr
+    assert "memory no longer holds it" in done.stdout, done.stdout
+    answer = httpx.post(f"{served.url}/v1/users/rosa/query", json={"question": "What is my PIN hint?"})
+    assert answer.status_code == 404 or not any("lighthouse" in t for t in _texts(answer.json())), answer.text
+
+
 def test_a_stop_mid_work_loses_nothing_and_a_restart_repeats_nothing(tmp_path: Path) -> None:
     first = _start(tmp_path, "first")
     batch = [

@@ -407,27 +407,31 @@ async def run_forget(
     moment no copy of the message (or of any of the owner's messages) on the log can be read.
     """
     import time
-    import uuid
 
-    from adamem.events import MemoryForgotten
+    from adamem.cli.remote import serving_url
+    from adamem.core import forget_event
+    from adamem.errors import InvalidArgument
     from adamem.schemas.serde import encode_event
     from adamem.streams.factory import open_log
     from adamem.streams.keys import destroy_keys, keystore_for
     from adamem.streams.log import OutgoingRecord
 
-    chosen = [x for x in (item, message) if x is not None]
-    if len(chosen) + int(everything) != 1:
-        raise ConfigError("say exactly one of --item ID, --message ID or --all")
-    scope = "user" if everything else ("item" if item is not None else "message")
-    event = MemoryForgotten(
-        event_id=str(uuid.uuid4()),
-        user_id=user,
-        scope=scope,  # type: ignore[arg-type]
-        occurred_at=int(time.time() * 1000),
-        target_id=item or message,
-        reason=reason,
-        tenant=tenant,
-    )
+    try:
+        event = forget_event(
+            user,
+            tenant,
+            item=item,
+            message=message,
+            everything=everything,
+            reason=reason,
+            at_ms=int(time.time() * 1000),
+        )
+    except InvalidArgument:
+        raise ConfigError("say exactly one of --item ID, --message ID or --all") from None
+    scope = event.scope
+    url = serving_url(settings)  # the folder's one writer is a running `adamem serve`: forget through it
+    if url is not None:
+        return await _forget_through(url, settings, user, tenant, item, message, everything, reason)
     log = open_log(settings.log, settings)
     await log.start()
     try:
@@ -495,6 +499,31 @@ def _check_forget_target(messages: dict[str, str], message: str | None, user: st
         f"no message with event id {message!r} of {owner} on {url} (it has {len(messages)} message(s)); "
         f"nothing was published. `adamem log dump --log {url} --user {user}` shows their event ids"
     )
+
+
+async def _forget_through(
+    url: str,
+    settings: Settings,
+    user: str,
+    tenant: str,
+    item: str | None,
+    message: str | None,
+    everything: bool,
+    reason: str,
+) -> int:
+    """``adamem forget`` on a folder a running ``adamem serve`` writes: through its forget endpoint, at once."""
+    from adamem.api.client import AsyncMemoryClient
+    from adamem.cli.remote import service_key
+
+    print(f"adamem forget: an adamem serve writes {settings.log_url}; forgetting through it at {url}", file=sys.stderr)
+    async with AsyncMemoryClient(url, service_key(settings, tenant), tenant=tenant) as client:
+        done = await client.forget(user, item=item, message=message, everything=everything, reason=reason)
+    where = ", ".join(f"p{p['partition']}:{p['offset']}" for p in done["positions"])
+    print(
+        f"published MemoryForgotten({done['scope']}) {done['event_id']} for {user} of tenant {tenant} at "
+        f"{settings.topic('control')} {where}; memory no longer holds it (the serve projected it)"
+    )
+    return 0
 
 
 async def run_forget_verify(settings: Settings, texts: list[str]) -> int:
