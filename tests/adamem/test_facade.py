@@ -88,3 +88,25 @@ def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "Lisbon" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "question"),
+    [
+        ("Two weeks ago I finished my first 5k run!", "When did I finish my first 5k run?"),
+        ("两周前我跑完了第一个五公里。", "我什么时候跑完第一个五公里的？"),
+    ],
+)
+def test_a_when_answer_names_the_day_it_happened_not_only_the_day_it_was_said(
+    tmp_path: Path, text: str, question: str
+) -> None:
+    from adamem import Memory
+    from adamem.retrieval.answer import when_text
+
+    with Memory(log=str(tmp_path / "log"), store=str(tmp_path / "store")) as m:
+        m.add("lin", text, occurred_at="2024-04-15T21:02:00Z")
+        m.add("lin", "I had pasta for lunch.", occurred_at="2024-04-15T21:05:00Z")
+        top = m.query("lin", question).items[0]
+    assert top.content == text
+    assert when_text(top.occurred_at, top.event_time) == "2024-04-15T21:02:00Z (happened 2024-04-01)"
+    assert when_text(top.occurred_at, -1) == "2024-04-15T21:02:00Z" and when_text(-1, -1) == "-"

@@ -11,6 +11,7 @@ from adamem.analysis.factory import build_agent
 from adamem.cli.rows import row_line
 from adamem.errors import ConfigError, NotFound, UnknownOwner
 from adamem.events import ms_to_iso
+from adamem.retrieval.answer import when_text
 from adamem.settings import Settings
 from adamem.streams.log import EventLog
 
@@ -680,7 +681,7 @@ def run_query(
     if any(item.get("ordered_by") for item in items):
         print("ranked by score, except items a rule moved (the rule is shown after them)")
     for item in items:
-        when = ms_to_iso(item["occurred_at"]) if item.get("occurred_at", -1) >= 0 else ""
+        when = when_text(item.get("occurred_at", -1), item.get("event_time", -1))
         rule = f"  [moved: {item['ordered_by']}]" if item.get("ordered_by") else ""
         print(
             f"{item['rank']:2}. [{item['layer']}/{item['kind']}] {item['score']:.3f} {when} "

@@ -56,6 +56,7 @@ def run_research(
 def print_research(answer: dict[str, Any]) -> None:
     """The graded answer as text: confidence and why, each round, conflicts, then the items."""
     from adamem.events import ms_to_iso
+    from adamem.retrieval.answer import when_text
 
     print(f"confidence: {answer['confidence']} — {answer['because']}")
     for r in answer["rounds"]:
@@ -70,7 +71,7 @@ def print_research(answer: dict[str, Any]) -> None:
         )
     for item in answer["items"]:
         g = item["grade"]
-        when = ms_to_iso(item["occurred_at"]) if item.get("occurred_at", -1) >= 0 else ""
+        when = when_text(item.get("occurred_at", -1), item.get("event_time", -1))
         mark = "" if g["current"] else "  [replaced]"
         print(
             f"{item['rank']:2}. [{item['layer']}/{item['kind']}] grade {g['score']:.2f} (reliability "

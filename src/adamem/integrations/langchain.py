@@ -44,6 +44,7 @@ def answer_documents(answer: Answer) -> list[Document]:
                 "route": route,
                 "speaker": item.speaker,
                 "occurred_at": item.occurred_at,
+                "event_time": item.event_time,
                 "provenance": [p.to_dict() for p in item.provenance],
                 "hop_path": [s.to_dict() for s in item.hop_path],
                 "owner_id": answer.owner_id,

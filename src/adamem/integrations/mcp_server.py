@@ -31,7 +31,7 @@ from adamem.errors import AdaMemError
 from adamem.events import ms_to_iso
 from adamem.ingest import parse_time
 from adamem.memory import InvalidArgument, Memory, UnknownUser
-from adamem.retrieval.answer import Answer
+from adamem.retrieval.answer import Answer, when_text
 from adamem.retrieval.research import MAX_DEPTH, Research
 
 __all__ = [
@@ -87,7 +87,7 @@ def compact_answer(answer: Answer) -> str:
     route = answer.route
     lines = [f"route: {route.route.value} ({route.reason}); whose memory: {answer.whose.subject.value}"]
     for item in answer.items:
-        when = ms_to_iso(item.occurred_at) if item.occurred_at >= 0 else "-"
+        when = when_text(item.occurred_at, item.event_time)
         b = item.breakdown
         parts = f"semantic {b.semantic:.2f} graph {b.graph:.2f} temporal {b.temporal:.2f} fact {b.fact:.2f}"
         sources = "; ".join(
@@ -117,7 +117,7 @@ def compact_research(found: Research) -> str:
         )
     for g in found.items:
         item, grade = g.item, g.grade
-        when = ms_to_iso(item.occurred_at) if item.occurred_at >= 0 else "-"
+        when = when_text(item.occurred_at, item.event_time)
         mark = "" if grade.current else " [replaced by a newer statement]"
         lines.append(
             f"{item.rank}. [{item.layer.value}/{item.kind}] grade {grade.score:.2f} {when} {item.content}{mark}"

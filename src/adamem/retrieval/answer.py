@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from adamem.events import ms_to_iso
 from adamem.owners import split_owner
 from adamem.projections.folds.rows import MessageRow
 from adamem.retrieval.config import Layer
@@ -18,7 +19,7 @@ from adamem.retrieval.route import RoutePlan
 from adamem.retrieval.snapshot import AsOf
 from adamem.retrieval.whose import WhoseDecision
 
-__all__ = ["Answer", "Item", "PathStep", "Provenance", "Timing", "evidence_ids"]
+__all__ = ["Answer", "Item", "PathStep", "Provenance", "Timing", "evidence_ids", "when_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +106,8 @@ class Item:
     breakdown: Breakdown
     speaker: str
     role: str
-    occurred_at: int
-    event_time: int
+    occurred_at: int  # when it was said (a trait: last seen)
+    event_time: int  # when what it reports happened, resolved ("two weeks ago" -> a date); -1 when it dates nothing
     provenance: tuple[Provenance, ...]
     hop_path: tuple[PathStep, ...] = ()
     ordered_by: str = ""  # the ordering rules that moved the item from its place by score ("": none)
@@ -195,3 +196,17 @@ class Answer:
             "items": [i.to_dict() for i in self.items],
             "timing_ms": self.timing.to_dict(),
         }
+
+
+def when_text(occurred_at: int, event_time: int) -> str:
+    """When an item was said, and the day what it reports happened when that is another day.
+
+    ``2024-04-15T21:02:00Z (happened 2024-04-01)`` for "Two weeks ago I finished my first 5k run";
+    "-" for an item with no time. What a "when" question asks for is the second date.
+    """
+    if occurred_at < 0:
+        return "-"
+    said = ms_to_iso(occurred_at)
+    if event_time < 0 or ms_to_iso(event_time)[:10] == said[:10]:
+        return said
+    return f"{said} (happened {ms_to_iso(event_time)[:10]})"

@@ -668,7 +668,8 @@ class Retriever:
         speaker, role = speaker_of(row, scorer.user_names)
         if isinstance(row, MessageRow):
             layer = Layer.WORKING if row.id in view.working_ids else Layer.ARCHIVE
-            kind, content, at, when = "message", row.text, row.occurred_at, -1
+            times = item_times(row, snap.times_memo)  # when it was said, then what it dates ("two weeks ago …")
+            kind, content, at, when = "message", row.text, row.occurred_at, times[1] if len(times) > 1 else -1
         elif isinstance(row, EpisodicRow):
             layer, kind, content, at, when = Layer.EPISODIC, row.type, row.content, row.occurred_at, row.event_time
         else:
