@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -47,15 +46,20 @@ KINDS = ("flat", "ivf_pq", "ivf_pq_refine", "ivf_hnsw_sq")
 NEAR_QUERIES = 50
 
 
+def _status_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
 def _peak_mb() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    """This process's peak RSS: VmHWM, not ``ru_maxrss``, which a child spawned by a large parent inherits."""
+    return _status_mb("VmHWM:")
 
 
 def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    return _status_mb("VmRSS:")
 
 
 def _pct(xs: Sequence[float], q: float) -> float:
@@ -159,7 +163,7 @@ def child_upkeep(folder: str) -> dict[str, Any]:
     return {"append_1k_s": round(add_s, 2), "optimize_after_append_s": round(time.perf_counter() - t, 2)}
 
 
-def child_search(folder: str, kind: str, owners: int, seed: int, pool: int) -> dict[str, Any]:
+def child_search(folder: str, kind: str, owners: int, seed: int, vectors: str) -> dict[str, Any]:
     """Vector or full-text top-10 filtered by owner; latencies, results with their true distances, memory."""
     from adamem.projections.store.lance_tables import quote
     from adamem.text import search_text
@@ -173,7 +177,7 @@ def child_search(folder: str, kind: str, owners: int, seed: int, pool: int) -> d
     if kind == "fts":
         queries: list[Any] = [search_text(q) for q in QUESTIONS]
     else:
-        queries = _vector_queries(seed, pool)
+        queries = json.loads(Path(vectors).read_text())  # made by the parent: no pool in this process's memory
     times: list[float] = []
     results: list[list[tuple[str, float]]] = []
     counts: list[int] = []
@@ -293,7 +297,19 @@ def _recall(exact: list[list[Any]], got: list[list[Any]]) -> float:
     return round(statistics.mean(found), 3)
 
 
-def probe(work: Path, owners: int, per_owner: int, seed: int, pool: int, skip_retriever: bool) -> dict[str, Any]:
+def _top1(exact: list[list[Any]], got: list[list[Any]]) -> float:
+    """Share of queries whose exact nearest row (by true distance) is among the index's 10."""
+    hits = [
+        any(float(d) <= min(float(e) for _, e in ex) + 1e-5 for _, d in ann)
+        for ex, ann in zip(exact, got, strict=True)
+        if ex
+    ]
+    return round(sum(hits) / len(hits), 3)
+
+
+def probe(
+    work: Path, owners: int, per_owner: int, seed: int, pool: int, skip: set[str], indexes: Sequence[str]
+) -> dict[str, Any]:
     """Build one store, measure every path on it; the stores are deleted at the end."""
     label = f"{owners}x{per_owner}"
     base = work / label
@@ -305,10 +321,12 @@ def probe(work: Path, owners: int, per_owner: int, seed: int, pool: int, skip_re
     out["build"] = _child(["build", str(base), str(owners), str(per_owner), s, str(pool)])
     out["store_mb"] = _dir_mb(base)
     out["scalar_indices_mb"] = _dir_mb(_shard(str(base)) / "messages.lance" / "_indices")  # FTS + owner B-tree
+    vectors = work / f"{label}-queries.json"
+    vectors.write_text(json.dumps(_vector_queries(seed, pool)))
     searches: dict[str, Any] = {}
-    searches["flat"] = _child(["search", str(base), "flat", str(owners), s, str(pool)])
+    searches["flat"] = _child(["search", str(base), "flat", str(owners), s, str(vectors)])
     out["index"] = {}
-    for kind in ("ivf_pq", "ivf_hnsw_sq"):
+    for kind in indexes:
         copy = work / f"{label}-{kind}"
         if copy.exists():
             shutil.rmtree(copy)
@@ -316,16 +334,17 @@ def probe(work: Path, owners: int, per_owner: int, seed: int, pool: int, skip_re
         print(f"index_probe: {label}: {kind} …", file=sys.stderr, flush=True)
         out["index"][kind] = _child(["index", str(copy), kind])
         for q in ("ivf_pq", "ivf_pq_refine") if kind == "ivf_pq" else (kind,):
-            searches[q] = _child(["search", str(copy), q, str(owners), s, str(pool)])
+            searches[q] = _child(["search", str(copy), q, str(owners), s, str(vectors)])
         out["index"][kind]["upkeep"] = _child(["upkeep", str(copy)])
         shutil.rmtree(copy)
     print(f"index_probe: {label}: full text and load_owner …", file=sys.stderr, flush=True)
     out["index"]["fts"] = _child(["fts_index", str(base)])
-    searches["fts"] = _child(["search", str(base), "fts", str(owners), s, str(pool)])
+    searches["fts"] = _child(["search", str(base), "fts", str(owners), s, str(vectors)])
     compare = work / f"{label}-fts.json"
     compare.write_text(json.dumps(searches["fts"]["results"]))
-    out["load"] = _child(["load", str(base), str(owners), s, str(compare)])
-    if not skip_retriever:
+    if "load" not in skip:
+        out["load"] = _child(["load", str(base), str(owners), s, str(compare)])
+    if not skip & {"load", "retriever"}:
         print(f"index_probe: {label}: retriever cold …", file=sys.stderr, flush=True)
         out["retriever"] = _child(["retriever", str(base), str(owners), s])
     exact = searches["flat"]["results"]
@@ -333,18 +352,29 @@ def probe(work: Path, owners: int, per_owner: int, seed: int, pool: int, skip_re
         if kind not in ("flat", "fts"):
             found["recall_near"] = _recall(exact[:NEAR_QUERIES], found["results"][:NEAR_QUERIES])
             found["recall_random"] = _recall(exact[NEAR_QUERIES:], found["results"][NEAR_QUERIES:])
+            found["top1_near"] = _top1(exact[:NEAR_QUERIES], found["results"][:NEAR_QUERIES])
         found.pop("results")
     out["search"] = searches
     shutil.rmtree(base)
     compare.unlink()
+    vectors.unlink()
     return out
 
 
-def run(sizes: Sequence[int], owners: Sequence[int], work: Path, seed: int, pool: int, skip: bool) -> dict[str, Any]:
+def run(
+    sizes: Sequence[int],
+    owners: Sequence[int],
+    work: Path,
+    seed: int,
+    pool: int,
+    skip: set[str],
+    indexes: Sequence[str] = ("ivf_pq", "ivf_hnsw_sq"),
+) -> dict[str, Any]:
     """One owner of each size, then stores of ``owners`` owners × 10 messages."""
     work.mkdir(parents=True, exist_ok=True)
     configs = [(1, n) for n in sizes] + [(k, 10) for k in owners]
-    return {"seed": seed, "pool": pool, "stores": [probe(work, k, n, seed, pool, skip) for k, n in configs]}
+    stores = [probe(work, k, n, seed, pool, skip, indexes) for k, n in configs]
+    return {"seed": seed, "pool": pool, "indexes": list(indexes), "stores": stores}
 
 
 def print_report(result: dict[str, Any]) -> None:
@@ -364,6 +394,7 @@ def print_report(result: dict[str, Any]) -> None:
                     s["p95_ms"],
                     s.get("recall_near", "exact" if kind == "flat" else "–"),
                     s.get("recall_random", "–"),
+                    s.get("top1_near", "–"),
                     s["mean_results"],
                     s["peak_rss_mb"],
                     ix.get("build_s", "–"),
@@ -371,7 +402,9 @@ def print_report(result: dict[str, Any]) -> None:
                     ix.get("upkeep", {}).get("optimize_after_append_s", "–"),
                 ]
             )
-        ld = st["load"]
+        ld = st.get("load")
+        if ld is None:
+            continue
         rows.append(
             [
                 label,
@@ -380,7 +413,7 @@ def print_report(result: dict[str, Any]) -> None:
                 ld["load_first_ms"],
                 ld["load_owner"]["p50_ms"],
                 ld["load_owner"]["p95_ms"],
-                *"–––",
+                *"––––",
                 ld["peak_rss_mb"],
                 *"–––",
             ]
@@ -395,12 +428,12 @@ def print_report(result: dict[str, Any]) -> None:
                     "–",
                     rv["cold"]["p50_ms"],
                     rv["cold"]["p95_ms"],
-                    *"–––",
+                    *"––––",
                     rv["peak_rss_mb"],
                     *"–––",
                 ]
             )
-    headers = ["store", "search", "open ms", "first ms", "p50 ms", "p95 ms", "recall near", "recall rand"]
+    headers = ["store", "search", "open ms", "first ms", "p50 ms", "p95 ms", "recall near", "recall rand", "top-1 near"]
     headers += ["results", "peak RSS MB", "build s", "index MB", "optimize +1k s"]
     print_table(headers, rows)
     fts = [
@@ -412,6 +445,7 @@ def print_report(result: dict[str, Any]) -> None:
             st["search"]["fts"]["p50_ms"],
         ]
         for st in result["stores"]
+        if "load" in st
     ]
     print()
     print_table(["store", "FTS∩BM25 @10", "… tie-aware", "our BM25 build+score p50 ms", "Lance FTS p50 ms"], fts)
@@ -426,6 +460,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=19)
     p.add_argument("--work", default="/tmp/probe-index", help="folder of the stores (deleted as each is done)")
     p.add_argument("--no-retriever", action="store_true", help="skip today's cold Retriever query (slow at 100k+)")
+    p.add_argument(
+        "--no-load", action="store_true", help="skip today's load_owner and Retriever (1M: more memory than the box)"
+    )
+    p.add_argument("--indexes", nargs="+", default=["ivf_pq", "ivf_hnsw_sq"], choices=["ivf_pq", "ivf_hnsw_sq"])
     p.add_argument("--out", default=None, help="result file (default bench/results/index_probe.json)")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -440,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif mode == "upkeep":
             res = child_upkeep(rest[0])
         elif mode == "search":
-            res = child_search(rest[0], rest[1], int(rest[2]), int(rest[3]), int(rest[4]))
+            res = child_search(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4])
         elif mode == "load":
             res = child_load(rest[0], int(rest[1]), int(rest[2]), rest[3] if len(rest) > 3 else None)
         else:
@@ -449,7 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     started = machine_facts()
     with LoadSampler() as load:
-        result = run(args.sizes, args.owners, Path(args.work), args.seed, args.pool, args.no_retriever)
+        skip = {name for name, off in (("retriever", args.no_retriever), ("load", args.no_load)) if off}
+        result = run(args.sizes, args.owners, Path(args.work), args.seed, args.pool, skip, args.indexes)
     argv_used = list(argv if argv is not None else sys.argv[1:])
     path = write_result("index_probe", result, argv_used, started=started, load=load, out=args.out)
     print_report(result)
