@@ -192,6 +192,11 @@ def child_search(folder: str, kind: str, owners: int, seed: int, vectors: str) -
                 query = query.bypass_vector_index()
             elif kind == "ivf_pq_refine":
                 query = query.refine_factor(10)
+            elif kind.startswith("ivf_pq@"):  # a sweep point: ivf_pq@NPROBES@REFINE (0: no refine)
+                _, nprobes, refine = kind.split("@")
+                query = query.nprobes(int(nprobes))
+                if int(refine):
+                    query = query.refine_factor(int(refine))
         found = query.where(f"owner_id = {quote(owner)}", prefilter=True).limit(K).to_arrow()
         times.append(time.perf_counter() - t)
         counts.append(found.num_rows)
@@ -308,7 +313,14 @@ def _top1(exact: list[list[Any]], got: list[list[Any]]) -> float:
 
 
 def probe(
-    work: Path, owners: int, per_owner: int, seed: int, pool: int, skip: set[str], indexes: Sequence[str]
+    work: Path,
+    owners: int,
+    per_owner: int,
+    seed: int,
+    pool: int,
+    skip: set[str],
+    indexes: Sequence[str],
+    sweep: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Build one store, measure every path on it; the stores are deleted at the end."""
     label = f"{owners}x{per_owner}"
@@ -333,7 +345,8 @@ def probe(
         shutil.copytree(base, copy)
         print(f"index_probe: {label}: {kind} …", file=sys.stderr, flush=True)
         out["index"][kind] = _child(["index", str(copy), kind])
-        for q in ("ivf_pq", "ivf_pq_refine") if kind == "ivf_pq" else (kind,):
+        sweeps = [f"ivf_pq@{point.replace(':', '@')}" for point in sweep]
+        for q in ("ivf_pq", "ivf_pq_refine", *sweeps) if kind == "ivf_pq" else (kind,):
             searches[q] = _child(["search", str(copy), q, str(owners), s, str(vectors)])
         out["index"][kind]["upkeep"] = _child(["upkeep", str(copy)])
         shutil.rmtree(copy)
@@ -369,12 +382,13 @@ def run(
     pool: int,
     skip: set[str],
     indexes: Sequence[str] = ("ivf_pq", "ivf_hnsw_sq"),
+    sweep: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One owner of each size, then stores of ``owners`` owners × 10 messages."""
     work.mkdir(parents=True, exist_ok=True)
     configs = [(1, n) for n in sizes] + [(k, 10) for k in owners]
-    stores = [probe(work, k, n, seed, pool, skip, indexes) for k, n in configs]
-    return {"seed": seed, "pool": pool, "indexes": list(indexes), "stores": stores}
+    stores = [probe(work, k, n, seed, pool, skip, indexes, sweep) for k, n in configs]
+    return {"seed": seed, "pool": pool, "indexes": list(indexes), "sweep": list(sweep), "stores": stores}
 
 
 def print_report(result: dict[str, Any]) -> None:
@@ -464,6 +478,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-load", action="store_true", help="skip today's load_owner and Retriever (1M: more memory than the box)"
     )
     p.add_argument("--indexes", nargs="+", default=["ivf_pq", "ivf_hnsw_sq"], choices=["ivf_pq", "ivf_hnsw_sq"])
+    p.add_argument(
+        "--sweep",
+        nargs="*",
+        default=[],
+        metavar="NPROBES:REFINE",
+        help="more IVF_PQ query settings to measure, e.g. 60:0 60:10 (refine 0: none)",
+    )
     p.add_argument("--out", default=None, help="result file (default bench/results/index_probe.json)")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -488,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = machine_facts()
     with LoadSampler() as load:
         skip = {name for name, off in (("retriever", args.no_retriever), ("load", args.no_load)) if off}
-        result = run(args.sizes, args.owners, Path(args.work), args.seed, args.pool, skip, args.indexes)
+        result = run(args.sizes, args.owners, Path(args.work), args.seed, args.pool, skip, args.indexes, args.sweep)
     argv_used = list(argv if argv is not None else sys.argv[1:])
     path = write_result("index_probe", result, argv_used, started=started, load=load, out=args.out)
     print_report(result)
