@@ -1,4 +1,4 @@
-"""``adamem bench {locomo,ingest,replay,latency,concurrency,footprint,visible,report}``: the benchmarks of issue 6.
+"""``adamem bench {locomo,ingest,replay,latency,concurrency,footprint,visible,report}``: the project's benchmarks.
 
 ``register(subparsers)`` adds the ``bench`` command to the ``adamem`` parser; ``python -m bench.cli …``
 runs the same commands on their own. Each subcommand prints a table and writes JSON under

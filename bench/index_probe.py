@@ -1,8 +1,8 @@
-"""What LanceDB's own indexes give on the archive table (issue 31): flat, IVF_PQ, IVF_HNSW_SQ, full text.
+"""What LanceDB's own indexes give on the archive table: flat, IVF_PQ, IVF_HNSW_SQ, full text.
 
 A probe, not a product path: it asks LanceDB directly, on the ``messages`` table of synthetic
 stores built by ``bench.scale.build`` (one owner of N messages, and K owners of 10), what an
-index-backed first query would cost, against what loading the owner costs today.
+index-backed first query would cost, against what loading the owner costs on the current read path.
 
 Every measurement runs in its own fresh child process (``--child``), so its peak RSS is that of a
 query process doing only that: open the table, ask 1 + n queries filtered by owner (prefilter
@@ -220,7 +220,7 @@ def child_search(folder: str, kind: str, owners: int, seed: int, vectors: str) -
 
 
 def child_load(folder: str, owners: int, seed: int, compare: str | None) -> dict[str, Any]:
-    """Today's path: ``load_owner`` (every table of the owner), then our BM25 over its messages."""
+    """The current read path: ``load_owner`` (every table of the owner), then our BM25 over its messages."""
     from adamem.projections.folds.rows import MessageRow
     from adamem.projections.store.base import TEXT_FIELDS
     from adamem.projections.store.lance import LanceStore
@@ -267,7 +267,7 @@ def child_load(folder: str, owners: int, seed: int, compare: str | None) -> dict
 
 
 def child_retriever(folder: str, owners: int, seed: int) -> dict[str, Any]:
-    """Today's first answer: a fresh ``Retriever``, one cold query per owner (as ``bench.scale`` measures)."""
+    """The current first answer: a fresh ``Retriever``, one cold query per owner (as ``bench.scale`` measures)."""
     from adamem.projections.store.lance import LanceStore
     from adamem.retrieval.service import Retriever
     from bench.scale import QUESTIONS, HashEmbedder
@@ -422,7 +422,7 @@ def print_report(result: dict[str, Any]) -> None:
         rows.append(
             [
                 label,
-                "load_owner (today)",
+                "load_owner (current path)",
                 "–",
                 ld["load_first_ms"],
                 ld["load_owner"]["p50_ms"],
@@ -437,7 +437,7 @@ def print_report(result: dict[str, Any]) -> None:
             rows.append(
                 [
                     label,
-                    "Retriever cold (today)",
+                    "Retriever cold (current path)",
                     "–",
                     "–",
                     rv["cold"]["p50_ms"],
@@ -473,9 +473,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--pool", type=int, default=2000, help="distinct messages of the pool (bench.scale: 2,000)")
     p.add_argument("--seed", type=int, default=19)
     p.add_argument("--work", default="/tmp/probe-index", help="folder of the stores (deleted as each is done)")
-    p.add_argument("--no-retriever", action="store_true", help="skip today's cold Retriever query (slow at 100k+)")
+    p.add_argument("--no-retriever", action="store_true", help="skip the cold Retriever query (slow at 100k+)")
     p.add_argument(
-        "--no-load", action="store_true", help="skip today's load_owner and Retriever (1M: more memory than the box)"
+        "--no-load", action="store_true", help="skip load_owner and the Retriever (1M: more memory than the box)"
     )
     p.add_argument("--indexes", nargs="+", default=["ivf_pq", "ivf_hnsw_sq"], choices=["ivf_pq", "ivf_hnsw_sq"])
     p.add_argument(

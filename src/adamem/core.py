@@ -31,7 +31,6 @@ __all__ = [
     "catch_up",
     "forget_event",
     "open_retriever",
-    "projected_here",
     "publish_and_wait",
     "wait_visible",
 ]
@@ -87,11 +86,6 @@ def forget_event(
         reason=reason,
         tenant=tenant,
     )
-
-
-def projected_here(settings: Settings) -> bool:
-    """Whether a writer of this log projects it itself (embedded, ``memory://``) or waits for workers (Kafka)."""
-    return settings.log.projected_here
 
 
 async def catch_up(log: EventLog, settings: Settings) -> None:
@@ -163,13 +157,13 @@ async def _settle(
     the catch-up, so that a first write finds the store it made.
     """
     from adamem.projections.store.factory import open_store
-    from adamem.streams.generations import resolve
+    from adamem.streams.generations import active
 
-    if not (workers if workers is not None else not projected_here(settings)):
+    if not (workers if workers is not None else not settings.log.projected_here):
         await catch_up(log, settings)
     reader = store if store is not None else open_store(settings.store, read_only=True)
     try:
-        await wait_visible(log, reader, resolve(settings, reader), written, timeout_s)
+        await wait_visible(log, reader, active(settings, reader), written, timeout_s)
     finally:
         if store is None:
             reader.close()

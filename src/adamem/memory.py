@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from adamem.core import append_and_wait, publish_and_wait
 from adamem.errors import InvalidArgument, NotFound
@@ -39,6 +39,9 @@ from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, OutgoingRecord
+
+if TYPE_CHECKING:
+    from adamem.api.client import AsyncMemoryClient
 
 _T = TypeVar("_T")
 
@@ -251,13 +254,18 @@ class Memory:
         positions = await self._write(topic, messages=parsed)
         return Remembered(tuple(m.event_id for m in parsed), positions)
 
-    async def _remember_through(self, url: str, tenant: str, records: list[dict[str, Any]]) -> Remembered:
-        """Publish through the ``adamem serve`` that writes the embedded log (its one writer), and wait as here."""
+    def _client(self, url: str, tenant: str) -> AsyncMemoryClient:
+        """A client of the ``adamem serve`` that writes the embedded log, with ``tenant``'s key."""
         from adamem.api.client import AsyncMemoryClient
         from adamem.api.notice import service_key
 
-        key = service_key(self.settings, tenant)
-        async with AsyncMemoryClient(url, key, tenant=tenant, timeout=self.wait_timeout_s + 30) as client:
+        return AsyncMemoryClient(
+            url, service_key(self.settings, tenant), tenant=tenant, timeout=self.wait_timeout_s + 30
+        )
+
+    async def _remember_through(self, url: str, tenant: str, records: list[dict[str, Any]]) -> Remembered:
+        """Publish through the ``adamem serve`` that writes the embedded log (its one writer), and wait as here."""
+        async with self._client(url, tenant) as client:
             published = await client.publish(records)
             await client.wait(published["positions"], wait_ms=int(self.wait_timeout_s * 1000))
         written = {int(p["partition"]): int(p["offset"]) for p in published["positions"]}
@@ -309,11 +317,7 @@ class Memory:
         reason: str,
     ) -> Remembered:
         """Forget through the ``adamem serve`` that writes the embedded log (``POST /v1/users/{user}/forget``)."""
-        from adamem.api.client import AsyncMemoryClient
-        from adamem.api.notice import service_key
-
-        key = service_key(self.settings, tenant)
-        async with AsyncMemoryClient(url, key, tenant=tenant, timeout=self.wait_timeout_s + 30) as client:
+        async with self._client(url, tenant) as client:
             done = await client.forget(
                 user_id, item=item, message=message, everything=everything, reason=reason, wait_ms=5_000
             )

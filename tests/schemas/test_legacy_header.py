@@ -1,4 +1,4 @@
-"""Events written before issue 13's fix, with the fingerprint reversed, are still read.
+"""Events written by earlier releases, with the fingerprint reversed, are still read.
 
 ``legacy_header/`` holds real bytes the old code wrote (see its README): one event of each type,
 and an embedded log with messages, analyses and control events. Logs are kept forever, so these

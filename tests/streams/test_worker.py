@@ -236,7 +236,7 @@ async def test_analyze_agent_records_how_far_both_input_topics_are_analysed(
         await put(messages_topic, encode_event(alice[0]))
         await put(messages_topic, encode_event(alice[1]))
         spec = encode_event(forget)
-        await put(control_topic, spec[:2] + spec[2:10][::-1] + spec[10:])  # as written before issue 13's fix
+        await put(control_topic, spec[:2] + spec[2:10][::-1] + spec[10:])  # as earlier releases wrote it
         await put(messages_topic, encode_event(alice[2]))
         await wait_for(5, sent, dead)
     assert len(dead) == 1

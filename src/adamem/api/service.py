@@ -122,10 +122,7 @@ class Service:
         log_ = self.log
         if log_ is None:
             raise LogError("this service was started without a log; it cannot tell where the projections are")
-        from adamem.streams.generations import active as active_settings
-
-        active = await asyncio.to_thread(active_settings, self.settings, self.retriever.store)
-        topic = active.topic("messages")
+        topic = self.settings.topic("messages")  # every generation reads the one messages topic
         count = log_.partitions(topic)
         want: dict[int, int] = {}
         for pos in positions:
@@ -139,12 +136,14 @@ class Service:
                     f"no message was written at {topic} partition {p} offset {offset}: the partition ends at "
                     f"offset {ends.get(p, 0)}"
                 )
-        await wait_visible(
-            log_,
-            self.retriever.store,
-            active,
-            {topic: want},
-            wait_ms / 1000,
-            poll_s=0.02,
-            advice="ask again to wait longer",
-        )
+        await self.wait_until_visible({topic: want}, wait_ms, "ask again to wait longer")
+
+    async def wait_until_visible(self, written: dict[str, dict[int, int]], wait_ms: int, advice: str) -> None:
+        """Return once memory reflects ``written`` (topic -> partition -> last offset); ``NotVisible`` with
+        ``advice`` when the projections do not reach it within ``wait_ms``."""
+        if self.log is None:
+            raise LogError("this service was started without a log; it cannot tell where the projections are")
+        from adamem.streams.generations import active as active_settings
+
+        active = await asyncio.to_thread(active_settings, self.settings, self.retriever.store)
+        await wait_visible(self.log, self.retriever.store, active, written, wait_ms / 1000, poll_s=0.02, advice=advice)

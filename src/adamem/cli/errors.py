@@ -9,7 +9,6 @@ error's class carries. Reading commands (``log dump``, ``memory``, ``query``, â€
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 from adamem.errors import AdaMemError, ConfigError, NotFound
 from adamem.settings import Settings
@@ -20,7 +19,6 @@ __all__ = [
     "EXIT_HELP",
     "INTERRUPTED",
     "OUTPUT_CLOSED",
-    "embedded_log_folder",
     "exit_code",
     "require_free_port",
     "require_log",
@@ -54,14 +52,9 @@ def exit_code(exc: AdaMemError) -> int:
     return exc.exit_code
 
 
-def embedded_log_folder(settings: Settings) -> Path | None:
-    """The folder of an embedded log URL, or None for a Kafka or in-memory log."""
-    return settings.log.folder
-
-
 def require_log(settings: Settings) -> None:
     """Refuse a missing embedded log (opening it would create it); a Kafka log answers for itself."""
-    folder = embedded_log_folder(settings)
+    folder = settings.log.folder
     if folder is not None and not folder.is_dir():
         raise NotFound(
             f"no embedded log at {folder}: the folder does not exist. Check --log (or $ADAMEM_LOG); "
@@ -69,19 +62,15 @@ def require_log(settings: Settings) -> None:
         )
 
 
-def _store_folder(settings: Settings) -> Path | None:
-    return settings.store.folder
-
-
 def store_exists(settings: Settings) -> bool:
     """Whether the configured store's folder exists (an in-memory store always does)."""
-    folder = _store_folder(settings)
+    folder = settings.store.folder
     return folder is None or folder.is_dir()
 
 
 def require_store(settings: Settings) -> None:
     """Refuse a missing store folder, saying so, rather than reporting every owner as unknown."""
-    folder = _store_folder(settings)
+    folder = settings.store.folder
     if folder is not None and not folder.is_dir():
         raise NotFound(
             f"no store at {folder}: the folder does not exist. Check --store (or $ADAMEM_STORE); "

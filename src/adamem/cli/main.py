@@ -239,7 +239,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env(log_url=args.log, store_url=args.store, host=args.host, port=args.port)
     with_log = args.log is not None or "ADAMEM_LOG" in os.environ
-    # A store named without a log is served as it was before issue 15: read-only, no log opened.
+    # A store named without a log is served read-only: no log opened.
     store_only = not with_log and (args.store is not None or "ADAMEM_STORE" in os.environ)
     read_only = args.read_only or store_only
     if store_only:

@@ -4,7 +4,7 @@ Writers frame each event with the fingerprint of the schema they wrote it with, 
 byte order, the one Avro's Java ``BinaryMessageEncoder`` writes (``ChatMessage``: ``C3 01 D2 DC
 C6 4A E1 B2 5B 36``). Readers look the writer schema up by fingerprint (current schemas and every
 retired version under ``history/``) and read with their own, current reader schema, so an added
-field with a default evolves forward. Until issue 13 was fixed this module wrote the 8 bytes
+field with a default evolves forward. Earlier releases of this module wrote the 8 bytes
 reversed; logs keep such events forever, so a reader also looks a header up in that order
 (``header_order`` tells which it was), and no writer writes it. Neither fastavro nor
 apache-avro implements the framing; this module does.

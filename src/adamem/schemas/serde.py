@@ -77,7 +77,7 @@ def decode_as(data: bytes, model: type[E], keys: KeyRing | None = None) -> E:
 def reframe(data: bytes) -> bytes:
     """Framed bytes with the header in the spec's order: how an event read from the log is passed on.
 
-    Events written before issue 13's fix have the fingerprint reversed; a forwarded copy is
+    Events written by earlier releases have the fingerprint reversed; a forwarded copy is
     written in the spec's order, like every other write. The body is kept byte for byte.
     """
     return default_registry().reframe(data)

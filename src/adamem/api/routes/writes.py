@@ -108,10 +108,9 @@ def writes_router(service: Service) -> APIRouter:
         log = service.log
         if log is None:
             raise LogError("this service was started without --log; it cannot forget")
-        from adamem.core import forget_event, wait_visible
+        from adamem.core import forget_event
         from adamem.owners import split_owner
         from adamem.schemas.serde import encode_event
-        from adamem.streams.generations import active
         from adamem.streams.log import OutgoingRecord
 
         tenant, user = split_owner(owner_id)
@@ -136,16 +135,11 @@ def writes_router(service: Service) -> APIRouter:
         placed = await log.append(topic, [OutgoingRecord(user, encode_event(event))])
         if service.writer is not None:
             service.writer.wake()
-        last = {p: o for p, o in placed}
-        settings = await asyncio.to_thread(active, service.settings, service.retriever.store)
-        await wait_visible(
-            log,
-            service.retriever.store,
-            settings,
+        last = dict(placed)
+        await service.wait_until_visible(
             {topic: last},
-            body.wait_ms / 1000,
-            poll_s=0.02,
-            advice="the forget is on the log and takes effect when the projections reach it; ask a query again",
+            body.wait_ms,
+            "the forget is on the log and takes effect when the projections reach it; ask a query again",
         )
         return ForgetAnswer(
             event_id=event.event_id,
