@@ -122,8 +122,8 @@ class MessagesOnly:
     def commit(self, partition: int, changes: Any, offsets: dict[str, int]) -> None:  # pragma: no cover
         raise RuntimeError("the messages-only view is read-only")
 
-    def load_owner(self, user_id: str) -> list[Row]:
-        return [r for r in self.inner.load_owner(user_id) if r.TABLE not in HIDDEN]
+    def load_owner(self, user_id: str, messages_from_seq: int = 0) -> list[Row]:
+        return [r for r in self.inner.load_owner(user_id, messages_from_seq) if r.TABLE not in HIDDEN]
 
     def rows(self, table: str, user_id: str) -> list[Row]:
         return [] if table in HIDDEN else self.inner.rows(table, user_id)
@@ -131,11 +131,13 @@ class MessagesOnly:
     def owners(self) -> list[str]:
         return self.inner.owners()
 
-    def vector_search(self, table: str, user_id: str, vector: Sequence[float], k: int) -> list[Hit]:
-        return [] if table in HIDDEN else self.inner.vector_search(table, user_id, vector, k)
+    def vector_search(
+        self, table: str, user_id: str, vector: Sequence[float], k: int, below_seq: int | None = None
+    ) -> list[Hit]:
+        return [] if table in HIDDEN else self.inner.vector_search(table, user_id, vector, k, below_seq)
 
-    def text_search(self, table: str, user_id: str, query: str, k: int) -> list[Hit]:
-        return [] if table in HIDDEN else self.inner.text_search(table, user_id, query, k)
+    def text_search(self, table: str, user_id: str, query: str, k: int, below_seq: int | None = None) -> list[Hit]:
+        return [] if table in HIDDEN else self.inner.text_search(table, user_id, query, k, below_seq)
 
     def erase_history(self, partition: int) -> list[str]:  # pragma: no cover - read-only use
         raise RuntimeError("the messages-only view is read-only")
@@ -150,6 +152,10 @@ class MessagesOnly:
         return getattr(self.inner, name)
 
 
+TIERED_HOT = 100
+"""Messages the ``tiered`` system holds per conversation (each has 300-700): the rest are read as cold ones."""
+
+
 def system_configs(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, tuple[RetrievalConfig, bool]]:
     """The full system and its ablations: name → (config, messages-only view)."""
     return {
@@ -161,6 +167,13 @@ def system_configs(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, tuple[Retr
         ),
         "no-persona-episodic": (replace(base, name=f"{base.name}/no-persona-episodic"), True),
         "messages-only": (replace(base, name=f"{base.name}/messages-only", graph_seeds=0), True),
+        # a long-lived owner's reads: the newest TIERED_HOT messages held, the older ones through the store's indexes
+        "tiered": (
+            replace(
+                base, name=f"{base.name}/tiered-{TIERED_HOT}", cache=replace(base.cache, hot_messages=TIERED_HOT)
+            ),
+            False,
+        ),
     }
 
 

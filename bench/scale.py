@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from adamem.retrieval.config import SEED_DEFAULT
 from bench.common import RESULTS, measure_and_record, print_table, standalone_main
 
 __all__ = ["add_arguments", "execute", "main", "run"]
@@ -76,6 +77,8 @@ def _rss_mb() -> float:
 
 
 POOL = 2000
+HOT = SEED_DEFAULT.cache.hot_messages
+VECTOR_INDEX_MIN_ROWS = 10_000
 """Distinct message texts (each with one vector); every message is one of them, as turns repeat."""
 
 
@@ -157,6 +160,7 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
         commits += 1
     t1 = time.perf_counter()
     store.optimize()
+    shard.optimize(VECTOR_INDEX_MIN_ROWS)  # the vector index a live writer's ``optimize`` makes past its threshold
     store.commit(0, [], {"analyses": commits + 1})  # the checkpoint names the appended, optimised versions
     store.close()
     done = time.perf_counter()
@@ -174,15 +178,21 @@ def _vmrss_mb() -> float:
     return 0.0
 
 
-def measure(folder: str, owners: int, seed: int) -> dict[str, Any]:
+def measure(folder: str, owners: int, seed: int, hot: int) -> dict[str, Any]:
     """In a fresh process: open the store read-only, query; latencies and this process's memory.
 
     cold = the first query of an owner (its snapshot is loaded from the store): one each for 50
     random owners (the one owner in the messages-per-owner series, three times in three fresh
-    ``Retriever`` objects); warm = 30 distinct new questions on an owner already loaded.
+    ``Retriever`` objects); warm = 30 distinct new questions on an owner already loaded. ``hot``:
+    the retriever's ``hot_messages`` (0: every message of an owner held, the exact baseline).
     """
+    import dataclasses
+
     from adamem.projections.store.lance import LanceStore
+    from adamem.retrieval.config import SEED_DEFAULT
     from adamem.retrieval.service import Retriever
+
+    config = dataclasses.replace(SEED_DEFAULT, cache=dataclasses.replace(SEED_DEFAULT.cache, hot_messages=hot))
 
     rss_start = _vmrss_mb()
     rng = random.Random(seed)
@@ -190,7 +200,7 @@ def measure(folder: str, owners: int, seed: int) -> dict[str, Any]:
     cold, cpu_cold = [], 0.0
     rounds = 3 if owners == 1 else 1
     for r in range(rounds):
-        retriever = Retriever(LanceStore(folder, read_only=True), HashEmbedder())
+        retriever = Retriever(LanceStore(folder, read_only=True), HashEmbedder(), config)
         for owner in chosen:
             t, c = time.perf_counter(), time.process_time()
             retriever.query(owner, rng.choice(QUESTIONS), 10)
@@ -207,6 +217,7 @@ def measure(folder: str, owners: int, seed: int) -> dict[str, Any]:
         cpu_warm += time.process_time() - c
     retriever.close()
     return {
+        "hot_messages": hot,
         "cold": {**_ms(cold), "cpu_ms_mean": round(1000 * cpu_cold / len(cold), 2)},
         "warm": {**_ms(warm), "cpu_ms_mean": round(1000 * cpu_warm / len(warm), 2)},
         "query_rss_start_mb": rss_start,
@@ -218,28 +229,40 @@ def measure(folder: str, owners: int, seed: int) -> dict[str, Any]:
     }
 
 
-def one(owners: int, per_owner: int, seed: int) -> dict[str, Any]:
-    """Build one configuration in a child process, then measure it in another (its memory is a query process's)."""
+def one(owners: int, per_owner: int, seed: int, hots: Sequence[int], whole_max: int) -> list[dict[str, Any]]:
+    """Build one configuration in a child process, then measure it in another per hot window (a query process's
+    memory); the whole-owner baseline (hot 0) only up to ``whole_max`` messages per owner."""
+    out = []
     with tempfile.TemporaryDirectory(prefix="adamem-bench-scale-") as folder:
         me = [sys.executable, "-m", "bench.scale", "--seed", str(seed)]
         done = subprocess.run([*me, "--build", folder, str(owners), str(per_owner)], capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"build failed: {done.stderr[-3000:]}")
         built = json.loads(done.stdout.strip().splitlines()[-1])
-        done = subprocess.run([*me, "--measure", folder, str(owners)], capture_output=True, text=True)
-        if done.returncode:
-            raise RuntimeError(f"measure failed: {done.stderr[-3000:]}")
-        measured = json.loads(done.stdout.strip().splitlines()[-1])
-        return {"owners": owners, "messages_per_owner": per_owner, **built, **measured, "store_mb": _store_mb(folder)}
+        for hot in hots:
+            if hot == 0 and per_owner > whole_max:
+                continue
+            done = subprocess.run(
+                [*me, "--measure", folder, str(owners), "--hot", str(hot)], capture_output=True, text=True
+            )
+            if done.returncode:
+                raise RuntimeError(f"measure failed: {done.stderr[-3000:]}")
+            measured = json.loads(done.stdout.strip().splitlines()[-1])
+            out.append(
+                {"owners": owners, "messages_per_owner": per_owner, **built, **measured, "store_mb": _store_mb(folder)}
+            )
+    return out
 
 
-def run(per_owner: Sequence[int], owners: Sequence[int], seed: int) -> dict[str, Any]:
-    """Each configuration in a fresh process (``--one``), both series."""
+def run(
+    per_owner: Sequence[int], owners: Sequence[int], seed: int, hots: Sequence[int] = (HOT,), whole_max: int = 100_000
+) -> dict[str, Any]:
+    """Each configuration in a fresh process (``--one``), both series, each hot window."""
     configs = [("messages_per_owner", 1, n) for n in per_owner] + [("owners", k, 10) for k in owners]
     out: dict[str, Any] = {"seed": seed, "series": {"messages_per_owner": [], "owners": []}}
     for series, k, n in configs:
         print(f"scale: {k} owner(s) × {n} messages …", file=sys.stderr, flush=True)
-        out["series"][series].append(one(k, n, seed))
+        out["series"][series] += one(k, n, seed, hots, whole_max)
     return out
 
 
@@ -254,12 +277,16 @@ def plot(result: dict[str, Any], path: Path) -> None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, key in zip(axes, ("messages_per_owner", "owners"), strict=True):
-        rows = result["series"][key]
-        xs = [r[key] for r in rows]
-        ax.plot(xs, [r["cold"]["p95_ms"] for r in rows], "o-", label="cold query p95 (ms)")
-        ax.plot(xs, [r["warm"]["p95_ms"] for r in rows], "s-", label="warm query p95 (ms)")
-        ax.plot(xs, [r["query_peak_rss_mb"] for r in rows], "^--", label="query process peak RSS (MB)")
-        ax.plot(xs, [r["store_mb"] for r in rows], "v:", label="store on disk (MB)")
+        every = result["series"][key]
+        for hot in sorted({r.get("hot_messages", 0) for r in every}, reverse=True):
+            rows = [r for r in every if r.get("hot_messages", 0) == hot]
+            xs = [r[key] for r in rows]
+            held = f"newest {hot} held" if hot else "held whole"
+            ax.plot(xs, [r["cold"]["p95_ms"] for r in rows], "o-", label=f"cold p95 ms, {held}")
+            ax.plot(xs, [r["warm"]["p95_ms"] for r in rows], "s-", label=f"warm p95 ms, {held}")
+            ax.plot(xs, [r["query_peak_rss_mb"] for r in rows], "^--", label=f"peak RSS MB, {held}")
+        rows = [r for r in every if r.get("hot_messages", 0) == every[0].get("hot_messages", 0)]
+        ax.plot([r[key] for r in rows], [r["store_mb"] for r in rows], "v:", label="store on disk (MB)")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(
@@ -278,6 +305,7 @@ def print_report(result: dict[str, Any], png: Path = RESULTS / "scale.png") -> N
         [
             r["owners"],
             r["messages_per_owner"],
+            r.get("hot_messages", 0) or "whole",
             r["cold"]["p50_ms"],
             r["cold"]["p95_ms"],
             r["cold"]["cpu_ms_mean"],
@@ -292,7 +320,7 @@ def print_report(result: dict[str, Any], png: Path = RESULTS / "scale.png") -> N
         for series in ("messages_per_owner", "owners")
         for r in result["series"][series]
     ]
-    headers = ["owners", "msgs/owner", "cold p50", "cold p95", "cold CPU ms", "warm p50", "warm p95"]
+    headers = ["owners", "msgs/owner", "held", "cold p50", "cold p95", "cold CPU ms", "warm p50", "warm p95"]
     headers += ["RSS start MB", "RSS peak MB", "store MB", "build s", "load"]
     print_table(headers, rows)
     plot(result, png)
@@ -307,6 +335,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--owners", nargs="+", type=int, default=[1000, 10_000, 100_000], help="owners of the many-owner stores"
     )
     p.add_argument("--seed", type=int, default=19, help="seed of the synthetic messages (default 19)")
+    p.add_argument(
+        "--hot",
+        nargs="+",
+        type=int,
+        default=[HOT, 0],
+        help=f"hot windows (hot_messages) to measure each store with; 0: owners held whole (default {HOT} 0)",
+    )
+    p.add_argument(
+        "--whole-max",
+        type=int,
+        default=100_000,
+        help="largest owner measured held whole (hot 0): a 1M-message owner does not fit in memory (default 100000)",
+    )
     p.add_argument("--build", nargs=3, metavar=("FOLDER", "OWNERS", "PER_OWNER"), help=argparse.SUPPRESS)
     p.add_argument("--measure", nargs=2, metavar=("FOLDER", "OWNERS"), help=argparse.SUPPRESS)
     p.add_argument("--json", dest="out", help="result file (default bench/results/scale.json)")
@@ -318,13 +359,13 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(json.dumps(build(args.build[0], int(args.build[1]), int(args.build[2]), args.seed)))
         return 0
     if args.measure:
-        print(json.dumps(measure(args.measure[0], int(args.measure[1]), args.seed)))
+        print(json.dumps(measure(args.measure[0], int(args.measure[1]), args.seed, args.hot[0])))
         return 0
     return measure_and_record(
         "scale",
         argv,
         args.out,
-        lambda: run(args.per_owner, args.owners, args.seed),
+        lambda: run(args.per_owner, args.owners, args.seed, args.hot, args.whole_max),
         lambda r: print_report(r, Path(args.out).with_suffix(".png") if args.out else RESULTS / "scale.png"),
     )
 

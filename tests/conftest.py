@@ -135,9 +135,9 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> Callable[[MemoryStore], list[str]]
         seen: list[str] = []
         real = store.load_owner
 
-        def counting(user_id: str) -> list[Any]:
+        def counting(user_id: str, messages_from_seq: int = 0) -> list[Any]:
             seen.append(user_id)
-            return real(user_id)
+            return real(user_id, messages_from_seq)
 
         monkeypatch.setattr(store, "load_owner", counting)
         return seen

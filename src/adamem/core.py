@@ -16,10 +16,12 @@ import asyncio
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from adamem.errors import InvalidArgument, NotVisible
 from adamem.events import ChatMessage, MemoryForgotten
 from adamem.projections.store.base import MemoryStore
+from adamem.retrieval.config import SEED_DEFAULT
 from adamem.retrieval.service import Retriever
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, OutgoingRecord
@@ -53,9 +55,13 @@ def open_retriever(settings: Settings, store: MemoryStore | None = None) -> Retr
 
     if store is None:
         store = open_store(settings.store, read_only=True)
+    cache = replace(
+        SEED_DEFAULT.cache, hot_bytes=settings.query_memory_mb << 20, hot_messages=settings.hot_messages
+    )
     return Retriever(
         store,
         build_embedder(resolve(settings, store)),
+        replace(SEED_DEFAULT, cache=cache),
         embedder_for=lambda record: build_embedder(settings_for(settings, record)),
     )
 

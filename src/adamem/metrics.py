@@ -153,16 +153,18 @@ HEALTH_OWNERS = Gauge(
 
 
 class _Caches(Collector):
-    """``adamem_cache_lookups_total`` and ``adamem_cache_entries`` of every watched source, read at scrape time.
+    """``adamem_cache_lookups_total``, ``adamem_cache_entries`` and the loaded snapshots' memory of every watched
+    source, read at scrape time.
 
-    A source returns ``(cache, hits, misses, entries)`` per cache; the caches count their own
-    lookups (plain integers), so a query pays nothing for these metrics.
+    A source returns ``(cache, hits, misses, entries, bytes, budget)`` per cache (bytes and budget -1 where
+    the cache is not sized by memory); the caches count their own lookups (plain integers), so a query
+    pays nothing for these metrics.
     """
 
     def __init__(self) -> None:
-        self._sources: list[weakref.WeakMethod[Callable[[], Iterable[tuple[str, int, int, int]]]]] = []
+        self._sources: list[weakref.WeakMethod[Callable[[], Iterable[tuple[str, int, int, int, int, int]]]]] = []
 
-    def watch(self, source: Callable[[], Iterable[tuple[str, int, int, int]]]) -> None:
+    def watch(self, source: Callable[[], Iterable[tuple[str, int, int, int, int, int]]]) -> None:
         """Add a source of cache figures, a bound method (held weakly: a closed service's retriever goes away)."""
         self._sources = [s for s in self._sources if s() is not None]
         self._sources.append(weakref.WeakMethod(source))
@@ -173,14 +175,25 @@ class _Caches(Collector):
             "adamem_cache_lookups", "Lookups of the retriever's caches.", labels=("cache", "result")
         )
         entries = GaugeMetricFamily("adamem_cache_entries", "Entries held by each cache.", labels=("cache",))
+        held_bytes = GaugeMetricFamily(
+            "adamem_cache_bytes", "Approximate memory held by a cache sized by memory.", labels=("cache",)
+        )
+        budget = GaugeMetricFamily(
+            "adamem_cache_budget_bytes", "Memory a cache sized by memory may hold (ADAMEM_QUERY_MEMORY).", labels=("cache",)
+        )
         for ref in list(self._sources):
             source = ref()
-            for cache, hits, misses, held in source() if source is not None else ():
+            for cache, hits, misses, held, size, limit in source() if source is not None else ():
                 lookups.add_metric((cache, "hit"), hits)
                 lookups.add_metric((cache, "miss"), misses)
                 entries.add_metric((cache,), held)
+                if size >= 0:
+                    held_bytes.add_metric((cache,), size)
+                    budget.add_metric((cache,), limit)
         yield lookups
         yield entries
+        yield held_bytes
+        yield budget
 
 
 CACHES = _Caches()

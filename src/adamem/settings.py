@@ -79,6 +79,16 @@ class Settings:
     health_interval_s: float = _env(
         "ADAMEM_HEALTH_INTERVAL", 60.0, "Seconds between the query service's memory-health computations (0: never)."
     )
+    query_memory_mb: int = _env(
+        "ADAMEM_QUERY_MEMORY",
+        2048,
+        "Megabytes of owner snapshots a query process keeps loaded; the least frequently used are evicted.",
+    )
+    hot_messages: int = _env(
+        "ADAMEM_HOT_MESSAGES",
+        2000,
+        "Newest messages of an owner a query process holds; older ones are read through the store's indexes (0: all).",
+    )
     metrics_interval_s: float = _env(
         "ADAMEM_METRICS_INTERVAL", 5.0, "Seconds between a worker's consumer-lag measurements."
     )

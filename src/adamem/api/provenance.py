@@ -63,7 +63,7 @@ async def _analysis(log: EventLog, m: MessageRow, keys: KeyRingLike) -> dict[str
 async def trace(retriever: Retriever, log: EventLog | None, settings: Settings, user: str, item: str) -> dict[str, Any]:
     """The item, the messages it came from (in time order), and each one's analysis on the log."""
     snap = await asyncio.to_thread(retriever.snapshot, user)
-    row: Any = snap.records.get(item) or snap.traits.get(item) or snap.nodes.get(item) or snap.messages.get(item)
+    row: Any = snap.records.get(item) or snap.traits.get(item) or snap.nodes.get(item) or snap.message(item)
     if row is None:
         raise ItemNotFound(user, item)
     if isinstance(row, EpisodicRow):
@@ -71,12 +71,12 @@ async def trace(retriever: Retriever, log: EventLog | None, settings: Settings, 
     elif isinstance(row, PersonaRow):
         sources, kind = list(row.evidence_message_ids), f"persona {row.kind}"
     elif isinstance(row, GraphNodeRow):
-        target: Any = snap.records.get(row.ref_id) or snap.messages.get(row.ref_id)
+        target: Any = snap.records.get(row.ref_id) or snap.message(row.ref_id)
         sources = list(target.source_message_ids) if isinstance(target, EpisodicRow) else [row.ref_id]
         kind = f"graph {row.node_type}"
     else:
         sources, kind = [row.id], "message"
-    messages = sorted((snap.messages[s] for s in sources if s in snap.messages), key=lambda m: (m.occurred_at, m.id))
+    messages = sorted(snap.messages_for(sources).values(), key=lambda m: (m.occurred_at, m.id))
     chain = []
     for m in messages:
         entry: dict[str, Any] = {

@@ -147,6 +147,7 @@ class SemanticScorer:
         self._cosines: dict[str, Vector] = {}
         self._bm25: dict[str, Vector] = {}
         self._bm25_max: dict[str, float] = {}
+        self._bm25_outside: dict[str, float] = {}  # cold messages of a tiered owner, by id
         self._cos_desc: list[float] = []  # negated, ascending: base cosines best first
         self._bm_desc: list[float] = []
 
@@ -159,8 +160,14 @@ class SemanticScorer:
 
     def cosine(self, table: str, row: MemoryRow) -> float:
         """Cosine similarity of the question and the row's vector (0 without a vector)."""
-        pos = self.view.snapshot.vector_index(table).position.get(row.id)
-        return float(self.cosines(table)[pos]) if pos is not None else 0.0
+        snap = self.view.snapshot
+        pos = snap.vector_index(table).position.get(row.id)
+        if pos is not None:
+            return float(self.cosines(table)[pos])
+        if snap.archive is not None and table == "messages":
+            found = snap.archive.cosine(row.id, self.q)
+            return found if found is not None else 0.0
+        return 0.0
 
     def bm25_all(self, table: str) -> Vector:
         """Raw BM25 of the question against every row of a table (in the text index's order)."""
@@ -171,8 +178,16 @@ class SemanticScorer:
 
     def bm25_raw(self, table: str, row: MemoryRow) -> float:
         """Raw BM25 of one row."""
-        pos = self.view.snapshot.text_index(table).position.get(row.id)
-        return float(self.bm25_all(table)[pos]) if pos is not None else 0.0
+        index = self.view.snapshot.text_index(table)
+        pos = index.position.get(row.id)
+        if pos is not None:
+            return float(self.bm25_all(table)[pos])
+        if self.view.snapshot.archive is not None and table == "messages":
+            found = self._bm25_outside.get(row.id)
+            if found is None:
+                found = self._bm25_outside[row.id] = index.score_outside(row, self.terms, self.expansion)
+            return found
+        return 0.0
 
     def bm25(self, table: str, row: MemoryRow) -> float:
         """BM25 scaled by the table's best base candidate (0..1)."""
@@ -250,12 +265,23 @@ def _best_usable(
 def _from_snapshot(scorer: SemanticScorer, table: str, k: int) -> list[MemoryRow]:
     snap = scorer.view.snapshot
     out = _best_usable(scorer, table, scorer.cosines(table), snap.vector_index(table).ids, k)
+    if table == "messages" and snap.archive is not None:
+        out += _from_archive(scorer, k)
     if not scorer.terms and not scorer.expansion:
         return out
     bm = scorer.bm25_all(table)
     matching = np.flatnonzero(bm > 0)  # the ids of the rows looked at only (of thousands matching)
     text_ids = snap.text_index(table).ids
     return out + _best_usable(scorer, table, bm[matching], text_ids, k, at=matching)
+
+
+def _from_archive(scorer: SemanticScorer, k: int) -> list[MemoryRow]:
+    """The cold messages of a tiered owner that the store's vector and full-text indexes find (``retrieval.archive``)."""
+    archive = scorer.view.snapshot.archive
+    assert archive is not None
+    words = [*scorer.terms, *sorted(scorer.expansion)]
+    rows = archive.search(scorer.q.tolist(), " ".join(words), k)
+    return [r for r in rows if scorer.usable(r)]
 
 
 def _from_store(store: MemoryStore, scorer: SemanticScorer, question: str, table: str, k: int) -> list[MemoryRow]:

@@ -105,6 +105,11 @@ class CacheSettings:
     hot_bytes: int = 2 << 30
     """Approximate memory of the snapshots kept (``OwnerSnapshot.size``), least frequently used out first.
     A 100-message owner takes about 1.1 MB, a 10,000-message one about 90 MB."""
+    hot_messages: int = 2000
+    """Messages of an owner held in its snapshot, newest first (0: every message). A longer-lived owner's older
+    messages stay in the store and are found through its vector and full-text indexes (``retrieval.archive``)."""
+    cold_memo_rows: int = 4096
+    """Cold messages an owner's snapshot keeps after reading them (least recently used out first)."""
     query_entries: int = 4096
     """Answers kept per owner in the semantic query cache (least frequently used evicted)."""
     query_bytes: int = 256 << 20

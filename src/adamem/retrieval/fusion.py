@@ -207,5 +207,6 @@ def _support(row: MemoryRow, view: View) -> int:
 
 
 def _visible_messages(ids: Iterable[str], view: View) -> int:
-    snap = view.snapshot
-    return sum(1 for i in ids if (m := snap.messages.get(i)) is not None and view.message(m))
+    snap, ids = view.snapshot, list(ids)
+    found = snap.messages_for(ids)
+    return sum(1 for i in ids if (m := found.get(i)) is not None and view.message(m))

@@ -126,6 +126,7 @@ class TextIndex:
         lengths = self._lengths[self._live_slots]
         n = len(self.ids)
         avg = float(lengths.mean()) if n and lengths.mean() > 0 else 1.0
+        self._total_length = float(lengths.sum())
         self._norm = self._k1 * (1 - self._b + self._b * lengths / avg)  # per position
 
     def updated(self, rows: Sequence[_Row], changed: Iterable[str]) -> TextIndex:
@@ -211,6 +212,30 @@ class TextIndex:
             if df:
                 idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
                 out[rows] += weighted[t] * idf * tf * (self._k1 + 1) / (tf + self._norm[rows])
+        return out
+
+    def score_outside(self, row: _Row, terms: Iterable[str], weights: Mapping[str, float] | None = None) -> float:
+        """BM25 of a row this index does not hold, as if it were added to it (its statistics plus the row).
+
+        A cold message of a long-lived owner (``retrieval.archive``) is scored so against the hot
+        window's index: the same formula, with the hot rows' document frequencies and lengths.
+        """
+        text = " ".join(str(getattr(row, f)) for f in self._fields)
+        words = tokenize(f"{text} {self._extra(row)}" if self._extra is not None else text)
+        counts = Counter(words)
+        weighted = dict.fromkeys(terms, 1.0)
+        for t, w in (weights or {}).items():
+            weighted.setdefault(t, w)
+        n = len(self.ids) + 1
+        avg = (self._total_length + len(words)) / n or 1.0
+        norm = self._k1 * (1 - self._b + self._b * len(words) / avg)
+        out = 0.0
+        for t in sorted(weighted):
+            tf = counts.get(t, 0)
+            if tf:
+                df = len(self._live_postings(t)[0]) + 1
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                out += weighted[t] * idf * tf * (self._k1 + 1) / (tf + norm)
         return out
 
     def _live_postings(self, term: str) -> _Postings:

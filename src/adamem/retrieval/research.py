@@ -352,7 +352,7 @@ def _unused_evidence(gathered: _Gathered, snap: OwnerSnapshot, used: set[str], n
         for item_id in ranking:
             item = gathered.items[item_id][0]
             for p in item.provenance:
-                m = snap.messages.get(p.message_event_id)
+                m = snap.message(p.message_event_id)
                 if m is not None and m.id not in used and all(m.id != o.id for o in out):
                     out.append(m)
                 if len(out) >= n:
@@ -407,7 +407,7 @@ def _grade(
                     against[holder[newer.id]].add(holder[older.id])
                     against[holder[older.id]].add(holder[newer.id])
     for item, _ in found:  # a message not yet consolidated: the slots its recorded analysis will take
-        message = snap.messages.get(item.id) if item.kind == "message" and not records[item.id] else None
+        message = snap.message(item.id) if item.kind == "message" and not records[item.id] else None
         for statement, replaced in _pending_replacements(message, view):
             conflicts.setdefault(
                 (item.id, replaced.id),
@@ -475,7 +475,7 @@ def _corroborated(item: Item, view: View) -> int:
     snap = view.snapshot
     record = snap.records.get(item.id)
     if record is not None:
-        return max(0, sum(1 for m in record.source_message_ids if m in snap.messages) - 1)
+        return max(0, len(snap.messages_for(record.source_message_ids)) - 1)
     trait = snap.traits.get(item.id)
     return max(0, len(view.evidence(trait)) - 1) if trait is not None else 0
 

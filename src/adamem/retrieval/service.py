@@ -40,6 +40,7 @@ from adamem.projections.folds.params import MemoryParameters
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 from adamem.projections.store.base import MemoryStore
 from adamem.retrieval.answer import Answer, Item, PathStep, Provenance, Timing
+from adamem.retrieval.archive import ColdArchive
 from adamem.retrieval.base import Candidate, SemanticScorer, base_candidates, speaker_of
 from adamem.retrieval.cache import LFUCache, OwnerFacts, OwnerState, QueryCache, VectorMemo
 from adamem.retrieval.config import SEED_DEFAULT, Direction, Layer, RetrievalConfig, Route, Subject
@@ -136,13 +137,15 @@ class Retriever:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
-    def cache_stats(self) -> list[tuple[str, int, int, int]]:
-        """``(cache, hits, misses, entries)`` of each cache: hot snapshots, owner states, answers, question vectors."""
+    def cache_stats(self) -> list[tuple[str, int, int, int, int, int]]:
+        """``(cache, hits, misses, entries, bytes, budget)`` of each cache: hot snapshots, owner states, answers,
+        question vectors; bytes and budget (approximate) for the snapshots only, -1 for the others."""
+        snaps = self._snapshots
         return [
-            ("hot_snapshots", self._snapshots.hits, self._snapshots.misses, len(self._snapshots)),
-            ("owner_states", self._states.hits, self._states.misses, len(self._states)),
-            ("query_answers", self._answers.hits, self._answers.misses, len(self._answers)),
-            ("question_vectors", self._vectors.hits, self._vectors.misses, len(self._vectors)),
+            ("hot_snapshots", snaps.hits, snaps.misses, len(snaps), snaps.weight, snaps.budget),
+            ("owner_states", self._states.hits, self._states.misses, len(self._states), -1, -1),
+            ("query_answers", self._answers.hits, self._answers.misses, len(self._answers), -1, -1),
+            ("question_vectors", self._vectors.hits, self._vectors.misses, len(self._vectors), -1, -1),
         ]
 
     def warm_up(self) -> None:
@@ -200,8 +203,20 @@ class Retriever:
                     return self._keep(owner_id, changes.token, updated)
             # the same token: the rows of the version held (a commit since would have moved the token)
             same = state.version if state is not None and state.token == token else None
-            snap = OwnerSnapshot(owner_id, self.store.load_owner(owner_id), self.memory_params)
-            return self._keep(owner_id, token, snap, same)
+            return self._keep(owner_id, token, self._load(owner_id), same)
+
+    def _load(self, owner_id: str, whole: bool = False) -> OwnerSnapshot:
+        """The owner's snapshot from the store: whole, or its newest ``hot_messages`` messages and a cold archive.
+
+        ``whole``: every message (as-of views: which messages existed then is read from all of them).
+        """
+        hot = self.config.cache.hot_messages
+        split = self.store.archive_split(owner_id, hot) if hot > 0 and not whole else None
+        if split is None:
+            return OwnerSnapshot(owner_id, self.store.load_owner(owner_id), self.memory_params)
+        rows = self.store.load_owner(owner_id, messages_from_seq=split.cold_below_seq)
+        archive = ColdArchive(self.store, owner_id, split, self.config.cache.cold_memo_rows)
+        return OwnerSnapshot(owner_id, rows, self.memory_params, archive)
 
     def _keep(
         self, owner_id: str, token: str, snap: OwnerSnapshot, version: int | None = None
@@ -289,6 +304,8 @@ class Retriever:
         t0 = time.perf_counter()
         state, snap = self._sync(owner_id, need_snapshot=not cfg.cache.query_cache or by_offset or refine is not None)
         self._known(owner_id, state)
+        if by_offset and snap is not None and snap.archive is not None:
+            snap = self._load(owner_id, whole=True)
         whose, now = self._frame(state, snap, question, point, reference_time)
         t1 = time.perf_counter()
         plan = route_query(question)
@@ -315,6 +332,8 @@ class Retriever:
                 guard = self._guard(question, k, point, plan, whose, windows, now)
             loading = time.perf_counter() - started
         assert snap is not None
+        if point is not None and snap.archive is not None:
+            snap = self._load(owner_id, whole=True)  # a tiered owner's past: from every message, not kept
         view = View(snap, point)
         scorer = SemanticScorer(
             view,
@@ -441,14 +460,15 @@ class Retriever:
         candidates: dict[tuple[str, str], Candidate],
     ) -> None:
         snap = view.snapshot
-        for node in sorted(reaches):
-            n = snap.nodes.get(node)
-            if n is None or n.node_type == "topic":
-                continue
+        nodes = [n for node in sorted(reaches) if (n := snap.nodes.get(node)) is not None and n.node_type != "topic"]
+        messages = snap.messages_for(  # cold ones in one store read
+            n.ref_id for n in nodes if n.node_type == "message" and ("messages", n.ref_id) not in candidates
+        )
+        for n in nodes:
             table = "messages" if n.node_type == "message" else "episodic"
             if (table, n.ref_id) in candidates:
                 continue
-            row = snap.row(table, n.ref_id)
+            row = messages.get(n.ref_id) if table == "messages" else snap.row(table, n.ref_id)
             if row is None or not scorer.usable(row):
                 continue
             candidates[(table, row.id)] = scorer.candidate(table, row, origin="graph")
@@ -481,7 +501,7 @@ class Retriever:
         def message_at(node: str) -> MessageRow | None:
             """The message a graph node stands for, unless it is history where history goes last."""
             n = snap.nodes.get(node)
-            row = snap.messages.get(n.ref_id) if n is not None and n.node_type == "message" else None
+            row = snap.message(n.ref_id) if n is not None and n.node_type == "message" else None
             return None if row is None or (current and _stale(view, row)) else row
 
         for node, score in seeds:
@@ -625,7 +645,8 @@ class Retriever:
 
     def _evidence(self, view: View, scorer: SemanticScorer, trait: PersonaRow) -> list[MessageRow]:
         snap = view.snapshot
-        msgs = [m for mid, _, _ in view.evidence(trait) if (m := snap.messages.get(mid)) is not None]
+        found = snap.messages_for(mid for mid, _, _ in view.evidence(trait))
+        msgs = [m for mid, _, _ in view.evidence(trait) if (m := found.get(mid)) is not None]
         msgs.sort(key=lambda m: (-scorer.cosine("messages", m), -m.occurred_at, m.id))
         return msgs[: self.config.persona_evidence]
 
@@ -651,7 +672,8 @@ class Retriever:
             return [row]
         if isinstance(row, EpisodicRow):
             snap = view.snapshot
-            return [m for i in row.source_message_ids if (m := snap.messages.get(i)) is not None and view.message(m)]
+            found = snap.messages_for(row.source_message_ids)
+            return [m for i in row.source_message_ids if (m := found.get(i)) is not None and view.message(m)]
         return self._evidence(view, scorer, row)
 
     def _item(self, rank: int, view: View, scorer: SemanticScorer, scored: _Scored, ordered_by: str = "") -> Item:

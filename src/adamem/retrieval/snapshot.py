@@ -4,7 +4,10 @@
 a new snapshot, from the store's ``owner_changes`` when it can tell them (``updated``: only the
 changed rows are indexed again, the rest is shared with the predecessor) and from every row
 otherwise. Either way it answers exactly as one loaded afresh. Vectors live in the snapshot's
-vector matrices only: its rows are kept without them. ``View`` is the snapshot as it was at an
+vector matrices only: its rows are kept without them. A long-lived owner's snapshot holds its
+newest messages only, with a ``ColdArchive`` for the older ones (``retrieval.archive``): look a
+message up with ``message``/``messages_for``, which read a cold one from the store, not through
+``messages``, which holds the hot ones. ``View`` is the snapshot as it was at an
 event time or a log offset (``AsOf``), or as it is now:
 
 - now: every message; episodic records and persona traits with ``status == 'active'``
@@ -35,6 +38,7 @@ from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.folds.params import MemoryParameters
 from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, OwnerRow, PersonaRow, Row
 from adamem.projections.store.base import TEXT_FIELDS, OwnerChanges
+from adamem.retrieval.archive import ColdArchive
 from adamem.retrieval.graph import MemoryGraph, edges_by_node
 from adamem.retrieval.index import TextIndex, VectorIndex, extracted_text
 
@@ -71,9 +75,17 @@ class AsOf:
 class OwnerSnapshot:
     """Every row of one owner, indexed for retrieval; immutable once built."""
 
-    def __init__(self, owner_id: str, rows: Iterable[Row], params: MemoryParameters = MEMORY_DEFAULT) -> None:
+    def __init__(
+        self,
+        owner_id: str,
+        rows: Iterable[Row],
+        params: MemoryParameters = MEMORY_DEFAULT,
+        archive: ColdArchive | None = None,
+    ) -> None:
+        """``archive``: the owner's cold messages when ``rows`` hold its newest messages only."""
         self.owner_id = owner_id
         self.params = params
+        self.archive = archive
         self.owner: OwnerRow | None = None
         self.messages: dict[str, MessageRow] = {}
         self.records: dict[str, EpisodicRow] = {}
@@ -119,6 +131,11 @@ class OwnerSnapshot:
         shared with this snapshot; this snapshot itself is left as it was.
         """
         touched: dict[str, set[str]] = {}
+        if self.archive is not None and (
+            any(isinstance(r, MessageRow) and self.archive.holds(r) for r in changes.rows)
+            or not changes.gone.get("messages", frozenset()) <= self.messages.keys()
+        ):
+            return None  # a cold message rewritten or forgotten: load the hot part afresh, with a new archive
         for table, gone in changes.gone.items():
             held = self._held(table, gone)
             if held:
@@ -128,7 +145,7 @@ class OwnerSnapshot:
         if not touched:
             return self
         new = object.__new__(OwnerSnapshot)
-        new.owner_id, new.params, new.owner = self.owner_id, self.params, self.owner
+        new.owner_id, new.params, new.owner, new.archive = self.owner_id, self.params, self.owner, self.archive
         for table in ("messages", "episodic", "persona", "graph_nodes", "graph_edges"):
             rows = self._rows_of(table)
             setattr(
@@ -227,7 +244,8 @@ class OwnerSnapshot:
         counts = {"messages": len(self.messages), "episodic": len(self.records), "persona": len(self.traits)}
         counts |= {"graph_nodes": len(self.nodes), "graph_edges": len(self.edge_rows), "owners": 1}
         rows = sum(_ROW_BYTES[t] * n for t, n in counts.items())
-        return rows + sum(v.matrix.nbytes for v in self._vector_indexes.values())
+        archive = self.archive.size if self.archive is not None else 0
+        return rows + archive + sum(v.matrix.nbytes for v in self._vector_indexes.values())
 
     @property
     def last_event_time(self) -> int:
@@ -237,7 +255,10 @@ class OwnerSnapshot:
     @cached_property
     def speakers(self) -> tuple[tuple[str, str], ...]:
         """Known ``(speaker name, role)`` pairs of the owner's messages, sorted."""
-        return tuple(sorted({(m.speaker, m.role) for m in self.messages.values()}))
+        found = {(m.speaker, m.role) for m in self.messages.values()}
+        if self.archive is not None:
+            found.update(self.archive.speakers())
+        return tuple(sorted(found))
 
     @cached_property
     def user_names(self) -> tuple[str, ...]:
@@ -359,10 +380,30 @@ class OwnerSnapshot:
             for t in SEARCHED
         }
 
+    def message(self, message_id: str) -> MessageRow | None:
+        """A message by id, hot or cold (a cold one not memoised yet is read from the store)."""
+        found = self.messages.get(message_id)
+        if found is not None or self.archive is None:
+            return found
+        return self.archive.get(message_id) or self.archive.fetch((message_id,)).get(message_id)
+
+    def messages_for(self, ids: Iterable[str]) -> dict[str, MessageRow]:
+        """The messages among ``ids`` that exist, hot or cold (the cold ones not memoised in one store read)."""
+        ids = list(ids)
+        found = {i: m for i in ids if (m := self.messages.get(i)) is not None}
+        if self.archive is not None and len(found) < len(set(ids)):
+            found.update(self.archive.fetch(i for i in ids if i not in found))
+        return found
+
+    def is_held_whole(self) -> bool:
+        """Whether every message of the owner is in ``messages`` (no cold part)."""
+        return self.archive is None
+
     def row(self, table: str, row_id: str) -> MemoryRow | None:
-        """A message, record or trait by table and id."""
+        """A message, record or trait by table and id (a cold message only if memoised: no store read)."""
         if table == "messages":
-            return self.messages.get(row_id)
+            found = self.messages.get(row_id)
+            return found if found is not None or self.archive is None else self.archive.get(row_id)
         if table == "episodic":
             return self.records.get(row_id)
         return self.traits.get(row_id)
@@ -427,6 +468,8 @@ class View:
         snap = self.snapshot
         if n.node_type == "message":
             m = snap.messages.get(n.ref_id)
+            if m is None and snap.archive is not None:
+                return self.as_of is None  # a cold message's node: the message exists while its node does
             return m is not None and self.message(m)
         if n.node_type == "topic":
             return self.time is None or n.occurred_at <= self.time
@@ -452,8 +495,9 @@ class View:
     def evidence(self, t: PersonaRow) -> list[tuple[str, float, int]]:
         """A trait's (message id, confidence, time) evidence visible at this point."""
         out = []
+        found = self.snapshot.messages_for(t.evidence_message_ids)
         for mid, conf, at in zip(t.evidence_message_ids, t.evidence_confidences, t.evidence_times, strict=True):
-            m = self.snapshot.messages.get(mid)
+            m = found.get(mid)
             if m is not None and self.message(m):
                 out.append((mid, conf, at))
         return out

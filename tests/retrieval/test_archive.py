@@ -1,0 +1,171 @@
+"""A long-lived owner held as its newest messages, with the older ones read through the store's indexes.
+
+Alice's memory is built with the real write path (rule extractor, e5, projector) into a LanceDB
+store and read by a service that holds only her newest ``HOT`` messages (``hot_messages``), and
+by one that holds her whole. The tiered service must still find what only an old message says,
+answer as-of questions exactly as the whole one does, follow a forget of a cold message, and
+hold no more messages than its window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from adamem.analysis.e5 import E5Embedder
+from adamem.events import MemoryForgotten
+from adamem.projections.store.base import TEXT_FIELDS
+from adamem.projections.store.factory import open_store
+from adamem.retrieval import SEED_DEFAULT, AsOf, Retriever
+from adamem.retrieval.base import query_terms
+from adamem.retrieval.config import CacheSettings, RetrievalConfig
+from adamem.retrieval.index import TextIndex, extracted_text
+from adamem.schemas.serde import encode_event
+from adamem.streams.factory import open_log
+from adamem.streams.log import OutgoingRecord
+from adamem.streams.pipeline import run_pipeline
+
+Lines = list[dict[str, Any]]
+HOT = 4
+OWNER = "default:alice"
+
+
+def ms(day: str) -> int:
+    return int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp() * 1000)
+
+
+def _config(hot: int) -> RetrievalConfig:
+    return dataclasses.replace(SEED_DEFAULT, cache=CacheSettings(query_cache=False, hot_messages=hot))
+
+
+def _comparable(answer: Any) -> dict[str, Any]:
+    data: dict[str, Any] = answer.to_dict()
+    data.pop("timing_ms")
+    data.pop("cached", None)
+    return data
+
+
+def _texts(answer: Any) -> list[str]:
+    return [p["text"] for item in answer.to_dict()["items"] for p in item["provenance"]]
+
+
+@pytest.fixture
+def alice(build: Callable[..., Any], moving: tuple[Lines, Lines, Lines]) -> Any:
+    """Alice's move (before, the move, a later session): 9 messages projected into LanceDB."""
+    memory = build("archive")
+    memory.add(moving[0] + moving[1] + moving[2])
+    return memory
+
+
+@pytest.fixture
+def services(alice: Any, embedder: E5Embedder) -> Iterator[tuple[Retriever, Retriever]]:
+    """(tiered: newest ``HOT`` messages held, whole: every message held) over read-only handles of one store."""
+    made = [
+        Retriever(open_store(alice.settings.store_url, read_only=True), embedder, _config(hot), partitions=2)
+        for hot in (HOT, 0)
+    ]
+    yield made[0], made[1]
+    for r in made:
+        r.close()
+
+
+def test_a_tiered_owner_holds_its_newest_messages_and_knows_the_rest(services: tuple[Retriever, Retriever]) -> None:
+    tiered, whole = services
+    held, every = tiered.snapshot(OWNER), whole.snapshot(OWNER)
+    newest = sorted(every.messages.values(), key=lambda m: m.seq)[-HOT:]
+    assert sorted(held.messages) == sorted(m.id for m in newest)
+    assert held.archive is not None and every.archive is None
+    assert held.archive.split.messages == len(every.messages)
+    assert held.archive.split.cold_messages == len(every.messages) - HOT
+    assert held.speakers == every.speakers  # speakers of cold messages too
+    assert (held.records, held.traits, held.nodes) == (every.records, every.traits, every.nodes)
+
+
+def test_what_only_an_old_message_says_is_found_through_the_store(services: tuple[Retriever, Retriever]) -> None:
+    tiered, whole = services
+    held = tiered.snapshot(OWNER)
+    old = "I love spicy food, especially Sichuan hotpot."
+    assert all(m.text != old for m in held.messages.values())  # cold
+    for retriever in services:
+        answer = retriever.query(OWNER, "Which spicy food do I love, Sichuan hotpot?")
+        assert old in _texts(answer)[:3], retriever is tiered
+    cold = held.archive
+    assert cold is not None and cold.reads > 0
+    found = [m for m in held.messages_for(i for i in whole.snapshot(OWNER).messages) if m]
+    assert len(found) == len(whole.snapshot(OWNER).messages)  # every id resolves, hot or cold
+
+
+def test_as_of_answers_of_a_tiered_owner_equal_the_whole_owners(services: tuple[Retriever, Retriever]) -> None:
+    tiered, whole = services
+    for question in ("where do I live?", "What food do I like?", "Is work still busy?"):
+        for as_of in (ms("2024-04-15"), AsOf(offset=3)):
+            got, want = tiered.query(OWNER, question, as_of=as_of), whole.query(OWNER, question, as_of=as_of)
+            assert _comparable(got) == _comparable(want), (question, as_of)
+
+
+def _forget(memory: Any, message_id: str) -> None:
+    event = MemoryForgotten(str(uuid.uuid4()), "alice", "message", ms("2024-05-20"), target_id=message_id)
+
+    async def run() -> None:
+        log = open_log(memory.settings.log_url, memory.settings)
+        await log.start()
+        try:
+            await log.append(memory.settings.topic("control"), [OutgoingRecord("alice", encode_event(event))])
+            await run_pipeline(log, memory.projector, memory.agent, memory.settings)
+        finally:
+            await log.stop()
+
+    asyncio.run(run())
+
+
+def test_a_forgotten_cold_message_is_never_served_again(alice: Any, services: tuple[Retriever, Retriever]) -> None:
+    tiered, whole = services
+    question = "Which spicy food do I love, Sichuan hotpot?"
+    old = next(m for m in whole.snapshot(OWNER).messages.values() if "Sichuan hotpot" in m.text)
+    assert old.text in _texts(tiered.query(OWNER, question))  # memoised by the tiered snapshot
+    _forget(alice, old.id)
+    assert old.text not in _texts(tiered.query(OWNER, question))
+    snap = tiered.snapshot(OWNER)
+    assert snap.message(old.id) is None and snap.archive is not None
+    assert snap.archive.split.messages == len(whole.snapshot(OWNER).messages)
+
+
+def test_an_owner_within_the_window_is_held_whole_and_answers_alike(
+    alice: Any, embedder: E5Embedder, services: tuple[Retriever, Retriever]
+) -> None:
+    _, whole = services
+    wide = Retriever(open_store(alice.settings.store_url, read_only=True), embedder, _config(1000), partitions=2)
+    try:
+        assert wide.snapshot(OWNER).archive is None
+        for question in ("where do I live?", "What food do I like?", "我住在哪里？"):
+            assert _comparable(wide.query(OWNER, question)) == _comparable(whole.query(OWNER, question))
+    finally:
+        wide.close()
+
+
+def test_cold_candidates_are_scored_like_hot_ones(services: tuple[Retriever, Retriever]) -> None:
+    """A cold message's cosine is its stored vector's; its BM25 that of an index of the hot window plus it."""
+    tiered, whole = services
+    question = "Which spicy food do I love, Sichuan hotpot?"
+    tiered.query(OWNER, question)
+    held, every = tiered.snapshot(OWNER), whole.snapshot(OWNER)
+    assert held.archive is not None
+    q = tiered.embed(question)
+    cold = [m for m in every.messages.values() if m.id not in held.messages and held.archive.get(m.id)]
+    assert cold
+    index = every.vector_index("messages")
+    terms = query_terms(question)
+    for m in cold:
+        got = held.archive.cosine(m.id, q)
+        assert got == pytest.approx(float(index.cosines(q)[index.position[m.id]]), abs=1e-5)
+        row = held.archive.get(m.id)
+        assert row is not None
+        alone = TextIndex([*held.messages.values(), row], TEXT_FIELDS["messages"], extra=extracted_text)
+        want = float(alone.scores(terms)[alone.position[m.id]])
+        assert held.text_index("messages").score_outside(row, terms) == pytest.approx(want, rel=1e-9)
