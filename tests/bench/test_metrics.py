@@ -281,13 +281,15 @@ class _Store:
     def rows(self, table: str, user_id: str) -> list[str]:
         return [table]
 
-    def load_owner(self, user_id: str) -> list[MessageRow]:
+    def load_owner(self, user_id: str, messages_from_seq: int = 0) -> list[MessageRow]:
         return [_message("D1:1")]
 
-    def vector_search(self, table: str, user_id: str, vector: object, k: int) -> list[str]:
+    def vector_search(
+        self, table: str, user_id: str, vector: object, k: int, below_seq: int | None = None
+    ) -> list[str]:
         return [table]
 
-    def text_search(self, table: str, user_id: str, query: str, k: int) -> list[str]:
+    def text_search(self, table: str, user_id: str, query: str, k: int, below_seq: int | None = None) -> list[str]:
         return [table]
 
     def owner_changes(self, user_id: str, since: str) -> OwnerChanges | None:

@@ -10,7 +10,7 @@ import dataclasses
 import os
 import typing
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from adamem.projections.store import (
     lance_writes,
 )
 from adamem.projections.store import memory as memory_store
-from adamem.projections.store.base import OwnerChanges
+from adamem.projections.store.base import ArchiveSplit, OwnerChanges
 from adamem.projections.store.factory import open_store, open_views
 from adamem.projections.store.lance import LanceStore, switch_view
 from adamem.settings import Settings
@@ -584,6 +584,113 @@ def test_lancedb_readers_see_a_periodic_optimize_at_once(tmp_path: Path) -> None
     assert [r.id for r in reader.rows("messages", "default:alice")] == ["m0", "m1"]
 
 
+# ---- the archive of a large owner: its newest messages held hot, older ones reached through the store --
+
+BOB_BESIDE_ALICE = next(
+    f"default:u{i}"
+    for i in range(100)
+    if owner_partition(f"default:u{i}", PARTITIONS) == owner_partition("default:alice", PARTITIONS)
+)
+"""Another owner in alice's shard: its messages must count for nothing of hers."""
+
+
+def _numbered(user: str, seq: int, **values: Any) -> Row:
+    """Message ``seq`` of ``user`` (id ``<user's first letter>NN``), with the given fields."""
+    fields: dict[str, Any] = {"speaker": "Ann", "role": "user", "text": f"message {seq}", "vector": (1.0, 0.0, 0.0)}
+    fields.update(values)
+    prefix = "m" if user == "default:alice" else "b"
+    return make(MessageRow, id=f"{prefix}{seq:02d}", owner_id=user, seq=seq, **fields)
+
+
+def _archive(store: MemoryStore, alice: list[Row], others: Sequence[Row] = ()) -> None:
+    """Alice's owner row and an episodic row, her messages in two commits (newest first), and other rows."""
+    owner = make(OwnerRow, id="default:alice", owner_id="default:alice", next_seq=len(alice))
+    fact = make(EpisodicRow, id="e1", owner_id="default:alice", content="a fact", vector=(0.0, 1.0, 0.0))
+    half = len(alice) // 2
+    _commit(store, "default:alice", [Upsert("messages", r) for r in alice[half:]], 1)
+    _commit(
+        store,
+        "default:alice",
+        [Upsert("owners", owner), Upsert("episodic", fact), *(Upsert("messages", r) for r in [*alice[:half], *others])],
+        2,
+    )
+
+
+def test_archive_split_counts_the_cold_messages_and_every_speaker(store: MemoryStore) -> None:
+    alice = [
+        _numbered("default:alice", s, speaker="Bot", role="assistant") if s % 2 else _numbered("default:alice", s)
+        for s in range(12)
+    ]
+    alice[0] = _numbered("default:alice", 0, speaker="Zed", role="other")  # a speaker of a cold message only
+    bob = [_numbered(BOB_BESIDE_ALICE, s, speaker="Eve") for s in range(3, 40)]  # same shard, seqs of its own
+    _archive(store, alice, bob)
+    assert store.archive_split("default:alice", 5) == ArchiveSplit(
+        cold_below_seq=7,
+        cold_messages=7,
+        messages=12,
+        speakers=(("Ann", "user"), ("Bot", "assistant"), ("Zed", "other")),
+    )
+    assert store.archive_split("default:alice", 11) == ArchiveSplit(
+        1, 1, 12, (("Ann", "user"), ("Bot", "assistant"), ("Zed", "other"))
+    )
+    assert store.archive_split("default:alice", 12) is None  # at most ``hot``: load it whole
+    assert store.archive_split("default:alice", 50) is None
+    assert store.archive_split("default:nobody", 5) is None
+    split = store.archive_split(BOB_BESIDE_ALICE, 30)
+    assert split is not None and (split.cold_below_seq, split.cold_messages, split.messages) == (10, 7, 37)
+    assert split.speakers == (("Eve", "user"),)
+
+
+def test_load_owner_from_a_seq_keeps_the_other_tables_whole(store: MemoryStore) -> None:
+    _archive(store, [_numbered("default:alice", s) for s in range(12)], [_numbered(BOB_BESIDE_ALICE, 9)])
+    hot = store.load_owner("default:alice", messages_from_seq=7)
+    assert sorted(r.id for r in hot) == ["default:alice", "e1", "m07", "m08", "m09", "m10", "m11"]
+    whole = store.load_owner("default:alice")
+    assert sorted(r.id for r in whole) == sorted(["default:alice", "e1", *(f"m{s:02d}" for s in range(12))])
+    assert sorted(r.id for r in store.load_owner("default:alice", 0)) == sorted(r.id for r in whole)
+
+
+def test_searches_below_a_seq_find_only_the_owners_older_messages_best_first(store: MemoryStore) -> None:
+    vectors = {3: (1.0, 0.25, 0.0), 5: (1.0, 0.5, 0.0), 9: (1.0, 0.0, 0.0), 10: (1.0, 0.125, 0.0)}
+    alice = [
+        _numbered(
+            "default:alice", s, vector=vectors.get(s, (0.0, 0.0, 1.0)), text="hiking" if s in (2, 5, 9) else "rain"
+        )
+        for s in range(12)
+    ]
+    alice[2] = _numbered("default:alice", 2, text="hiking hiking in the hills", vector=(0.0, 0.5, 0.5))
+    bob = [_numbered(BOB_BESIDE_ALICE, 0, text="hiking", vector=(1.0, 0.0, 0.0))]
+    _archive(store, alice, bob)
+    near = store.vector_search("messages", "default:alice", (1.0, 0.0, 0.0), 3, below_seq=7)
+    assert [h.row.id for h in near][:2] == ["m03", "m05"]
+    assert all(h.row.seq < 7 for h in near)  # type: ignore[union-attr]
+    assert [h.row.vector for h in near][:2] == [vectors[3], vectors[5]]  # type: ignore[union-attr]
+    assert near[0].score > near[1].score
+    anywhere = store.vector_search("messages", "default:alice", (1.0, 0.0, 0.0), 2)
+    assert [h.row.id for h in anywhere] == ["m09", "m10"]  # without below_seq: hot messages as well
+
+    found = store.text_search("messages", "default:alice", "hiking", 5, below_seq=7)
+    assert [h.row.id for h in found] == ["m02", "m05"]  # the word twice ranks first; m09 is hot, b00 bob's
+    assert found[0].score > found[1].score
+    assert [h.row.vector for h in found] == [(0.0, 0.5, 0.5), vectors[5]]  # type: ignore[union-attr]
+    assert {h.row.id for h in store.text_search("messages", "default:alice", "hiking", 5)} == {"m02", "m05", "m09"}
+    assert store.text_search("messages", "default:alice", "hiking", 5, below_seq=0) == []
+    with pytest.raises(StoreError, match="below_seq"):
+        store.vector_search("episodic", "default:alice", (0.0, 1.0, 0.0), 3, below_seq=7)
+    with pytest.raises(StoreError, match="below_seq"):
+        store.text_search("episodic", "default:alice", "fact", 3, below_seq=7)
+
+
+def test_messages_by_id_reads_the_owners_messages_in_id_order(store: MemoryStore) -> None:
+    _archive(store, [_numbered("default:alice", s) for s in range(12)], [_numbered(BOB_BESIDE_ALICE, 1)])
+    found = store.messages_by_id("default:alice", ["m09", "m02", "absent", "b01", "e1", "m05", "m02"])
+    assert [m.id for m in found] == ["m02", "m05", "m09"]
+    assert found[0] == _numbered("default:alice", 2)  # the whole row, vector and all
+    assert store.messages_by_id("default:alice", []) == []
+    assert store.messages_by_id("default:nobody", ["m02"]) == []
+    assert [m.id for m in store.messages_by_id(BOB_BESIDE_ALICE, ["b01", "m01"])] == ["b01"]
+
+
 # ---- fencing: one writer per shard at a time ------------------------------------------------------
 
 
@@ -820,6 +927,7 @@ def test_reader_of_an_empty_store_finds_nothing(catalog: ViewCatalog) -> None:
     assert r.load_owner("default:alice") == [] and r.rows("messages", "default:alice") == []
     assert r.vector_search("messages", "default:alice", (1.0, 0.0, 0.0), 5) == []
     assert r.text_search("messages", "default:alice", "hiking", 5) == []
+    assert r.archive_split("default:alice", 5) is None and r.messages_by_id("default:alice", ["m1"]) == []
 
 
 def test_reader_sees_a_commit_of_the_writer_beside_it_at_once(
