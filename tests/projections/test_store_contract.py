@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import lancedb
+import numpy as np
 import pytest
 
 from adamem.errors import StoreError, StoreFenced
@@ -266,7 +267,7 @@ def test_lancedb_indexes_vectors_of_large_tables_and_still_finds_the_nearest(tmp
     shard = store._shard(0, create=False)
     assert shard is not None
     kinds = {tuple(ix.columns): ix.index_type for ix in shard.tables["messages"].list_indices()}
-    assert kinds == {("vector",): "IvfHnswSq", ("tokens",): "FTS", ("owner_id",): "BTree"}
+    assert kinds == {("vector",): "IvfPq", ("tokens",): "FTS", ("owner_id",): "BTree"}
     late = message("default:bob", "b99", "after the index", (0.0, 1.0, 0.0, 0.0))
     store.commit(0, [Upsert("messages", late)], {"analyses": 2})  # the next checkpoint covers the indexed version
     reader = LanceStore(str(tmp_path / "store"), read_only=True)
@@ -348,7 +349,7 @@ def test_lancedb_bulk_view_leaves_its_vector_index_and_change_log_to_the_writer_
     changes = reader.owner_changes("default:alice", token)
     assert changes is not None and [r.id for r in changes.rows] == ["m999"]
     table = reader._owner_shard("default:alice").visible("messages")  # type: ignore[union-attr]
-    assert {ix.index_type for ix in table.list_indices()} == {"IvfHnswSq", "FTS", "BTree"}
+    assert {ix.index_type for ix in table.list_indices()} == {"IvfPq", "FTS", "BTree"}
     assert reader.vector_search("messages", "default:alice", rows[42].vector, 1)[0].row.id == "m042"
 
 
@@ -689,6 +690,37 @@ def test_messages_by_id_reads_the_owners_messages_in_id_order(store: MemoryStore
     assert store.messages_by_id("default:alice", []) == []
     assert store.messages_by_id("default:nobody", ["m02"]) == []
     assert [m.id for m in store.messages_by_id(BOB_BESIDE_ALICE, ["b01", "m01"])] == ["b01"]
+
+
+def test_lancedb_an_ivf_pq_index_still_finds_the_nearest_cold_message_first(tmp_path: Path) -> None:
+    """Past ``vector_index_min_rows`` the messages table gets an IVF_PQ index; a search below a seq,
+    re-ranked by exact distance, still returns the planted nearest cold message first."""
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(700, 16)).astype(np.float32)
+    root = str(tmp_path / "store")
+    store = LanceStore(root, vector_index_min_rows=256)
+    store.bind(1)
+    alice = [_numbered("default:alice", s, vector=tuple(float(x) for x in vectors[s])) for s in range(600)]
+    bob = [_numbered(BOB_BESIDE_ALICE, s, vector=tuple(float(x) for x in vectors[600 + s])) for s in range(100)]
+    query = vectors[123] + 0.05 * rng.normal(size=16).astype(np.float32)
+    alice[580] = _numbered("default:alice", 580, vector=tuple(float(x) for x in query))  # hot, nearer still
+    bob[5] = _numbered(BOB_BESIDE_ALICE, 5, vector=tuple(float(x) for x in query))  # nearer, another owner
+    store.commit(0, [Upsert("messages", r) for r in alice + bob], {"analyses": 1})
+    store.optimize()
+    store.commit(0, [], {"analyses": 2})  # the checkpoint covers the indexed version
+    shard = store._shard(0, create=False)
+    assert shard is not None
+    assert {tuple(ix.columns): ix.index_type for ix in shard.tables["messages"].list_indices()}[("vector",)] == "IvfPq"
+    reader = LanceStore(root, read_only=True)
+    hits = reader.vector_search("messages", "default:alice", query.tolist(), 10, below_seq=500)
+    assert hits[0].row.id == "m123"
+    assert all(h.row.owner_id == "default:alice" and h.row.seq < 500 for h in hits)  # type: ignore[union-attr]
+    assert hits[0].score == pytest.approx(
+        float(np.dot(query, vectors[123]) / np.linalg.norm(query) / np.linalg.norm(vectors[123])), abs=1e-4
+    )
+    assert reader.vector_search("messages", "default:alice", query.tolist(), 1)[0].row.id == "m580"
+    split = reader.archive_split("default:alice", 100)
+    assert split is not None and (split.cold_below_seq, split.cold_messages, split.messages) == (500, 500, 600)
 
 
 # ---- fencing: one writer per shard at a time ------------------------------------------------------
