@@ -30,6 +30,7 @@ from adamem.projections.store import (
     ViewCatalog,
     lance_arrow,
     lance_reads,
+    lance_scan,
     lance_tables,
     lance_writes,
 )
@@ -721,6 +722,47 @@ def test_lancedb_an_ivf_pq_index_still_finds_the_nearest_cold_message_first(tmp_
     assert reader.vector_search("messages", "default:alice", query.tolist(), 1)[0].row.id == "m580"
     split = reader.archive_split("default:alice", 100)
     assert split is not None and (split.cold_below_seq, split.cold_messages, split.messages) == (500, 500, 600)
+
+
+def test_lancedb_full_text_index_tokens_read_back_exactly(tmp_path: Path) -> None:
+    """The FST of an index's token dictionary reads back as exactly the indexed words: every ASCII
+    character and non-ASCII ones, shared prefixes, nodes of one and of more than 32 transitions."""
+    rng = np.random.default_rng(5)
+    alphabet = [chr(c) for c in range(33, 127) if chr(c) != "'"] + ["é", "中", "文"]
+    words = {"".join(rng.choice(alphabet, size=int(rng.integers(1, 12)))) for _ in range(2000)}
+    words |= {"a", "ab", "abc", "b", *alphabet}
+    ordered = sorted(words)
+    db = lancedb.connect(str(tmp_path / "db"))
+    texts = [" ".join(ordered[i : i + 7]) for i in range(0, len(ordered), 7)]
+    table = db.create_table("t", data=[{"id": str(i), "tokens": t} for i, t in enumerate(texts)])
+    table.create_index("tokens", config=lance_tables.FTS_INDEX)
+    files = list(lance_scan.index_token_files(tmp_path / "db" / "t.lance"))
+    read = [t for f in files for t in lance_scan.index_tokens(f)]
+    assert files and sorted(read) == sorted({w.lower().encode() for w in words})  # (lower-cased by the index)
+
+
+def test_lancedb_erasure_leaves_no_token_of_a_deleted_row_in_the_full_text_index(tmp_path: Path) -> None:
+    """A word of a forgotten message is gone from the full-text index's dictionary after ``erase_history``,
+    also when the index was folded forward over several commits and the row sits among others."""
+    root = tmp_path / "store"
+    store = LanceStore(str(root), optimize_every=2)
+    store.bind(1)
+    words = ["alpha", "zanzibarquokka", "gamma", "delta", "epsilon"]
+    for n, word in enumerate(words, start=1):  # the index is made at the first commit, folded forward at every 2nd
+        store.commit(
+            0, [Upsert("messages", message("default:alice", f"m{n}", f"{word} words", (1.0, 0.0, 0.0)))], {"a": n}
+        )
+    store.optimize()
+    folder = root / "views" / "main" / "p0" / "messages.lance"
+
+    def tokens() -> set[bytes]:
+        return {t for path in lance_scan.index_token_files(folder) for t in lance_scan.index_tokens(path)}
+
+    assert {b"alpha", b"zanzibarquokka", b"epsilon", b"word"} <= tokens()
+    store.commit(0, [Delete("messages", "m2")], {"a": 6})
+    store.erase_history(0)
+    assert b"zanzibarquokka" not in tokens() and {b"alpha", b"gamma", b"epsilon", b"word"} <= tokens()
+    assert [h.row.id for h in store.text_search("messages", "default:alice", "gamma", 5)] == ["m3"]
 
 
 # ---- fencing: one writer per shard at a time ------------------------------------------------------

@@ -17,7 +17,8 @@ builds it (about half of a LoCoMo-sized rebuild's time was this index).
 Erasure: LanceDB deletes by marking rows, and every older version keeps its files, so a forgotten
 row stays on disk. After a commit that applied a forget, ``erase_history`` rewrites every fragment
 that has deleted rows (compaction with ``materialize_deletions_threshold=0``), brings the indexes
-up to date, records the new versions in the checkpoint, then removes every older version's files
+up to date (the full-text index is remapped to the rewritten rows, and its token dictionary keeps
+no word only a deleted row had), records the new versions in the checkpoint, then removes every older version's files
 (``cleanup_old_versions(older_than=0)``); the store then removes, in the active view, every other
 view (``LanceStore.erase_history``). How a reader copes with versions removed under it: ``lance_reads``.
 """
