@@ -53,7 +53,7 @@ from adamem.events import ChatMessage
 from adamem.owners import owner_key
 from adamem.progress import Progress
 from adamem.projections.folds.rows import MessageRow, Row
-from adamem.projections.store.base import Hit, MemoryStore, OwnerChanges
+from adamem.projections.store.base import ArchiveSplit, Hit, MemoryStore, OwnerChanges
 from adamem.projections.store.factory import open_store
 from adamem.projections.store.scoring import bm25_scores
 from adamem.retrieval import SEED_DEFAULT, Answer, FusionWeights, RetrievalConfig, Retriever
@@ -122,8 +122,14 @@ class MessagesOnly:
     def commit(self, partition: int, changes: Any, offsets: dict[str, int]) -> None:  # pragma: no cover
         raise RuntimeError("the messages-only view is read-only")
 
+    def archive_split(self, user_id: str, hot_messages: int) -> ArchiveSplit | None:
+        return self.inner.archive_split(user_id, hot_messages)
+
     def load_owner(self, user_id: str, messages_from_seq: int = 0) -> list[Row]:
         return [r for r in self.inner.load_owner(user_id, messages_from_seq) if r.TABLE not in HIDDEN]
+
+    def messages_by_id(self, user_id: str, ids: Sequence[str]) -> list[MessageRow]:
+        return self.inner.messages_by_id(user_id, ids)
 
     def rows(self, table: str, user_id: str) -> list[Row]:
         return [] if table in HIDDEN else self.inner.rows(table, user_id)

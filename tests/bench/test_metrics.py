@@ -284,7 +284,9 @@ class _Store:
     def load_owner(self, user_id: str, messages_from_seq: int = 0) -> list[MessageRow]:
         return [_message("D1:1")]
 
-    def vector_search(self, table: str, user_id: str, vector: object, k: int, below_seq: int | None = None) -> list[str]:
+    def vector_search(
+        self, table: str, user_id: str, vector: object, k: int, below_seq: int | None = None
+    ) -> list[str]:
         return [table]
 
     def text_search(self, table: str, user_id: str, query: str, k: int, below_seq: int | None = None) -> list[str]:

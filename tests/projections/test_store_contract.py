@@ -10,11 +10,12 @@ import dataclasses
 import os
 import typing
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import lancedb
+import numpy as np
 import pytest
 
 from adamem.errors import StoreError, StoreFenced
@@ -29,11 +30,12 @@ from adamem.projections.store import (
     ViewCatalog,
     lance_arrow,
     lance_reads,
+    lance_scan,
     lance_tables,
     lance_writes,
 )
 from adamem.projections.store import memory as memory_store
-from adamem.projections.store.base import OwnerChanges
+from adamem.projections.store.base import ArchiveSplit, OwnerChanges
 from adamem.projections.store.factory import open_store, open_views
 from adamem.projections.store.lance import LanceStore, switch_view
 from adamem.settings import Settings
@@ -266,7 +268,7 @@ def test_lancedb_indexes_vectors_of_large_tables_and_still_finds_the_nearest(tmp
     shard = store._shard(0, create=False)
     assert shard is not None
     kinds = {tuple(ix.columns): ix.index_type for ix in shard.tables["messages"].list_indices()}
-    assert kinds == {("vector",): "IvfHnswSq", ("tokens",): "FTS", ("owner_id",): "BTree"}
+    assert kinds == {("vector",): "IvfPq", ("tokens",): "FTS", ("owner_id",): "BTree"}
     late = message("default:bob", "b99", "after the index", (0.0, 1.0, 0.0, 0.0))
     store.commit(0, [Upsert("messages", late)], {"analyses": 2})  # the next checkpoint covers the indexed version
     reader = LanceStore(str(tmp_path / "store"), read_only=True)
@@ -348,7 +350,7 @@ def test_lancedb_bulk_view_leaves_its_vector_index_and_change_log_to_the_writer_
     changes = reader.owner_changes("default:alice", token)
     assert changes is not None and [r.id for r in changes.rows] == ["m999"]
     table = reader._owner_shard("default:alice").visible("messages")  # type: ignore[union-attr]
-    assert {ix.index_type for ix in table.list_indices()} == {"IvfHnswSq", "FTS", "BTree"}
+    assert {ix.index_type for ix in table.list_indices()} == {"IvfPq", "FTS", "BTree"}
     assert reader.vector_search("messages", "default:alice", rows[42].vector, 1)[0].row.id == "m042"
 
 
@@ -582,6 +584,185 @@ def test_lancedb_readers_see_a_periodic_optimize_at_once(tmp_path: Path) -> None
     table = reader._owner_shard("default:alice").visible("messages")  # type: ignore[union-attr]
     assert {ix.index_type for ix in table.list_indices()} == {"FTS", "BTree"}  # the checkpoint covers the optimize
     assert [r.id for r in reader.rows("messages", "default:alice")] == ["m0", "m1"]
+
+
+# ---- the archive of a large owner: its newest messages held hot, older ones reached through the store --
+
+BOB_BESIDE_ALICE = next(
+    f"default:u{i}"
+    for i in range(100)
+    if owner_partition(f"default:u{i}", PARTITIONS) == owner_partition("default:alice", PARTITIONS)
+)
+"""Another owner in alice's shard: its messages must count for nothing of hers."""
+
+
+def _numbered(user: str, seq: int, **values: Any) -> Row:
+    """Message ``seq`` of ``user`` (id ``<user's first letter>NN``), with the given fields."""
+    fields: dict[str, Any] = {"speaker": "Ann", "role": "user", "text": f"message {seq}", "vector": (1.0, 0.0, 0.0)}
+    fields.update(values)
+    prefix = "m" if user == "default:alice" else "b"
+    return make(MessageRow, id=f"{prefix}{seq:02d}", owner_id=user, seq=seq, **fields)
+
+
+def _archive(store: MemoryStore, alice: list[Row], others: Sequence[Row] = ()) -> None:
+    """Alice's owner row and an episodic row, her messages in two commits (newest first), and other rows."""
+    owner = make(OwnerRow, id="default:alice", owner_id="default:alice", next_seq=len(alice))
+    fact = make(EpisodicRow, id="e1", owner_id="default:alice", content="a fact", vector=(0.0, 1.0, 0.0))
+    half = len(alice) // 2
+    _commit(store, "default:alice", [Upsert("messages", r) for r in alice[half:]], 1)
+    _commit(
+        store,
+        "default:alice",
+        [Upsert("owners", owner), Upsert("episodic", fact), *(Upsert("messages", r) for r in [*alice[:half], *others])],
+        2,
+    )
+
+
+def test_archive_split_counts_the_cold_messages_and_every_speaker(store: MemoryStore) -> None:
+    alice = [
+        _numbered("default:alice", s, speaker="Bot", role="assistant") if s % 2 else _numbered("default:alice", s)
+        for s in range(12)
+    ]
+    alice[0] = _numbered("default:alice", 0, speaker="Zed", role="other")  # a speaker of a cold message only
+    bob = [_numbered(BOB_BESIDE_ALICE, s, speaker="Eve") for s in range(3, 40)]  # same shard, seqs of its own
+    _archive(store, alice, bob)
+    assert store.archive_split("default:alice", 5) == ArchiveSplit(
+        cold_below_seq=7,
+        cold_messages=7,
+        messages=12,
+        speakers=(("Ann", "user"), ("Bot", "assistant"), ("Zed", "other")),
+    )
+    assert store.archive_split("default:alice", 11) == ArchiveSplit(
+        1, 1, 12, (("Ann", "user"), ("Bot", "assistant"), ("Zed", "other"))
+    )
+    assert store.archive_split("default:alice", 12) is None  # at most ``hot``: load it whole
+    assert store.archive_split("default:alice", 50) is None
+    assert store.archive_split("default:nobody", 5) is None
+    split = store.archive_split(BOB_BESIDE_ALICE, 30)
+    assert split is not None and (split.cold_below_seq, split.cold_messages, split.messages) == (10, 7, 37)
+    assert split.speakers == (("Eve", "user"),)
+
+
+def test_load_owner_from_a_seq_keeps_the_other_tables_whole(store: MemoryStore) -> None:
+    _archive(store, [_numbered("default:alice", s) for s in range(12)], [_numbered(BOB_BESIDE_ALICE, 9)])
+    hot = store.load_owner("default:alice", messages_from_seq=7)
+    assert sorted(r.id for r in hot) == ["default:alice", "e1", "m07", "m08", "m09", "m10", "m11"]
+    whole = store.load_owner("default:alice")
+    assert sorted(r.id for r in whole) == sorted(["default:alice", "e1", *(f"m{s:02d}" for s in range(12))])
+    assert sorted(r.id for r in store.load_owner("default:alice", 0)) == sorted(r.id for r in whole)
+
+
+def test_searches_below_a_seq_find_only_the_owners_older_messages_best_first(store: MemoryStore) -> None:
+    vectors = {3: (1.0, 0.25, 0.0), 5: (1.0, 0.5, 0.0), 9: (1.0, 0.0, 0.0), 10: (1.0, 0.125, 0.0)}
+    alice = [
+        _numbered(
+            "default:alice", s, vector=vectors.get(s, (0.0, 0.0, 1.0)), text="hiking" if s in (2, 5, 9) else "rain"
+        )
+        for s in range(12)
+    ]
+    alice[2] = _numbered("default:alice", 2, text="hiking hiking in the hills", vector=(0.0, 0.5, 0.5))
+    bob = [_numbered(BOB_BESIDE_ALICE, 0, text="hiking", vector=(1.0, 0.0, 0.0))]
+    _archive(store, alice, bob)
+    near = store.vector_search("messages", "default:alice", (1.0, 0.0, 0.0), 3, below_seq=7)
+    assert [h.row.id for h in near][:2] == ["m03", "m05"]
+    assert all(h.row.seq < 7 for h in near)  # type: ignore[union-attr]
+    assert [h.row.vector for h in near][:2] == [vectors[3], vectors[5]]  # type: ignore[union-attr]
+    assert near[0].score > near[1].score
+    anywhere = store.vector_search("messages", "default:alice", (1.0, 0.0, 0.0), 2)
+    assert [h.row.id for h in anywhere] == ["m09", "m10"]  # without below_seq: hot messages as well
+
+    found = store.text_search("messages", "default:alice", "hiking", 5, below_seq=7)
+    assert [h.row.id for h in found] == ["m02", "m05"]  # the word twice ranks first; m09 is hot, b00 bob's
+    assert found[0].score > found[1].score
+    assert [h.row.vector for h in found] == [(0.0, 0.5, 0.5), vectors[5]]  # type: ignore[union-attr]
+    assert {h.row.id for h in store.text_search("messages", "default:alice", "hiking", 5)} == {"m02", "m05", "m09"}
+    assert store.text_search("messages", "default:alice", "hiking", 5, below_seq=0) == []
+    with pytest.raises(StoreError, match="below_seq"):
+        store.vector_search("episodic", "default:alice", (0.0, 1.0, 0.0), 3, below_seq=7)
+    with pytest.raises(StoreError, match="below_seq"):
+        store.text_search("episodic", "default:alice", "fact", 3, below_seq=7)
+
+
+def test_messages_by_id_reads_the_owners_messages_in_id_order(store: MemoryStore) -> None:
+    _archive(store, [_numbered("default:alice", s) for s in range(12)], [_numbered(BOB_BESIDE_ALICE, 1)])
+    found = store.messages_by_id("default:alice", ["m09", "m02", "absent", "b01", "e1", "m05", "m02"])
+    assert [m.id for m in found] == ["m02", "m05", "m09"]
+    assert found[0] == _numbered("default:alice", 2)  # the whole row, vector and all
+    assert store.messages_by_id("default:alice", []) == []
+    assert store.messages_by_id("default:nobody", ["m02"]) == []
+    assert [m.id for m in store.messages_by_id(BOB_BESIDE_ALICE, ["b01", "m01"])] == ["b01"]
+
+
+def test_lancedb_an_ivf_pq_index_still_finds_the_nearest_cold_message_first(tmp_path: Path) -> None:
+    """Past ``vector_index_min_rows`` the messages table gets an IVF_PQ index; a search below a seq,
+    re-ranked by exact distance, still returns the planted nearest cold message first."""
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(700, 16)).astype(np.float32)
+    root = str(tmp_path / "store")
+    store = LanceStore(root, vector_index_min_rows=256)
+    store.bind(1)
+    alice = [_numbered("default:alice", s, vector=tuple(float(x) for x in vectors[s])) for s in range(600)]
+    bob = [_numbered(BOB_BESIDE_ALICE, s, vector=tuple(float(x) for x in vectors[600 + s])) for s in range(100)]
+    query = vectors[123] + 0.05 * rng.normal(size=16).astype(np.float32)
+    alice[580] = _numbered("default:alice", 580, vector=tuple(float(x) for x in query))  # hot, nearer still
+    bob[5] = _numbered(BOB_BESIDE_ALICE, 5, vector=tuple(float(x) for x in query))  # nearer, another owner
+    store.commit(0, [Upsert("messages", r) for r in alice + bob], {"analyses": 1})
+    store.optimize()
+    store.commit(0, [], {"analyses": 2})  # the checkpoint covers the indexed version
+    shard = store._shard(0, create=False)
+    assert shard is not None
+    assert {tuple(ix.columns): ix.index_type for ix in shard.tables["messages"].list_indices()}[("vector",)] == "IvfPq"
+    reader = LanceStore(root, read_only=True)
+    hits = reader.vector_search("messages", "default:alice", query.tolist(), 10, below_seq=500)
+    assert hits[0].row.id == "m123"
+    assert all(h.row.owner_id == "default:alice" and h.row.seq < 500 for h in hits)  # type: ignore[union-attr]
+    assert hits[0].score == pytest.approx(
+        float(np.dot(query, vectors[123]) / np.linalg.norm(query) / np.linalg.norm(vectors[123])), abs=1e-4
+    )
+    assert reader.vector_search("messages", "default:alice", query.tolist(), 1)[0].row.id == "m580"
+    split = reader.archive_split("default:alice", 100)
+    assert split is not None and (split.cold_below_seq, split.cold_messages, split.messages) == (500, 500, 600)
+
+
+def test_lancedb_full_text_index_tokens_read_back_exactly(tmp_path: Path) -> None:
+    """The FST of an index's token dictionary reads back as exactly the indexed words: every ASCII
+    character and non-ASCII ones, shared prefixes, nodes of one and of more than 32 transitions."""
+    rng = np.random.default_rng(5)
+    alphabet = [chr(c) for c in range(33, 127) if chr(c) != "'"] + ["é", "中", "文"]
+    words = {"".join(rng.choice(alphabet, size=int(rng.integers(1, 12)))) for _ in range(2000)}
+    words |= {"a", "ab", "abc", "b", *alphabet}
+    ordered = sorted(words)
+    db = lancedb.connect(str(tmp_path / "db"))
+    texts = [" ".join(ordered[i : i + 7]) for i in range(0, len(ordered), 7)]
+    table = db.create_table("t", data=[{"id": str(i), "tokens": t} for i, t in enumerate(texts)])
+    table.create_index("tokens", config=lance_tables.FTS_INDEX)
+    files = list(lance_scan.index_token_files(tmp_path / "db" / "t.lance"))
+    read = [t for f in files for t in lance_scan.index_tokens(f)]
+    assert files and sorted(read) == sorted({w.lower().encode() for w in words})  # (lower-cased by the index)
+
+
+def test_lancedb_erasure_leaves_no_token_of_a_deleted_row_in_the_full_text_index(tmp_path: Path) -> None:
+    """A word of a forgotten message is gone from the full-text index's dictionary after ``erase_history``,
+    also when the index was folded forward over several commits and the row sits among others."""
+    root = tmp_path / "store"
+    store = LanceStore(str(root), optimize_every=2)
+    store.bind(1)
+    words = ["alpha", "zanzibarquokka", "gamma", "delta", "epsilon"]
+    for n, word in enumerate(words, start=1):  # the index is made at the first commit, folded forward at every 2nd
+        store.commit(
+            0, [Upsert("messages", message("default:alice", f"m{n}", f"{word} words", (1.0, 0.0, 0.0)))], {"a": n}
+        )
+    store.optimize()
+    folder = root / "views" / "main" / "p0" / "messages.lance"
+
+    def tokens() -> set[bytes]:
+        return {t for path in lance_scan.index_token_files(folder) for t in lance_scan.index_tokens(path)}
+
+    assert {b"alpha", b"zanzibarquokka", b"epsilon", b"word"} <= tokens()
+    store.commit(0, [Delete("messages", "m2")], {"a": 6})
+    store.erase_history(0)
+    assert b"zanzibarquokka" not in tokens() and {b"alpha", b"gamma", b"epsilon", b"word"} <= tokens()
+    assert [h.row.id for h in store.text_search("messages", "default:alice", "gamma", 5)] == ["m3"]
 
 
 # ---- fencing: one writer per shard at a time ------------------------------------------------------
@@ -820,6 +1001,7 @@ def test_reader_of_an_empty_store_finds_nothing(catalog: ViewCatalog) -> None:
     assert r.load_owner("default:alice") == [] and r.rows("messages", "default:alice") == []
     assert r.vector_search("messages", "default:alice", (1.0, 0.0, 0.0), 5) == []
     assert r.text_search("messages", "default:alice", "hiking", 5) == []
+    assert r.archive_split("default:alice", 5) is None and r.messages_by_id("default:alice", ["m1"]) == []
 
 
 def test_reader_sees_a_commit_of_the_writer_beside_it_at_once(

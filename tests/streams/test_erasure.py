@@ -164,6 +164,30 @@ async def test_a_forget_leaves_no_copy_in_the_store(settings: Settings, tmp_path
     await log.stop()
 
 
+async def test_a_forget_leaves_no_token_in_the_full_text_index(settings: Settings, tmp_path: Path) -> None:
+    """The full-text index keeps its rows' words as an FST, which no byte search finds: verify reads its
+    tokens, finds the forgotten word there while the message is indexed, and nowhere after the forget."""
+    log, _, store = await _built(settings, tmp_path)
+    writer = LanceStore(str(store))
+    for p in range(writer.partition_count()):
+        writer.checkpoint(p)  # opens every shard, so that optimize indexes them all
+    writer.optimize()  # the FTS index now covers every message, the secret too
+    writer.close()
+    shard = store / "views" / "main" / f"p{partition_for('alice', 2)}" / "messages.lance"
+    index_files = [p for p in (shard / "_indices").rglob("*") if p.is_file()]
+    assert index_files and not [p for p in index_files if MARKER.lower().encode() in p.read_bytes()]  # no byte shows it
+    before = find_text(MARKER, log_root=None, store_root=store)
+    indexed = [t for t in before if "full-text index token 'zanzibarquokka'" in t.where]
+    assert any(t.path.is_relative_to(shard / "_indices") for t in indexed), before  # (graph nodes' labels too)
+
+    await _forget_secret(log, settings, store)
+    traces = find_text(MARKER, log_root=None, store_root=store)
+    assert traces == [], "\n".join(map(str, traces))
+    kept = find_text("hotpot", log_root=None, store_root=store)  # another message's word stays indexed
+    assert any(t.where == "full-text index token 'hotpot'" for t in kept), kept
+    await log.stop()
+
+
 async def test_forget_verify_names_every_place_the_text_remains(
     settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,7 +8,10 @@ Every file is searched three ways, because compression hides text from a byte se
   each value is also decoded as an event and **opened with the keystore**: a sealed message or
   analysis whose key is still there is readable, so its free text counts as remaining (this is
   also what finds the text of owners that were not forgotten), one whose key is gone is not;
-- a Lance dataset (``*.lance``) row by row with Lance, in every version it still keeps.
+- a Lance dataset (``*.lance``) row by row with Lance, in every version it still keeps, and the
+  token dictionaries of its full-text indexes (``_indices``) token by token: they keep the words of
+  the rows they index as an FST, which no byte search finds. A token counts when it holds the text
+  in any form above, or is the text's own search token (``adamem.text``: lower-cased, stemmed).
 
 The keystore's own files are searched raw (they hold keys, not text). For a Kafka log
 (``find_text_in_log``) every record of every topic of the deployment (the topic prefix) is read
@@ -27,12 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from adamem.errors import AdaMemError, ConfigError
 from adamem.events import ChatMessage, MessageAnalyzed
-from adamem.projections.store.lance_scan import lance_datasets, scan_dataset
+from adamem.projections.store.lance_scan import index_token_files, index_tokens, lance_datasets, scan_dataset
 from adamem.schemas.serde import decode_event
 from adamem.streams.embedded_log import DAMAGED, read_entries, scan_file
 from adamem.streams.keys import KeyRingLike
+from adamem.text import search_text
 
 if TYPE_CHECKING:
     from adamem.settings import Settings
@@ -149,6 +155,30 @@ def find_text(
             for dataset in lance_datasets(root):
                 for hit in scan_dataset(dataset, forms):
                     traces.append(Trace(dataset, f"version {hit.version}, column {hit.column}, row {hit.row_id}"))
+                traces += _index_traces(dataset, [*forms, *_search_token(text)])
+    return traces
+
+
+def _search_token(text: str) -> list[bytes]:
+    """The text as the full-text index stores it, when it is one token (lower-cased, stemmed)."""
+    token = search_text(text)
+    return [token.encode()] if token and " " not in token else []
+
+
+def _index_traces(dataset: Path, forms: Sequence[bytes]) -> list[Trace]:
+    """Tokens of the dataset's full-text indexes holding the text; a dictionary it cannot read, as unverifiable."""
+    traces: list[Trace] = []
+    for path in index_token_files(dataset):
+        try:
+            tokens = index_tokens(path)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            traces.append(Trace(path, f"full-text index tokens this scan cannot read ({exc})", True))
+            continue
+        traces += [
+            Trace(path, f"full-text index token {t.decode(errors='replace')!r}")
+            for t in tokens
+            if any(f in t for f in forms)
+        ]
     return traces
 
 

@@ -9,19 +9,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from adamem.errors import ConfigError
+from adamem.errors import ConfigError, StoreError
 from adamem.projections.folds.changes import Change, Delete, Upsert
 from adamem.projections.folds.rows import TABLES, Row
-from adamem.projections.store.ports import Hit, MemoryStore, OwnerChanges
+from adamem.projections.store.ports import ArchiveSplit, Hit, MemoryStore, OwnerChanges
 
 __all__ = [
     "CHANGE_HISTORY",
     "TEXT_FIELDS",
+    "ArchiveSplit",
     "ChangeEntry",
     "Hit",
     "MemoryStore",
     "OwnerChanges",
     "change_entry",
+    "check_below_seq",
     "final_rows",
     "owner_ids",
     "store_folder",
@@ -94,3 +96,9 @@ def store_folder(url: str) -> str:
 
 
 ALL_TABLES = TABLES
+
+
+def check_below_seq(table: str, below_seq: int | None) -> None:
+    """Refuse ``below_seq`` for a table other than ``messages`` (only messages have an arrival number)."""
+    if below_seq is not None and table != "messages":
+        raise StoreError(f"below_seq applies to table 'messages' only, not {table!r}")

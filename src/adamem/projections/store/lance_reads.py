@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -123,6 +123,15 @@ class ShardReads(ShardHandle):
         rows = rows_from_arrow(name, self._dataset(name, table).to_table(filter=where))
         rows.sort(key=lambda r: r.id)
         return rows
+
+    def columns(self, name: str, where: str, columns: Sequence[str]) -> pa.Table | None:
+        """Some columns of a table's rows matching a filter, as readers may see them, as Arrow (no rows
+        made); None when readers see no such table."""
+        table = self.visible(name)
+        if table is None:
+            return None
+        data: pa.Table = self._dataset(name, table).to_table(columns=list(columns), filter=where)
+        return data
 
     def _dataset(self, name: str, table: Any) -> Any:
         """The Lance dataset of a table at the version its handle shows, opened once per version."""

@@ -14,14 +14,16 @@ from dataclasses import dataclass, field
 from adamem.errors import StoreError
 from adamem.partitioning import owner_partition
 from adamem.projections.folds.changes import Change
-from adamem.projections.folds.rows import TABLES, Row
+from adamem.projections.folds.rows import TABLES, MessageRow, Row
 from adamem.projections.store.base import (
     CHANGE_HISTORY,
     TEXT_FIELDS,
+    ArchiveSplit,
     ChangeEntry,
     Hit,
     OwnerChanges,
     change_entry,
+    check_below_seq,
     final_rows,
     owner_ids,
 )
@@ -198,9 +200,29 @@ class InMemoryStore:
                     gone.setdefault(table, set()).add(id_)
         return OwnerChanges(f"{name}/{now}", tuple(rows), {t: frozenset(ids) for t, ids in gone.items() if ids})
 
-    def load_owner(self, owner_id: str) -> list[Row]:
-        """Every row of an owner."""
-        return [row for table in TABLES for row in self.rows(table, owner_id)]
+    def archive_split(self, owner_id: str, hot_messages: int) -> ArchiveSplit | None:
+        """Where the owner's newest ``hot_messages`` messages begin (None: it has at most that many)."""
+        messages = self._messages(owner_id)
+        if len(messages) <= hot_messages:
+            return None
+        seqs = sorted((m.seq for m in messages), reverse=True)
+        cold_below_seq = seqs[hot_messages - 1] if hot_messages > 0 else seqs[0] + 1
+        return ArchiveSplit(
+            cold_below_seq=cold_below_seq,
+            cold_messages=sum(1 for s in seqs if s < cold_below_seq),
+            messages=len(messages),
+            speakers=tuple(sorted({(m.speaker, m.role) for m in messages})),
+        )
+
+    def _messages(self, owner_id: str) -> list[MessageRow]:
+        return self.rows("messages", owner_id)  # type: ignore[return-value]
+
+    def load_owner(self, owner_id: str, messages_from_seq: int = 0) -> list[Row]:
+        """Every row of an owner; messages only those with ``seq >= messages_from_seq``."""
+        rows = [row for table in TABLES for row in self.rows(table, owner_id)]
+        if not messages_from_seq:
+            return rows
+        return [r for r in rows if not isinstance(r, MessageRow) or r.seq >= messages_from_seq]
 
     def rows(self, table: str, owner_id: str) -> list[Row]:
         """Rows of one table for an owner, in id order."""
@@ -212,22 +234,43 @@ class InMemoryStore:
         shards = self._view.shards.values()
         return sorted({r.owner_id for shard in shards for r in shard.get("owners", {}).values()})
 
-    def vector_search(self, table: str, owner_id: str, vector: Sequence[float], k: int) -> list[Hit]:
-        """Exact cosine search over an owner's rows."""
-        hits = [Hit(r, cosine(vector, r.vector)) for r in self.rows(table, owner_id) if getattr(r, "vector", ())]  # type: ignore[union-attr]
+    def _searched(self, table: str, owner_id: str, below_seq: int | None) -> list[Row]:
+        """The owner's rows of a table a search may return: with ``below_seq``, messages below it only."""
+        check_below_seq(table, below_seq)
+        rows = self.rows(table, owner_id)
+        if below_seq is None:
+            return rows
+        return [r for r in rows if r.seq < below_seq]  # type: ignore[union-attr]
+
+    def vector_search(
+        self, table: str, owner_id: str, vector: Sequence[float], k: int, below_seq: int | None = None
+    ) -> list[Hit]:
+        """Exact cosine search over an owner's rows (with ``below_seq``: messages with ``seq < below_seq``)."""
+        rows = self._searched(table, owner_id, below_seq)
+        hits = [Hit(r, cosine(vector, r.vector)) for r in rows if getattr(r, "vector", ())]  # type: ignore[union-attr]
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits[:k]
 
-    def text_search(self, table: str, owner_id: str, query: str, k: int) -> list[Hit]:
-        """BM25 over an owner's rows of the table (an owner's rows are the corpus)."""
+    def text_search(self, table: str, owner_id: str, query: str, k: int, below_seq: int | None = None) -> list[Hit]:
+        """BM25 over an owner's rows of the table (an owner's rows are the corpus; ``below_seq`` keeps
+        the hits among messages with ``seq < below_seq``, the corpus stays the owner's)."""
         if table not in TEXT_FIELDS:
             raise StoreError(f"table {table!r} has no full-text column; use one of {sorted(TEXT_FIELDS)}")
+        check_below_seq(table, below_seq)
         rows = self.rows(table, owner_id)
         docs = [search_text(" ".join(str(getattr(r, f)) for f in TEXT_FIELDS[table])).split() for r in rows]
         terms = search_text(query).split()
         hits = [Hit(r, s) for r, s in zip(rows, bm25_scores(docs, terms), strict=True) if s > 0]
+        if below_seq is not None:
+            hits = [h for h in hits if h.row.seq < below_seq]  # type: ignore[union-attr]
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits[:k]
+
+    def messages_by_id(self, owner_id: str, ids: Sequence[str]) -> list[MessageRow]:
+        """The owner's messages with these ids (absent ids and other owners' skipped), in id order."""
+        messages = self._shard_of(owner_id).get("messages", {})
+        found = (messages.get(i) for i in sorted(set(ids)))
+        return [m for m in found if m is not None and m.owner_id == owner_id]  # type: ignore[misc]
 
     def erase_history(self, partition: int) -> list[str]:
         """Deleted rows are gone from the dicts already; other views may still hold them (as in LanceDB,

@@ -24,9 +24,18 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from adamem.projections.folds.changes import Change
-from adamem.projections.folds.rows import Row
+from adamem.projections.folds.rows import MessageRow, Row
 
-__all__ = ["DEFAULT_VIEW", "Hit", "MemoryStore", "OwnerChanges", "StoreReader", "StoreWriter", "ViewCatalog"]
+__all__ = [
+    "DEFAULT_VIEW",
+    "ArchiveSplit",
+    "Hit",
+    "MemoryStore",
+    "OwnerChanges",
+    "StoreReader",
+    "StoreWriter",
+    "ViewCatalog",
+]
 
 DEFAULT_VIEW = "main"
 """The view a store is active in until another is switched to."""
@@ -52,6 +61,21 @@ class OwnerChanges:
     token: str
     rows: tuple[Row, ...] = ()
     gone: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveSplit:
+    """Where an owner's messages split into the newest ``hot`` (held by a query process) and the older, cold ones.
+
+    ``StoreReader.archive_split`` gives it; the cold messages are then reached through the store's
+    searches (``below_seq``) and ``messages_by_id``, the hot ones loaded with
+    ``load_owner(owner_id, messages_from_seq=cold_below_seq)``.
+    """
+
+    cold_below_seq: int  # messages with seq < this are cold
+    cold_messages: int  # how many messages are cold
+    messages: int  # every message of the owner
+    speakers: tuple[tuple[str, str], ...]  # every (speaker, role) pair of the owner's messages, sorted
 
 
 class StoreReader(Protocol):
@@ -82,8 +106,17 @@ class StoreReader(Protocol):
     def generation(self) -> dict[str, str]:
         """The analysis generation the rows come from (name, extractor, embedder, ...); {} if none recorded."""
 
-    def load_owner(self, owner_id: str) -> list[Row]:
-        """Every row of an owner, in any order (the fold state is rebuilt from them)."""
+    def archive_split(self, owner_id: str, hot_messages: int) -> ArchiveSplit | None:
+        """Where the owner's newest ``hot_messages`` messages begin; None when it has at most that many
+        (or none): load it whole.
+
+        Otherwise ``cold_below_seq`` is the ``seq`` of the ``hot_messages``-th newest message (seq:
+        the arrival number within the owner, newest highest); the messages below it are cold.
+        """
+
+    def load_owner(self, owner_id: str, messages_from_seq: int = 0) -> list[Row]:
+        """Every row of an owner, in any order (the fold state is rebuilt from them); messages only
+        those with ``seq >= messages_from_seq`` (every one by default)."""
 
     def rows(self, table: str, owner_id: str) -> list[Row]:
         """Every row of one table for an owner."""
@@ -91,11 +124,22 @@ class StoreReader(Protocol):
     def owners(self) -> list[str]:
         """Owners with any memory, sorted."""
 
-    def vector_search(self, table: str, owner_id: str, vector: Sequence[float], k: int) -> list[Hit]:
-        """The ``k`` rows of an owner most similar to ``vector`` (cosine), best first."""
+    def vector_search(
+        self, table: str, owner_id: str, vector: Sequence[float], k: int, below_seq: int | None = None
+    ) -> list[Hit]:
+        """The ``k`` rows of an owner most similar to ``vector`` (cosine), best first, with their vectors.
 
-    def text_search(self, table: str, owner_id: str, query: str, k: int) -> list[Hit]:
-        """The ``k`` rows of an owner that best match ``query`` (BM25 over bilingual tokens), best first."""
+        ``below_seq``: only rows with ``seq < below_seq`` (table ``messages`` only; another table
+        with it is refused: ``StoreError``).
+        """
+
+    def text_search(self, table: str, owner_id: str, query: str, k: int, below_seq: int | None = None) -> list[Hit]:
+        """The ``k`` rows of an owner that best match ``query`` (BM25 over bilingual tokens), best first,
+        with their vectors; ``below_seq`` as in ``vector_search``."""
+
+    def messages_by_id(self, owner_id: str, ids: Sequence[str]) -> list[MessageRow]:
+        """The owner's messages with these ids (absent ids, and other owners', skipped), in id order;
+        one read, not one per id."""
 
     def close(self) -> None:
         """Release resources."""
