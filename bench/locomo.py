@@ -175,9 +175,7 @@ def system_configs(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, tuple[Retr
         "messages-only": (replace(base, name=f"{base.name}/messages-only", graph_seeds=0), True),
         # a long-lived owner's reads: the newest TIERED_HOT messages held, the older ones through the store's indexes
         "tiered": (
-            replace(
-                base, name=f"{base.name}/tiered-{TIERED_HOT}", cache=replace(base.cache, hot_messages=TIERED_HOT)
-            ),
+            replace(base, name=f"{base.name}/tiered-{TIERED_HOT}", cache=replace(base.cache, hot_messages=TIERED_HOT)),
             False,
         ),
     }

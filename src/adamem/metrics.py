@@ -179,7 +179,9 @@ class _Caches(Collector):
             "adamem_cache_bytes", "Approximate memory held by a cache sized by memory.", labels=("cache",)
         )
         budget = GaugeMetricFamily(
-            "adamem_cache_budget_bytes", "Memory a cache sized by memory may hold (ADAMEM_QUERY_MEMORY).", labels=("cache",)
+            "adamem_cache_budget_bytes",
+            "Memory a cache sized by memory may hold (ADAMEM_QUERY_MEMORY).",
+            labels=("cache",),
         )
         for ref in list(self._sources):
             source = ref()

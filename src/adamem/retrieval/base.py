@@ -276,7 +276,7 @@ def _from_snapshot(scorer: SemanticScorer, table: str, k: int) -> list[MemoryRow
 
 
 def _from_archive(scorer: SemanticScorer, k: int) -> list[MemoryRow]:
-    """The cold messages of a tiered owner that the store's vector and full-text indexes find (``retrieval.archive``)."""
+    """Cold messages of a tiered owner that the store's vector and full-text indexes find (``retrieval.archive``)."""
     archive = scorer.view.snapshot.archive
     assert archive is not None
     words = [*scorer.terms, *sorted(scorer.expansion)]
