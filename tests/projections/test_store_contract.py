@@ -320,7 +320,8 @@ def test_lancedb_bulk_mode_stores_the_rows_merging_stores(tmp_path: Path) -> Non
 def test_lancedb_bulk_view_leaves_its_vector_index_and_change_log_to_the_writer_after_the_switch(
     tmp_path: Path,
 ) -> None:
-    """A rebuild neither logs changes nor indexes vectors; the first regular writer after the switch does both."""
+    """A rebuild neither logs changes nor indexes the vectors of a small table; the first regular writer after the
+    switch does both. Its full-text and owner indexes are there from the switch on."""
     root = str(tmp_path / "store")
     live = LanceStore(root)
     live.bind(1)
@@ -340,8 +341,10 @@ def test_lancedb_bulk_view_leaves_its_vector_index_and_change_log_to_the_writer_
     switch_view(root, "r1")
     reader = LanceStore(root, read_only=True)
     token = reader.change_token(0)
-    assert token == "r1/2"
+    assert token == "r1/3"  # two commits, and the checkpoint of the optimised versions
     assert reader.vector_search("messages", "default:alice", rows[42].vector, 1)[0].row.id == "m042"  # exact, unindexed
+    table = reader._owner_shard("default:alice").visible("messages")  # type: ignore[union-attr]
+    assert {ix.index_type for ix in table.list_indices()} == {"FTS", "BTree"}
     assert reader.owner_changes("default:alice", "r1/1") is None  # not logged: the reader loads the owner again
 
     writer = LanceStore(root, optimize_every=1, vector_index_min_rows=100)  # the worker, after the switch
@@ -352,6 +355,32 @@ def test_lancedb_bulk_view_leaves_its_vector_index_and_change_log_to_the_writer_
     table = reader._owner_shard("default:alice").visible("messages")  # type: ignore[union-attr]
     assert {ix.index_type for ix in table.list_indices()} == {"IvfPq", "FTS", "BTree"}
     assert reader.vector_search("messages", "default:alice", rows[42].vector, 1)[0].row.id == "m042"
+
+
+def test_lancedb_bulk_view_indexes_the_vectors_of_a_large_table_before_the_switch(tmp_path: Path) -> None:
+    """Past ``bulk_vector_index_min_rows`` a rebuild's final optimize builds the vector index: the view is
+    switched to with it, and a search below a seq still finds the nearest older message first."""
+    root = str(tmp_path / "store")
+    rows = [
+        message("default:alice", f"m{i:03d}", f"text {i}", (1.0, i / 300.0, (i % 7) / 7.0, 0.5)) for i in range(300)
+    ]
+    rows = [dataclasses.replace(r, seq=i) for i, r in enumerate(rows)]  # type: ignore[type-var]
+    small = LanceStore(root, view="r0", bulk=True, optimize_every=0, bulk_vector_index_min_rows=301)
+    small.bind(1)
+    small.commit(0, [Upsert("messages", r) for r in rows], {"analyses": 300})
+    small.optimize()
+    table = small._shard(0, create=False).tables["messages"]  # type: ignore[union-attr]
+    assert "IvfPq" not in {ix.index_type for ix in table.list_indices()}  # below the threshold: left to the writer
+    bulk = LanceStore(root, view="r1", bulk=True, optimize_every=0, bulk_vector_index_min_rows=300)
+    bulk.bind(1)
+    bulk.commit(0, [Upsert("messages", r) for r in rows], {"analyses": 300})
+    bulk.optimize()
+    switch_view(root, "r1")
+    reader = LanceStore(root, read_only=True)
+    table = reader._owner_shard("default:alice").visible("messages")  # type: ignore[union-attr]
+    assert {ix.index_type for ix in table.list_indices()} == {"IvfPq", "FTS", "BTree"}
+    hits = reader.vector_search("messages", "default:alice", rows[42].vector, 3, below_seq=200)
+    assert hits[0].row.id == "m042" and all(h.row.seq < 200 for h in hits)  # type: ignore[attr-defined]
 
 
 def test_lancedb_bulk_mode_merges_into_tables_it_found_filled(tmp_path: Path) -> None:

@@ -61,6 +61,10 @@ def _owner_ids(shard: _Shard) -> list[str]:
 
 
 OPTIMIZE_EVERY = 50
+BULK_VECTOR_INDEX_MIN_ROWS = 100_000
+"""A rebuild indexes the vectors of tables this large before its view is switched to: an exact search over
+100k rows of a shard takes about 100 ms (``bench/results/index_probe.json``), enough to matter to a
+long-lived owner's cold messages (``retrieval.archive``). Smaller tables are left to the first writer."""
 """Commits of a shard between two ``optimize`` runs (compaction, index refresh), by default."""
 
 VECTOR_NPROBES = 20
@@ -91,8 +95,10 @@ class LanceStore:
         vector_index_min_rows: int = 10_000,
         bulk: bool = False,
         storage_options: dict[str, str] | None = None,
+        bulk_vector_index_min_rows: int = BULK_VECTOR_INDEX_MIN_ROWS,
     ) -> None:
         """``bulk``: write a view nobody reads yet (a rebuild); see the module's notes. Call ``optimize`` at the end.
+        Its ``optimize`` indexes the vectors of tables of ``bulk_vector_index_min_rows`` rows or more.
 
         ``root``: a folder, or ``s3://bucket/prefix`` with the object store's ``storage_options``.
         """
@@ -104,6 +110,7 @@ class LanceStore:
         self._optimize_every = optimize_every
         self._vector_index_min_rows = vector_index_min_rows
         self._bulk = bulk
+        self._bulk_vector_index_min_rows = bulk_vector_index_min_rows
         self._pinned = view
         self.view = view or current_view(self.loc)
         self._shards: dict[int, _Shard] = {}
@@ -218,7 +225,9 @@ class LanceStore:
             if not create and not self.loc.exists(rel):
                 return None
             shard = _Shard(self.loc, rel, self._meta.get("dim", 0), writer=not self._read_only, bulk=self._bulk)
-            shard.vector_index_min_rows = self._vector_index_min_rows
+            shard.vector_index_min_rows = (
+                self._bulk_vector_index_min_rows if self._bulk else self._vector_index_min_rows
+            )
             self._shards[partition] = shard
         return shard
 
@@ -291,11 +300,17 @@ class LanceStore:
             raise StoreError(f"commit to shard p{partition} of {self.root} failed: {exc}") from exc
 
     def optimize(self) -> None:
-        """Compact and index every open shard (a bulk writer leaves the vector index to the next writer)."""
+        """Compact and index every open shard (a bulk writer indexes the vectors of large tables only).
+
+        A bulk writer then checkpoints the optimised versions: readers of the view, once it is switched
+        to, read compacted tables with every index built, never the versions before them.
+        """
         for shard in self._shards.values():
-            shard.optimize(0 if self._bulk else self._vector_index_min_rows)
+            shard.optimize(self._bulk_vector_index_min_rows if self._bulk else self._vector_index_min_rows)
             if shard.writer:
                 shard.own = {name: shard.tables[name].version for name in TABLES if name in shard.tables}
+            if self._bulk and shard.writer and shard.commits:
+                shard.commit([], {}, 0)
 
     def erase_history(self, partition: int) -> list[str]:
         """After a forget reached shard ``partition``: no copy of deleted rows stays (module notes); views removed.

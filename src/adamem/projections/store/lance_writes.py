@@ -10,9 +10,11 @@ skip the full-text index (``optimize`` makes it once, at the end), and rows whos
 has never written to a table it found empty are appended (``add``) instead of merged, and commits
 log no changes (nobody holds rows of the view yet). Each commit is still its rows plus its
 checkpoint, recovered the same way. Its final ``optimize`` makes the full-text and ``owner_id``
-indexes but no vector index: the service searches vectors in its own snapshots, and the store's
-``vector_search`` is exact without one; the first regular writer's ``optimize`` after the switch
-builds it (about half of a LoCoMo-sized rebuild's time was this index).
+indexes, and the vector index of tables past ``BULK_VECTOR_INDEX_MIN_ROWS`` (100k rows: the store's
+``vector_search`` serves long-lived owners' cold messages, and is exact but slower without one),
+so a switched-to view serves from complete indexes; a smaller table's vector index is left to the
+first regular writer's ``optimize`` after the switch (about half of a LoCoMo-sized rebuild's time
+was this index).
 
 Erasure: LanceDB deletes by marking rows, and every older version keeps its files, so a forgotten
 row stays on disk. After a commit that applied a forget, ``erase_history`` rewrites every fragment
@@ -219,7 +221,7 @@ class ShardWrites(ShardReads):
                 table = self.tables.get(name)
                 if table is not None:
                     writes.submit(_materialize_deletions, table)
-        self.optimize(0 if self.bulk else self.vector_index_min_rows)
+        self.optimize(self.vector_index_min_rows)
         self.commit([], {}, 0, guarded=True)  # the checkpoint now names the rewritten versions, the only ones kept
         with _Writes() as writes:
             for name in (*TABLES, CHECKPOINTS, CHANGES):
