@@ -27,7 +27,9 @@ import numpy.typing as npt
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.base import ArchiveSplit, MemoryStore
 
-__all__ = ["ColdArchive"]
+__all__ = ["ColdArchive", "Vector"]
+
+Vector = npt.NDArray[np.float32]
 
 _ROW_BYTES = 2800
 """Approximate resident bytes of a message row without its vector (``snapshot._ROW_BYTES``)."""
@@ -61,27 +63,30 @@ class ColdArchive:
         """Approximate resident bytes of the memo."""
         return len(self._rows) * _ROW_BYTES + sum(v.nbytes for v in self._vectors.values())
 
-    def _keep(self, rows: Iterable[MessageRow]) -> list[MessageRow]:
-        """Memoise rows read from the store (vectors apart); the memo's version of each, in order."""
+    def _keep(self, rows: Iterable[MessageRow]) -> list[tuple[MessageRow, Vector | None]]:
+        """Memoise rows read from the store (vectors apart); the memo's version of each with its unit vector."""
         out = []
         with self._lock:
             for row in rows:
+                v: Vector | None = None
                 if row.vector:
                     v = np.asarray(row.vector, dtype=np.float32)
                     norm = float(np.linalg.norm(v))
-                    self._vectors[row.id] = v / norm if norm else v
+                    v = v / norm if norm else v
+                    self._vectors[row.id] = v
                     row = dataclasses.replace(row, vector=())
                 self._rows[row.id] = row
                 self._rows.move_to_end(row.id)
                 self._absent.discard(row.id)
-                out.append(row)
+                out.append((row, v))
             while len(self._rows) > self._memo_rows:
                 old, _ = self._rows.popitem(last=False)
                 self._vectors.pop(old, None)
         return out
 
-    def search(self, vector: Sequence[float], text: str, k: int) -> list[MessageRow]:
-        """The ``k`` nearest cold messages by vector, and the ``k`` best by full text when ``text`` has words."""
+    def search(self, vector: Sequence[float], text: str, k: int) -> list[tuple[MessageRow, Vector | None]]:
+        """The ``k`` nearest cold messages by vector, and the ``k`` best by full text when ``text`` has words,
+        each with its unit vector (the caller keeps these: the memo may drop them for other queries' reads)."""
         hits = self.store.vector_search("messages", self.owner_id, vector, k, below_seq=self.below_seq)
         self.reads += 1
         if text.strip():
@@ -108,18 +113,15 @@ class ColdArchive:
             rows = self.store.messages_by_id(self.owner_id, missing)
             self.reads += 1
             kept = self._keep(r for r in rows if self.holds(r))
-            found.update((r.id, r) for r in kept)
+            found.update((r.id, r) for r, _ in kept)
             with self._lock:
                 self._absent.update(i for i in missing if i not in found)
         return found
 
-    def cosine(self, message_id: str, query: npt.NDArray[np.float64]) -> float | None:
-        """Cosine of a unit query vector with a memoised message's vector (None when none is held)."""
+    def vector(self, message_id: str) -> Vector | None:
+        """A memoised message's unit vector (None when none is held)."""
         with self._lock:
-            v = self._vectors.get(message_id)
-        if v is None or v.shape[0] != query.shape[0]:
-            return None
-        return float(v @ query.astype(np.float32))
+            return self._vectors.get(message_id)
 
     def speakers(self) -> Mapping[tuple[str, str], None]:
         """Every (speaker, role) pair of the owner's messages, hot and cold (from the split)."""

@@ -148,6 +148,7 @@ class SemanticScorer:
         self._bm25: dict[str, Vector] = {}
         self._bm25_max: dict[str, float] = {}
         self._bm25_outside: dict[str, float] = {}  # cold messages of a tiered owner, by id
+        self.cold_vectors: dict[str, npt.NDArray[np.float32]] = {}  # the cold messages this query read
         self._cos_desc: list[float] = []  # negated, ascending: base cosines best first
         self._bm_desc: list[float] = []
 
@@ -165,8 +166,13 @@ class SemanticScorer:
         if pos is not None:
             return float(self.cosines(table)[pos])
         if snap.archive is not None and table == "messages":
-            found = snap.archive.cosine(row.id, self.q)
-            return found if found is not None else 0.0
+            v = self.cold_vectors.get(row.id)
+            if v is None:
+                v = snap.archive.vector(row.id)
+                if v is None:
+                    return 0.0
+                self.cold_vectors[row.id] = v
+            return float(v @ self.q.astype(np.float32)) if v.shape[0] == self.q.shape[0] else 0.0
         return 0.0
 
     def bm25_all(self, table: str) -> Vector:
@@ -280,8 +286,9 @@ def _from_archive(scorer: SemanticScorer, k: int) -> list[MemoryRow]:
     archive = scorer.view.snapshot.archive
     assert archive is not None
     words = [*scorer.terms, *sorted(scorer.expansion)]
-    rows = archive.search(scorer.q.tolist(), " ".join(words), k)
-    return [r for r in rows if scorer.usable(r)]
+    found = archive.search(scorer.q.tolist(), " ".join(words), k)
+    scorer.cold_vectors.update((r.id, v) for r, v in found if v is not None)
+    return [r for r, _ in found if scorer.usable(r)]
 
 
 def _from_store(store: MemoryStore, scorer: SemanticScorer, question: str, table: str, k: int) -> list[MemoryRow]:

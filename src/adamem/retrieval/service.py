@@ -56,7 +56,7 @@ from adamem.retrieval.fusion import (
     temporal_score,
     time_windows,
 )
-from adamem.retrieval.graph import MemoryGraph, PositionRelevance, Reach, expand
+from adamem.retrieval.graph import MemoryGraph, PositionRelevance, Reach, Relevance, expand
 from adamem.retrieval.index import Vector
 from adamem.retrieval.route import RoutePlan, route_query
 from adamem.retrieval.snapshot import AsOf, MemoryRow, OwnerSnapshot, View
@@ -424,10 +424,8 @@ class Retriever:
         snap = view.snapshot
         seeds: dict[str, float] = {}
         for c in base[: self.config.graph_seeds]:
-            if isinstance(c.row, PersonaRow):
-                nodes = [snap.node_of[m.id] for m in self._evidence(view, scorer, c.row) if m.id in snap.node_of]
-            else:
-                nodes = [snap.node_of[c.row.id]] if c.row.id in snap.node_of else []
+            rows = self._evidence(view, scorer, c.row) if isinstance(c.row, PersonaRow) else [c.row]
+            nodes = [n for r in rows if (n := snap.node_for(r.id)) is not None]
             for node in nodes:
                 seeds.setdefault(node, c.semantic)
         return list(seeds.items())
@@ -441,7 +439,8 @@ class Retriever:
             """A seed and a node standing on the same messages (a message and its own record)."""
             return not snap.sources_of_node(seed).isdisjoint(snap.sources_of_node(node))
 
-        relevance = PositionRelevance(scorer.cosines("messages"), snap.message_position)
+        hot = PositionRelevance(scorer.cosines("messages"), snap.message_position)
+        relevance: Relevance = hot if snap.archive is None else _with_cold(hot, view, scorer)
         return expand(
             graph,
             seeds,
@@ -567,7 +566,7 @@ class Retriever:
                 and _conversation(c.row) == anchor_conversation
                 and abs(_said_at(c.row) - anchor_said) < gap
             )
-            node = snap.node_of.get(c.row.id) if not isinstance(c.row, PersonaRow) else None
+            node = snap.node_for(c.row.id) if not isinstance(c.row, PersonaRow) else None
             reach = reaches.get(node) if node is not None else None
             graph_score = reach.score if reach is not None else 0.0
             if cfg.graph_relevance > 0 and not plan.causal:
@@ -713,6 +712,23 @@ def _answer_size(answer: Answer) -> int:
 
 def _ms(a: float, b: float) -> float:
     return (b - a) * 1000.0
+
+
+def _with_cold(hot: PositionRelevance, view: View, scorer: SemanticScorer) -> Relevance:
+    """Hub relevance of a tiered owner: a cold message node is as relevant as its cosine when this query read
+    it (the cold messages its base searches found), 0 otherwise, as a non-message is: the same reads give
+    the same relevance, whatever other queries left in the archive's memo."""
+    snap = view.snapshot
+
+    def relevance(nodes: Sequence[str]) -> Sequence[float]:
+        out = list(hot(nodes))
+        for i, node in enumerate(nodes):
+            if node not in hot.positions and (n := snap.nodes.get(node)) is not None and n.node_type == "message":
+                v = scorer.cold_vectors.get(n.ref_id)
+                out[i] = float(v @ scorer.q.astype(np.float32)) if v is not None and v.shape == scorer.q.shape else 0.0
+        return out
+
+    return relevance
 
 
 def _stale(view: View, row: MemoryRow) -> bool:

@@ -283,6 +283,14 @@ class OwnerSnapshot:
         out.update({rid: node_id(self.owner_id, r.type, rid) for rid, r in self.records.items()})
         return out
 
+    def node_for(self, row_id: str) -> str | None:
+        """The graph node of a message or record (a cold message's too), None without one."""
+        found = self.node_of.get(row_id)
+        if found is None and self.archive is not None:
+            cold = node_id(self.owner_id, "message", row_id)
+            return cold if cold in self.nodes else None
+        return found
+
     def sources_of_node(self, node: str) -> frozenset[str]:
         """Message ids a graph node stands on: the message itself, or a record's sources (none for topics)."""
         found = self._sources_memo.get(node)
