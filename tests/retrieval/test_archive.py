@@ -104,6 +104,7 @@ def test_what_only_an_old_message_says_is_found_through_the_store(services: tupl
         scorer = SemanticScorer(View(snap), question, retriever.embed(question), SEED_DEFAULT, whose_memory("", ()))
         found = {(c.table, c.row.id): c for c in base_candidates(retriever.store, scorer, question)}
         assert ("messages", old.id) in found, retriever is tiered  # a candidate itself, not only as evidence
+    assert held.node_for(old.id) == whole.snapshot(OWNER).node_of[old.id]  # it seeds graph expansion too
     cold = held.archive
     assert cold is not None and cold.reads > 0
     found = [m for m in held.messages_for(i for i in whole.snapshot(OWNER).messages) if m]
