@@ -20,6 +20,7 @@ import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +32,8 @@ __all__ = ["ColdArchive", "Vector"]
 
 Vector = npt.NDArray[np.float32]
 
+_SEARCHES = ThreadPoolExecutor(4, thread_name_prefix="adamem-cold")
+"""Full-text searches of cold messages, run beside the vector search of the same query."""
 _ROW_BYTES = 2800
 """Approximate resident bytes of a message row without its vector (``snapshot._ROW_BYTES``)."""
 
@@ -87,10 +90,15 @@ class ColdArchive:
     def search(self, vector: Sequence[float], text: str, k: int) -> list[tuple[MessageRow, Vector | None]]:
         """The ``k`` nearest cold messages by vector, and the ``k`` best by full text when ``text`` has words,
         each with its unit vector (the caller keeps these: the memo may drop them for other queries' reads)."""
+        words = (
+            _SEARCHES.submit(self.store.text_search, "messages", self.owner_id, text, k, self.below_seq)
+            if text.strip()
+            else None
+        )  # beside the vector search: the store's reads release the GIL
         hits = self.store.vector_search("messages", self.owner_id, vector, k, below_seq=self.below_seq)
         self.reads += 1
-        if text.strip():
-            hits = hits + self.store.text_search("messages", self.owner_id, text, k, below_seq=self.below_seq)
+        if words is not None:
+            hits = hits + words.result()
             self.reads += 1
         seen: dict[str, MessageRow] = {}
         for hit in hits:

@@ -71,11 +71,12 @@ VECTOR_NPROBES = 20
 """IVF partitions a vector search of an indexed table probes at least (more while the prefiltered
 owner has fewer than ``k`` rows in them); ignored by the exact search of a table without an index."""
 
-VECTOR_REFINE = 100
+VECTOR_REFINE = 25
 """An indexed vector search re-ranks ``k`` × this many candidates by their exact cosine distance
-(IVF_PQ alone ranks by quantised vectors): at 100k uniform random 384-d vectors, recall@10 0.72
-instead of 0.16, the planted nearest first in 94 % of queries instead of 64 %, at 28 ms p50
-(``bench/results/notes.md``). Ignored without an index."""
+(IVF_PQ alone ranks by quantised vectors). Its cost grows with ``k`` × this: at k 40 on a
+100k-message owner, 100 takes 70 ms, 25 takes 37 ms and 10 takes 35 ms a search; a query vector
+near stored ones finds all 40 of its exact neighbours with any of them, a random direction
+(the worst case) 83 %, 58 % and 48 % (``bench/results/notes.md``). Ignored without an index."""
 
 
 def _seq_filter(where: str, below_seq: int | None) -> str:
