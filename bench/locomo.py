@@ -169,10 +169,8 @@ def index_vectors(store_url: str, min_rows: int) -> None:
     writer = LanceStore(store_url, vector_index_min_rows=min_rows)
     try:
         for p in range(writer.partition_count()):
-            shard = writer._shard(p, create=False)
-            if shard is not None:
-                shard.optimize(min_rows)
-                shard.commit([], {}, 0)  # the checkpoint names the indexed versions: readers see them
+            writer._shard(p, create=False)  # open every shard: ``optimize`` indexes and checkpoints open ones
+        writer.optimize()
     finally:
         writer.close()
 

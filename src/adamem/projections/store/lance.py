@@ -303,14 +303,14 @@ class LanceStore:
     def optimize(self) -> None:
         """Compact and index every open shard (a bulk writer indexes the vectors of large tables only).
 
-        A bulk writer then checkpoints the optimised versions: readers of the view, once it is switched
-        to, read compacted tables with every index built, never the versions before them.
+        A writer then checkpoints the optimised versions: readers (of a rebuilt view, once it is switched
+        to) read compacted tables with every index built, never the versions before them.
         """
         for shard in self._shards.values():
             shard.optimize(self._bulk_vector_index_min_rows if self._bulk else self._vector_index_min_rows)
             if shard.writer:
                 shard.own = {name: shard.tables[name].version for name in TABLES if name in shard.tables}
-            if self._bulk and shard.writer and shard.commits:
+            if shard.writer and shard.commits:
                 shard.commit([], {}, 0)
 
     def erase_history(self, partition: int) -> list[str]:
