@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,15 @@ import pytest
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
+from adamem.events import MemoryForgotten
 from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
 from adamem.projections.store import MemoryStore
 from adamem.projections.store.factory import open_store
+from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
+from adamem.streams.log import OutgoingRecord
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
 
@@ -266,6 +270,21 @@ class Memory:
             await log.start()
             try:
                 await publish_messages(log, messages, self.settings)
+                await run_pipeline(log, self.projector, self.agent, self.settings)
+            finally:
+                await log.stop()
+
+        asyncio.run(run())
+
+    def forget(self, user: str, message_id: str, at_ms: int) -> None:
+        """Publish a MemoryForgotten of one message of ``user`` on the control topic and project it."""
+        event = MemoryForgotten(str(uuid.uuid4()), user, "message", at_ms, target_id=message_id)
+
+        async def run() -> None:
+            log = open_log(self.settings.log_url, self.settings)
+            await log.start()
+            try:
+                await log.append(self.settings.topic("control"), [OutgoingRecord(user, encode_event(event))])
                 await run_pipeline(log, self.projector, self.agent, self.settings)
             finally:
                 await log.stop()

@@ -9,10 +9,8 @@ hold no more messages than its window.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime as dt
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,7 +18,6 @@ import numpy as np
 import pytest
 
 from adamem.analysis.e5 import E5Embedder
-from adamem.events import MemoryForgotten
 from adamem.projections.store.base import TEXT_FIELDS
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import SEED_DEFAULT, AsOf, Retriever
@@ -29,10 +26,6 @@ from adamem.retrieval.config import CacheSettings, RetrievalConfig
 from adamem.retrieval.index import TextIndex, extracted_text
 from adamem.retrieval.snapshot import View
 from adamem.retrieval.whose import whose_memory
-from adamem.schemas.serde import encode_event
-from adamem.streams.factory import open_log
-from adamem.streams.log import OutgoingRecord
-from adamem.streams.pipeline import run_pipeline
 
 Lines = list[dict[str, Any]]
 HOT = 4
@@ -119,27 +112,12 @@ def test_as_of_answers_of_a_tiered_owner_equal_the_whole_owners(services: tuple[
             assert _comparable(got) == _comparable(want), (question, as_of)
 
 
-def _forget(memory: Any, message_id: str) -> None:
-    event = MemoryForgotten(str(uuid.uuid4()), "alice", "message", ms("2024-05-20"), target_id=message_id)
-
-    async def run() -> None:
-        log = open_log(memory.settings.log_url, memory.settings)
-        await log.start()
-        try:
-            await log.append(memory.settings.topic("control"), [OutgoingRecord("alice", encode_event(event))])
-            await run_pipeline(log, memory.projector, memory.agent, memory.settings)
-        finally:
-            await log.stop()
-
-    asyncio.run(run())
-
-
 def test_a_forgotten_cold_message_is_never_served_again(alice: Any, services: tuple[Retriever, Retriever]) -> None:
     tiered, whole = services
     question = "Which spicy food do I love, Sichuan hotpot?"
     old = next(m for m in whole.snapshot(OWNER).messages.values() if "Sichuan hotpot" in m.text)
     assert old.id in _sources(tiered.query(OWNER, question))  # memoised by the tiered snapshot
-    _forget(alice, old.id)
+    alice.forget("alice", old.id, ms("2024-05-20"))
     assert old.id not in _sources(tiered.query(OWNER, question))
     snap = tiered.snapshot(OWNER)
     assert snap.message(old.id) is None and snap.archive is not None

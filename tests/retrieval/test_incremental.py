@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,7 +18,6 @@ import numpy as np
 import pytest
 
 from adamem.analysis.e5 import E5Embedder
-from adamem.events import MemoryForgotten
 from adamem.partitioning import partition_for
 from adamem.projections.store import MemoryStore
 from adamem.projections.store.factory import open_store
@@ -28,10 +26,7 @@ from adamem.retrieval import SEED_DEFAULT, AsOf, Retriever
 from adamem.retrieval.config import CacheSettings
 from adamem.retrieval.graph import MemoryGraph
 from adamem.retrieval.snapshot import SEARCHED, OwnerSnapshot, View
-from adamem.schemas.serde import encode_event
 from adamem.streams.factory import open_log
-from adamem.streams.log import OutgoingRecord
-from adamem.streams.pipeline import run_pipeline
 from adamem.streams.replay import rebuild_view
 from adamem.text import tokenize
 
@@ -103,22 +98,6 @@ def _same_snapshot(kept: OwnerSnapshot, loaded: OwnerSnapshot) -> None:
     assert arcs[id(kept)] == arcs[id(loaded)]
 
 
-def _forget(memory: Any, message_id: str) -> None:
-    """Publish a MemoryForgotten for one message of Alice and project it."""
-    event = MemoryForgotten(str(uuid.uuid4()), "alice", "message", ms("2024-05-20"), target_id=message_id)
-
-    async def run() -> None:
-        log = open_log(memory.settings.log_url, memory.settings)
-        await log.start()
-        try:
-            await log.append(memory.settings.topic("control"), [OutgoingRecord("alice", encode_event(event))])
-            await run_pipeline(log, memory.projector, memory.agent, memory.settings)
-        finally:
-            await log.stop()
-
-    asyncio.run(run())
-
-
 @pytest.fixture
 def served(build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]) -> Iterator[Any]:
     """Alice before her move, and a service over a read-only store whose Alice is hot (indexes and graph made)."""
@@ -149,7 +128,7 @@ def test_new_consolidated_and_forgotten_rows_update_the_hot_owner_exactly(
     assert any(r.status == "superseded" for r in consolidated.records.values())
 
     forgotten = next(m for m in consolidated.messages.values() if m.text.startswith("I love spicy food"))
-    _forget(memory, forgotten.id)
+    memory.forget("alice", forgotten.id, ms("2024-05-20"))
     after_forget = _same_as_fresh(live, url, embedder, partitions)
     assert forgotten.id not in after_forget.messages and len(after_forget.messages) < len(consolidated.messages)
 
