@@ -54,7 +54,7 @@ def _sources(answer: Any) -> list[str]:
 
 @pytest.fixture
 def alice(build: Callable[..., Any], moving: tuple[Lines, Lines, Lines]) -> Any:
-    """Alice's move (before, the move, a later session): 9 messages projected into LanceDB."""
+    """Alice's move (before it, the move, the conversation after): 9 messages projected into LanceDB."""
     memory = build("archive")
     memory.add(moving[0] + moving[1] + moving[2])
     return memory

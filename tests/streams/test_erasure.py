@@ -171,7 +171,7 @@ async def test_a_forget_leaves_no_token_in_the_full_text_index(settings: Setting
     writer = LanceStore(str(store))
     for p in range(writer.partition_count()):
         writer.checkpoint(p)  # opens every shard, so that optimize indexes them all
-    writer.optimize()  # the FTS index now covers every message, the secret too
+    writer.optimize()  # the FTS index covers every message, the secret too
     writer.close()
     shard = store / "views" / "main" / f"p{partition_for('alice', 2)}" / "messages.lance"
     index_files = [p for p in (shard / "_indices").rglob("*") if p.is_file()]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -130,7 +130,3 @@ class ColdArchive:
         """A memoised message's unit vector (None when none is held)."""
         with self._lock:
             return self._vectors.get(message_id)
-
-    def speakers(self) -> Mapping[tuple[str, str], None]:
-        """Every (speaker, role) pair of the owner's messages, hot and cold (from the split)."""
-        return dict.fromkeys(self.split.speakers)

@@ -141,6 +141,7 @@ class SemanticScorer:
         self.whose = whose
         norm = float(np.linalg.norm(query_vector))
         self.q: Vector = query_vector / norm if norm else query_vector
+        self._q32 = self.q.astype(np.float32)
         self.terms = query_terms(question)
         self.expansion = dict(expansion or {})
         self.user_names = view.snapshot.user_names
@@ -165,15 +166,17 @@ class SemanticScorer:
         pos = snap.vector_index(table).position.get(row.id)
         if pos is not None:
             return float(self.cosines(table)[pos])
-        if snap.archive is not None and table == "messages":
-            v = self.cold_vectors.get(row.id)
-            if v is None:
-                v = snap.archive.vector(row.id)
-                if v is None:
-                    return 0.0
+        if snap.archive is not None and table == "messages" and row.id not in self.cold_vectors:
+            v = snap.archive.vector(row.id)
+            if v is not None:
                 self.cold_vectors[row.id] = v
-            return float(v @ self.q.astype(np.float32)) if v.shape[0] == self.q.shape[0] else 0.0
-        return 0.0
+        found = self.read_cosine(row.id) if table == "messages" else None
+        return found if found is not None else 0.0
+
+    def read_cosine(self, message_id: str) -> float | None:
+        """Cosine of the question with a cold message this query read (None for one it did not)."""
+        v = self.cold_vectors.get(message_id)
+        return float(v @ self._q32) if v is not None and v.shape == self._q32.shape else None
 
     def bm25_all(self, table: str) -> Vector:
         """Raw BM25 of the question against every row of a table (in the text index's order)."""

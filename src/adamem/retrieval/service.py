@@ -724,8 +724,7 @@ def _with_cold(hot: PositionRelevance, view: View, scorer: SemanticScorer) -> Re
         out = list(hot(nodes))
         for i, node in enumerate(nodes):
             if node not in hot.positions and (n := snap.nodes.get(node)) is not None and n.node_type == "message":
-                v = scorer.cold_vectors.get(n.ref_id)
-                out[i] = float(v @ scorer.q.astype(np.float32)) if v is not None and v.shape == scorer.q.shape else 0.0
+                out[i] = scorer.read_cosine(n.ref_id) or 0.0
         return out
 
     return relevance

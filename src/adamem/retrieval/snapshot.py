@@ -257,7 +257,7 @@ class OwnerSnapshot:
         """Known ``(speaker name, role)`` pairs of the owner's messages, sorted."""
         found = {(m.speaker, m.role) for m in self.messages.values()}
         if self.archive is not None:
-            found.update(self.archive.speakers())
+            found.update(self.archive.split.speakers)
         return tuple(sorted(found))
 
     @cached_property
@@ -402,10 +402,6 @@ class OwnerSnapshot:
         if self.archive is not None and len(found) < len(set(ids)):
             found.update(self.archive.fetch(i for i in ids if i not in found))
         return found
-
-    def is_held_whole(self) -> bool:
-        """Whether every message of the owner is in ``messages`` (no cold part)."""
-        return self.archive is None
 
     def row(self, table: str, row_id: str) -> MemoryRow | None:
         """A message, record or trait by table and id (a cold message only if memoised: no store read)."""

@@ -126,7 +126,7 @@ def _fst_node(fst: bytes, addr: int, version: int) -> tuple[bool, list[tuple[int
         common = state & 0b0011_1111
         input_len = 0 if common else 1
         byte = _COMMON_INPUTS[common - 1] if common else fst[addr - 1]
-        if kind == 0b11:  # ... to the node compiled just before this one
+        if kind == 0b11:  # ... to the node compiled immediately before it
             return False, [(byte, addr - input_len - 1)]
         sizes = fst[addr - input_len - 1]
         tsize, osize = sizes >> 4, sizes & 0x0F
