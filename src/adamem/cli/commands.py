@@ -238,6 +238,7 @@ async def run_replay(
     view: str | None,
     switch: bool,
     quiet: bool = False,
+    jobs: int = 1,
 ) -> int:
     """Rebuild memory from the recorded analyses (see ``streams.replay``); 1 when verification found diffs."""
     from adamem.ingest import parse_time
@@ -280,12 +281,15 @@ async def run_replay(
                 layers=layers,
                 switch=switch,
                 progress=bar.update if bar else None,
+                jobs=jobs,
             )
     finally:
         if bar is not None:
             bar.close()
         await log.stop()
     print(f"rebuilt {report.view}: {report.events} event(s) folded, offsets {report.offsets}")
+    if report.restarts:
+        print(f"{report.restarts} fold process(es) died and went on from their checkpoints")
     if report.verified is not None:
         verdict = "equal to the live view" if report.verified else f"{len(report.diffs)} row(s) differ"
         print(f"verify: {verdict}; checksum rebuilt {report.checksum[:16]} live {report.live_checksum[:16]}")

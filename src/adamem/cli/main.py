@@ -125,6 +125,7 @@ async def _replay(args: argparse.Namespace) -> int:
         view=args.view,
         switch=not args.no_switch,
         quiet=args.quiet,
+        jobs=args.jobs,
     )
 
 
@@ -733,6 +734,12 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true", help="compare the rebuilt rows with the live ones")
     p.add_argument("--view", help="name of the new view (default r<N>)")
     p.add_argument("--no-switch", action="store_true", help="build the view but keep serving the current one")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes folding partitions side by side (default: the cores; at most the log's partitions)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     _metrics_arguments(p)
     p.set_defaults(run=_replay)

@@ -11,11 +11,12 @@ Views are reached through the store's view catalog (``projections.store.ports.Vi
 store folder's, or any catalog given instead of one (the in-memory store's, in tests).
 
 A rebuild writes its view in bulk (``open_view(bulk=True)``): commits of ``REBUILD_BATCH`` events,
-new rows appended rather than merged, no change log (nobody reads the view yet), and the full-text
-and ``user_id`` indexes made by one ``optimize`` at the end; the vector index of a large table is
-left to the first regular writer's ``optimize`` after the switch (searches are exact until then).
-Every commit is still atomic with its checkpoint; a rebuild that stops half-way leaves a view that
-was never switched to (and is never resumed: the next rebuild picks a new name).
+new rows appended rather than merged, no change log (nobody reads the view yet), and the full-text,
+``user_id`` and (for large tables) vector indexes made by one ``optimize`` at the end. Every commit
+is still atomic with its checkpoint. Partitions are folded side by side in ``jobs`` processes
+(``streams.replay_jobs``): a process that dies is started again and goes on from its shards'
+checkpoints; a rebuild that stops half-way leaves a view that was never switched to (and is never
+resumed: the next rebuild picks a new name).
 
 Layers are rebuilt together: persona and graph are distilled from the same consolidation
 steps as episodic memory, so a fold of one layer alone would not be the same fold. ``layers``
@@ -24,29 +25,27 @@ limits what is verified (and, for one owner, which tables are replaced).
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from adamem import metrics
 from adamem.errors import AdaMemError, StoreError
-from adamem.events import ChatMessage, Event, MemoryForgotten, MessageAnalyzed
+from adamem.events import ChatMessage
+from adamem.locations import StoreLocation
 from adamem.projections.folds.apply import Positioned, apply
 from adamem.projections.folds.changes import Delete, Upsert
 from adamem.projections.folds.rows import TABLES, Row
 from adamem.projections.folds.state import OwnerMemory
-from adamem.projections.projector import Projector
-from adamem.projections.store.factory import open_views
 from adamem.projections.store.ports import MemoryStore, StoreReader, ViewCatalog
 from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
 from adamem.streams.generations import generation_record
 from adamem.streams.keys import KeyRingLike, keystore_for
 from adamem.streams.log import EventLog
+from adamem.streams.replay_jobs import REBUILD_BATCH, FoldPlan, FoldRunner, collector_paused
 
 __all__ = [
     "LAYER_TABLES",
@@ -59,8 +58,6 @@ __all__ = [
     "rows_checksum",
 ]
 
-REBUILD_BATCH = 10_000
-"""Events folded per commit of a rebuild: few commits, while the decoded batch stays a few hundred MB at most."""
 
 LAYER_TABLES: dict[str, tuple[str, ...]] = {
     "working": ("owners", "messages"),
@@ -94,6 +91,7 @@ class RebuildReport:
     diffs: list[RowDiff] = field(default_factory=list)
     switched: bool = False
     removed_views: list[str] = field(default_factory=list)
+    restarts: int = 0
 
 
 def _canonical(row: Row) -> str:
@@ -144,63 +142,9 @@ def diff_stores(
     return diffs
 
 
-def _keep(event: Event, until_time: int | None) -> bool:
-    """Whether a view as of ``until_time`` folds the event: every forget is, whenever it was asked for."""
-    if until_time is None or isinstance(event, MemoryForgotten):
-        return True
-    when = event.message.occurred_at if isinstance(event, MessageAnalyzed) else getattr(event, "occurred_at", 0)
-    return bool(when <= until_time)
-
-
-async def _fold_range(
-    log: EventLog,
-    projector: Projector,
-    settings: Settings,
-    partition: int,
-    start: int,
-    end: int,
-    *,
-    until_time: int | None = None,
-    user: str | None = None,
-    batch: int = REBUILD_BATCH,
-    progress: Callable[[int], None] | None = None,
-    forgets_only: bool = False,
-) -> int:
-    """Fold analyses [start, end) of a partition into the projector's store; returns events folded.
-
-    ``forgets_only``: fold only the forgets, leaving the checkpoint where it is (the tail of the log
-    after a view as of an offset: what was forgotten later stays forgotten in the past too).
-    """
-    topic = settings.topic("analyses")
-    keys = keystore_for(log, settings)
-    folded = 0
-    pos = start
-    while pos < end:
-        stop = min(end, pos + batch)
-        events: list[Positioned] = []
-        async for rec in log.read(topic, from_offsets={partition: pos}, until={partition: stop}, key=user):
-            try:
-                event = decode_event(rec.value, keys)  # a forgotten message comes back shredded
-            except AdaMemError:
-                continue  # dead-lettered when it was first projected
-            if isinstance(event, ChatMessage) or not _keep(event, until_time):
-                continue
-            events.append(Positioned(event, rec.topic, rec.partition, rec.offset))
-        if forgets_only:
-            projector.apply_forgets(partition, events)
-        else:
-            projector.apply_batch(partition, topic, events, upto=stop)
-        folded += len(events)
-        metrics.REPLAY_EVENTS.inc(len(events))
-        if progress is not None:
-            progress(stop - pos)
-        pos = stop
-    return folded
-
-
 async def rebuild_view(
     log: EventLog,
-    root: str | ViewCatalog,
+    root: str | StoreLocation | ViewCatalog,
     settings: Settings,
     *,
     view: str | None = None,
@@ -210,14 +154,18 @@ async def rebuild_view(
     layers: Sequence[str] | None = None,
     switch: bool = True,
     progress: Callable[[int], None] | None = None,
+    jobs: int = 1,
 ) -> RebuildReport:
     """Rebuild every layer into a new view; verify against the active view; catch up; switch.
 
     ``root`` is the store's folder (URL) or its view catalog. ``settings`` are those of the active
     view's generation (``generations.resolve``): its analyses topic is the one folded, and the new
-    view records the same generation.
+    view records the same generation. ``jobs``: processes folding partitions side by side
+    (``streams.replay_jobs``); one, a log of one partition, or a log or store held in this process
+    (``memory://``, a catalog object) fold here.
     """
-    views = open_views(root)
+    runner = FoldRunner(log, root, settings, jobs=jobs)
+    views = runner.views
     active = views.active_view()
     name = view or _next_view_name(views)
     if name in views.views():
@@ -233,39 +181,45 @@ async def rebuild_view(
     rebuilt = views.open_view(name, optimize_every=0, bulk=True)
     rebuilt.bind(len(ends))
     rebuilt.record_generation(live.generation() or generation_record(settings))
-    projector = Projector(
-        rebuilt, feed=False
-    )  # a rebuild publishes nothing: streams.feed.compute_feed recomputes its feed
     report = RebuildReport(view=name)
-    progress = _measured(progress, sum(target.values()))
-    with _collector_paused():
-        for p in sorted(ends):
-            report.events += await _fold_range(
-                log, projector, settings, p, 0, target[p], until_time=until_time, progress=progress
-            )
+    tick = _measured(progress, sum(target.values()))
+
+    def step(records: int, events: int) -> None:
+        tick(records)
+        report.events += events
+        metrics.REPLAY_EVENTS.inc(events)
+
+    fold = FoldPlan(name, tuple(sorted(ends)), to=target, until_time=until_time)
+    # A rebuild publishes nothing (``streams.feed.compute_feed`` recomputes its feed), and what it
+    # leaves is the tail of the log past a view as of an offset (its forgets only) or the log's end.
+    finish = FoldPlan(
+        name,
+        tuple(sorted(ends)),
+        forgets_to=ends if until_offset is not None else None,
+        catch_up=not travel,
+        optimize=True,
+    )
+    with collector_paused():
         if verify:
+            erased = await runner.run(fold, step, sizes=target)
+            reader = views.open_view(name, read_only=True)
             tables = _tables(layers)
-            report.diffs = diff_stores(live, rebuilt, layers)
+            report.diffs = diff_stores(live, reader, layers)
             report.live_checksum = rows_checksum(store_rows(live, tables))
-            report.checksum = rows_checksum(store_rows(rebuilt, tables))
+            report.checksum = rows_checksum(store_rows(reader, tables))
             report.verified = not report.diffs
-        if until_offset is not None:
-            for p in sorted(ends):
-                await _fold_range(log, projector, settings, p, target[p], ends[p], forgets_only=True)
-        if not travel:
-            ends_now = await log.end_offsets(topic)  # catch up with what arrived after the live view's position
-            for p in sorted(ends):
-                report.events += await _fold_range(
-                    log, projector, settings, p, target[p], ends_now.get(p, 0), progress=progress
-                )
-        report.offsets = {p: rebuilt.checkpoint(p).get(topic, 0) for p in sorted(ends)}
-        rebuilt.optimize()
+            erased += await runner.run(finish, step, sizes=target)
+        else:
+            erased = await runner.run(fold.then(finish), step, sizes=target)
+    report.restarts = runner.restarts
+    reader = views.open_view(name, read_only=True)
+    report.offsets = {p: reader.checkpoint(p).get(topic, 0) for p in sorted(ends)}
     # A rebuild that verification found different from the live view is kept for inspection, never
     # switched to: which of the two is right is a question for a person (`adamem views switch`).
     if switch and not travel and report.verified is not False:
         views.switch_view(name)
         report.switched = True
-        if projector.erased:  # the rebuild folded a forget: the views it replaces may still hold it
+        if erased:  # the rebuild folded a forget: the views it replaces may still hold it
             report.removed_views = views.remove_other_views(name)
     return report
 
@@ -282,28 +236,6 @@ def _measured(progress: Callable[[int], None] | None, total: int) -> Callable[[i
             progress(n)
 
     return tick
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a rebuild runs (and restore it after).
-
-    A rebuild allocates rows by the million and leaves almost nothing in reference cycles (a few
-    hundred objects for 11,000 events, measured), so the collector's passes only walk live
-    objects again and again: ~13 % of a LoCoMo rebuild. Reference counting still frees everything
-    else at once. What the rebuild leaves alive is frozen before the collector resumes, or its
-    first pass would walk all of it once more (~9 %); frozen objects are still freed by reference
-    counting, only a cycle among them would wait for ``gc.unfreeze``. The collector is paused
-    for the whole process: a rebuild runs in a command of its own.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
 
 
 def _next_view_name(views: ViewCatalog) -> str:

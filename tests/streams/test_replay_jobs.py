@@ -1,0 +1,187 @@
+"""Replay in processes side by side: parallel equals serial equals live, also as of a time or an
+offset, after a forget, from a real broker, and when a fold process is killed half-way."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import multiprocessing
+import os
+import signal
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from adamem.analysis.agent import MemoryAgent
+from adamem.analysis.e5 import E5Embedder
+from adamem.analysis.rules import RuleExtractor
+from adamem.events import MemoryForgotten
+from adamem.ingest import load_messages, parse_time
+from adamem.partitioning import owner_partition
+from adamem.projections.projector import Projector
+from adamem.projections.store.lance import LanceStore
+from adamem.projections.store.memory import InMemoryStore
+from adamem.schemas.serde import encode_event
+from adamem.settings import Settings
+from adamem.streams.factory import open_log
+from adamem.streams.log import EventLog, OutgoingRecord
+from adamem.streams.pipeline import run_pipeline
+from adamem.streams.publish import publish_messages
+from adamem.streams.replay import rebuild_view, rows_checksum, store_rows
+from adamem.streams.replay_jobs import FoldPlan, FoldRunner, _deal
+
+SAMPLE = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_text()
+USERS = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi")
+TABLES = {"owners", "messages", "episodic", "persona", "graph_nodes", "graph_edges"}
+
+
+@functools.cache
+def _embedder() -> E5Embedder:
+    return E5Embedder()
+
+
+def _conversations() -> bytes:
+    """The sample conversation told by several owners, so the log's partitions all hold some."""
+    lines = []
+    for user in USERS:
+        for line in SAMPLE.splitlines():
+            record = json.loads(line)
+            record["user_id"] = user
+            record["message_id"] = f"{user}-{record['message_id']}"
+            lines.append(json.dumps(record))
+    return ("\n".join(lines) + "\n").encode()
+
+
+async def _built(settings: Settings, tmp_path: Path) -> tuple[EventLog, str]:
+    log = open_log(settings.log_url, settings)
+    await log.start()
+    await publish_messages(log, load_messages(_conversations(), settings), settings)
+    root = str(tmp_path / "store")
+    await run_pipeline(log, Projector(LanceStore(root)), MemoryAgent(RuleExtractor(), _embedder()), settings)
+    return log, root
+
+
+def _checksum(root: str, view: str) -> str:
+    return rows_checksum(store_rows(LanceStore(root, read_only=True, view=view), TABLES))
+
+
+@pytest.fixture
+def four(settings: Settings) -> Settings:
+    """An embedded log of four partitions, every one holding owners."""
+    spread = {owner_partition(f"default:{u}", 4) for u in USERS}
+    assert spread == {0, 1, 2, 3}, spread
+    return dataclasses.replace(settings, embedded_partitions=4)
+
+
+def test_partitions_are_dealt_largest_first_to_the_lightest_process() -> None:
+    sizes = {0: 10, 1: 40, 2: 30, 3: 20, 4: 0}
+    assert _deal((0, 1, 2, 3, 4), sizes, 2) == [(0, 1, 4), (2, 3)]
+    assert _deal((0, 1, 2, 3, 4), sizes, 8) == [(1, 4), (2,), (3,), (0,)]
+    assert _deal((0, 1), {0: 0, 1: 0}, 4) == [(0, 1)]  # nothing to fold: one process, here
+
+
+def test_jobs_below_one_is_a_clear_error(settings: Settings) -> None:
+    from adamem.errors import AdaMemError
+
+    with pytest.raises(AdaMemError, match="jobs must be at least 1"):
+        FoldRunner(open_log("memory://", settings), InMemoryStore(), settings, jobs=0)
+
+
+async def test_parallel_replay_equals_serial_and_live(four: Settings, tmp_path: Path) -> None:
+    log, root = await _built(four, tmp_path)
+    live = _checksum(root, "main")
+    seen: set[str] = set()
+
+    def watch(_: int) -> None:
+        seen.update(p.name for p in multiprocessing.active_children() if p.name.startswith("adamem-replay-"))
+
+    parallel = await rebuild_view(log, root, four, verify=True, jobs=2, view="par", switch=False, progress=watch)
+    assert parallel.verified is True and parallel.diffs == [], parallel.diffs[:5]
+    assert len(seen) == 2, seen  # the partitions were folded by two processes
+    serial = await rebuild_view(log, root, four, view="ser", switch=False, jobs=1)
+    assert parallel.events == serial.events > 0
+    assert parallel.offsets == serial.offsets
+    assert _checksum(root, "par") == _checksum(root, "ser") == live
+    switched = await rebuild_view(log, root, four, jobs=3)  # no verify: one pass per process, then the switch
+    assert switched.switched and switched.events == serial.events
+    assert _checksum(root, switched.view) == live
+    await log.stop()
+
+
+async def test_views_as_of_a_time_or_an_offset_are_the_same_in_parallel(four: Settings, tmp_path: Path) -> None:
+    log, root = await _built(four, tmp_path)
+    when = parse_time("2024-03-10T00:00:00Z")
+    by_time = [await rebuild_view(log, root, four, until_time=when, view=f"t{j}", jobs=j) for j in (1, 2)]
+    assert by_time[0].events == by_time[1].events > 0
+    assert _checksum(root, "t1") == _checksum(root, "t2") != _checksum(root, "main")
+    by_offset = [await rebuild_view(log, root, four, until_offset=5, view=f"o{j}", jobs=j) for j in (1, 2)]
+    assert by_offset[0].offsets == by_offset[1].offsets == dict.fromkeys(range(4), 5)
+    assert _checksum(root, "o1") == _checksum(root, "o2")
+    assert not any(r.switched for r in by_time + by_offset)
+    await log.stop()
+
+
+async def test_a_forget_is_replayed_in_parallel_and_the_views_before_it_removed(four: Settings, tmp_path: Path) -> None:
+    log, root = await _built(four, tmp_path)
+    store = LanceStore(root)
+    [message] = [m for m in store.rows("messages", "default:carol") if "Haidian" in m.text]  # type: ignore[attr-defined]
+    forget = MemoryForgotten("0d5e0d11-1111-4111-8111-0000000000f1", "carol", "message", 1_713_700_000_000, message.id)
+    await log.append(four.topic("control"), [OutgoingRecord("carol", encode_event(forget))])
+    await run_pipeline(log, Projector(store), MemoryAgent(RuleExtractor(), _embedder()), four)
+    kept = await rebuild_view(log, root, four, view="before", switch=False, jobs=1)
+    report = await rebuild_view(log, root, four, verify=True, jobs=2)
+    assert report.verified and report.switched, report.diffs[:5]
+    assert "before" in report.removed_views and "main" in report.removed_views  # erasure reached every view
+    rebuilt = LanceStore(root, read_only=True)
+    assert not [m for m in rebuilt.rows("messages", "default:carol") if "Haidian" in m.text]  # type: ignore[attr-defined]
+    assert [m for m in rebuilt.rows("messages", "default:alice") if "Haidian" in m.text]  # type: ignore[attr-defined]
+    assert report.events == kept.events
+    await log.stop()
+
+
+async def test_a_killed_fold_process_is_restarted_and_goes_on_from_its_checkpoints(
+    four: Settings, tmp_path: Path
+) -> None:
+    log, root = await _built(four, tmp_path)
+    views = LanceStore(root, read_only=True)
+    for name in ("serial", "killed"):
+        target = views.open_view(name, bulk=True)
+        target.bind(4)
+        target.close()
+    ends = await log.end_offsets(four.topic("analyses"))
+    plan = FoldPlan("serial", (0, 1, 2, 3), to=ends, optimize=True, batch=7)
+    folded: list[int] = []
+    await FoldRunner(log, root, four, jobs=1).run(plan, lambda r, e: folded.append(e), sizes=ends)
+
+    killed: list[int] = []
+    reported: list[int] = []
+
+    def step(records: int, events: int) -> None:
+        reported.append(events)
+        if not killed:  # after the first committed batch: both processes are half-way
+            [victim, *_] = [p for p in multiprocessing.active_children() if p.name.startswith("adamem-replay-")]
+            assert victim.pid is not None
+            os.kill(victim.pid, signal.SIGKILL)
+            killed.append(victim.pid)
+
+    runner = FoldRunner(log, root, four, jobs=2)
+    await runner.run(dataclasses.replace(plan, view="killed"), step, sizes=ends)
+    assert killed and runner.restarts == 1
+    assert _checksum(root, "killed") == _checksum(root, "serial") == _checksum(root, "main")
+    # the restarted process began at its shards' checkpoints: no batch was reported folded twice
+    assert sum(reported) <= sum(folded)
+    await log.stop()
+
+
+async def test_parallel_replay_from_the_broker_equals_live(
+    settings: Settings, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    kafka = dataclasses.replace(settings, log_url=f"kafka://{kafka_bootstrap}", partitions=3)
+    log, root = await _built(kafka, tmp_path)
+    report = await rebuild_view(log, root, kafka, verify=True, jobs=2)
+    assert report.verified and report.switched, report.diffs[:5]
+    assert report.checksum == report.live_checksum
+    assert len(report.offsets) == 3 and all(report.offsets.values())
+    await log.stop()
