@@ -1,4 +1,4 @@
-"""``adamem bench {locomo,ingest,replay,latency,concurrency,footprint,visible,report}``: the project's benchmarks.
+"""``adamem bench <name>``: the project's benchmarks (locomo, ingest, replay, replay_jobs, latency, … report).
 
 ``register(subparsers)`` adds the ``bench`` command to the ``adamem`` parser; ``python -m bench.cli …``
 runs the same commands on their own. Each subcommand prints a table and writes JSON under
@@ -36,6 +36,7 @@ EXAMPLES = {
     "locomo": "adamem bench locomo --limit 20 --systems full   # a quick look; progress on stderr, --quiet hides it",
     "ingest": "adamem bench ingest --log kafka://127.0.0.1:9092 --messages 500",
     "replay": "adamem bench replay --repeat 4",
+    "replay_jobs": "adamem bench replay_jobs --samples conv-26 --repeat 4 --rounds 1   # a quick look",
     "research": "adamem bench research --work /tmp/loc-base --depths 1 2 3   # reuses bench locomo's store",
     "latency": "adamem bench latency --per-route 20 --no-http",
     "concurrency": "adamem bench concurrency --baseline-commit 1b50de1 --clients 1 8",
@@ -67,6 +68,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metrics_overhead,
         objectstore,
         replay,
+        replay_jobs,
         research,
         scale,
         scaleout,
@@ -79,6 +81,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("locomo", locomo, "evidence recall@k and answer coverage on LoCoMo, with ablations and flat baselines"),
         ("ingest", ingest, "end-to-end throughput through a real broker and worker vs. raw Kafka and the embedder"),
         ("replay", replay, "rebuild all layers from recorded analyses: events/s and ratio to live ingest"),
+        ("replay_jobs", replay_jobs, "replay events/s by fold processes (--jobs) and log partitions"),
         ("research", research, "the Research Agent's recall on LoCoMo by depth, per conversation, and its latency"),
         ("latency", latency, "query latency per route, in-process and over HTTP with concurrent clients"),
         (

@@ -13,6 +13,7 @@ BENCHMARKS = (
     "research",
     "ingest",
     "replay",
+    "replay_jobs",
     "latency",
     "concurrency",
     "metrics_overhead",

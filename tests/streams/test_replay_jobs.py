@@ -185,3 +185,24 @@ async def test_parallel_replay_from_the_broker_equals_live(
     assert report.checksum == report.live_checksum
     assert len(report.offsets) == 3 and all(report.offsets.values())
     await log.stop()
+
+
+def test_the_replay_command_folds_in_parallel_and_says_what_it_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from adamem.cli import main
+
+    monkeypatch.setenv("ADAMEM_EMBEDDED_PARTITIONS", "4")
+    (tmp_path / "in.jsonl").write_bytes(_conversations())
+    places = ["--log", str(tmp_path / "log"), "--store", str(tmp_path / "store")]
+    assert main(["publish", str(tmp_path / "in.jsonl"), places[0], places[1], "--quiet"]) == 0
+    assert main(["project", *places, "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["replay", *places, "--verify", "--jobs", "2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "verify: equal to the live view" in out and "switched: queries now read r1" in out, out
+    assert main(["replay", *places, "--user", "bob", "--verify", "--jobs", "2", "--quiet"]) == 0  # one partition
+    assert "equal to the live view" in capsys.readouterr().out
+    assert main(["replay", *places, "--jobs", "0", "--quiet"]) != 0
+    assert "jobs must be at least 1" in capsys.readouterr().err
+    assert LanceStore(str(tmp_path / "store"), read_only=True).views() == ["main", "r1"]  # no view was begun
