@@ -287,7 +287,8 @@ async def run_replay(
         if bar is not None:
             bar.close()
         await log.stop()
-    print(f"rebuilt {report.view}: {report.events} event(s) folded, offsets {report.offsets}")
+    by = f" by {report.processes} processes" if report.processes > 1 else ""
+    print(f"rebuilt {report.view}: {report.events} event(s) folded{by}, offsets {report.offsets}")
     if report.restarts:
         print(f"{report.restarts} fold process(es) died and went on from their checkpoints")
     if report.verified is not None:

@@ -91,6 +91,7 @@ class RebuildReport:
     diffs: list[RowDiff] = field(default_factory=list)
     switched: bool = False
     removed_views: list[str] = field(default_factory=list)
+    processes: int = 0
     restarts: int = 0
 
 
@@ -211,7 +212,7 @@ async def rebuild_view(
             erased += await runner.run(finish, step, sizes=target)
         else:
             erased = await runner.run(fold.then(finish), step, sizes=target)
-    report.restarts = runner.restarts
+    report.processes, report.restarts = runner.processes, runner.restarts
     reader = views.open_view(name, read_only=True)
     report.offsets = {p: reader.checkpoint(p).get(topic, 0) for p in sorted(ends)}
     # A rebuild that verification found different from the live view is kept for inspection, never

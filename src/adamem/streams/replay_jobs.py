@@ -13,8 +13,9 @@ commits left them (a shard it was writing is recovered to its checkpoint when op
 event is folded twice. A process that fails with an error is not restarted: the error is raised,
 and the view, never switched to, is left for inspection.
 
-Processes are started with ``spawn`` and open the log and the store again from their locations; a
-log or store held in this process (``memory://``, a catalog object) is folded here.
+A process is this interpreter running this module, given its job on stdin and reporting on
+stdout; it opens the log and the store again from their locations. A log or store held in this
+process (``memory://``, a catalog object) is folded here.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import multiprocessing
+import pickle
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from multiprocessing.connection import Connection
-from typing import Any
 
 from adamem.errors import AdaMemError, StoreError
 from adamem.events import ChatMessage, Event, MemoryForgotten, MessageAnalyzed
@@ -210,7 +210,8 @@ def _deal(partitions: tuple[int, ...], sizes: Mapping[int, int], jobs: int) -> l
 class FoldRunner:
     """Runs fold plans here or, with ``jobs`` > 1 over shareable locations, in processes side by side.
 
-    ``restarts`` counts the processes started again after they died.
+    ``processes``: the most processes a plan ran in (0: all folded here); ``restarts``: processes
+    started again after they died; ``pids``: the running processes' ids.
     """
 
     def __init__(
@@ -222,6 +223,8 @@ class FoldRunner:
         self.views = open_views(root)
         self.shared = isinstance(root, str | StoreLocation) and not log.url.startswith("memory:")
         self.restarts = 0
+        self.processes = 0
+        self.pids: set[int] = set()
 
     async def run(self, plan: FoldPlan, step: Step, *, sizes: Mapping[int, int]) -> int:
         """Carry out ``plan``; ``sizes`` (records per partition) balance the processes. Batches erased."""
@@ -229,33 +232,42 @@ class FoldRunner:
         if len(groups) <= 1 or not self.shared:
             return await fold_plan(self.log, self.views, self.settings, plan, step)
         assert isinstance(self.root, str | StoreLocation)
-        erased, restarts = await _in_processes(self.log.url, self.root, self.settings, plan, groups, step)
+        self.processes = max(self.processes, len(groups))
+        erased, restarts = await _in_processes(self.log.url, self.root, self.settings, plan, groups, step, self.pids)
         self.restarts += restarts
         return erased
 
 
-def _process_main(log_url: str, root: str | StoreLocation, settings: Settings, plan: FoldPlan, reports: Any) -> None:
-    """A fold process: carry out the plan, send each step and the outcome to the parent through its pipe."""
+async def _fold_here(job: bytes, report: Callable[[str], None]) -> None:
+    """A fold process's work: the pickled ``(log URL, store, settings, plan)`` carried out, each step reported."""
     from adamem.streams.factory import open_log
 
-    def step(records: int, events: int) -> None:
-        reports.send(("step", records, events))
-
-    async def main() -> int:
-        log = open_log(log_url, settings)
-        await log.start()
-        try:
-            return await fold_plan(log, open_views(root), settings, plan, step)
-        finally:
-            await log.stop()
-
+    log_url, root, settings, plan = pickle.loads(job)  # written by the parent process, through a pipe
+    log = open_log(log_url, settings)
+    await log.start()
     try:
         with collector_paused():
-            erased = asyncio.run(main())
-    except BaseException as exc:  # reported, not retried: an error would happen again
-        reports.send(("failed", f"{type(exc).__name__}: {exc}"))
-        raise SystemExit(1) from None
-    reports.send(("done", erased))
+            erased = await fold_plan(log, open_views(root), settings, plan, lambda r, e: report(f"step {r} {e}"))
+    finally:
+        await log.stop()
+    report(f"done {erased}")
+
+
+def _process_main() -> int:
+    """``python -m adamem.streams.replay_jobs``: a fold process, given its job on stdin, reporting on stdout."""
+    job = sys.stdin.buffer.read()
+    out = sys.stdout
+
+    def report(line: str) -> None:
+        out.write(line + "\n")
+        out.flush()
+
+    try:
+        asyncio.run(_fold_here(job, report))
+    except Exception as exc:  # reported, not retried: an error would happen again
+        report("failed " + f"{type(exc).__name__}: {exc}".replace("\n", " "))
+        return 1
+    return 0
 
 
 async def _in_processes(
@@ -265,73 +277,65 @@ async def _in_processes(
     plan: FoldPlan,
     groups: list[tuple[int, ...]],
     step: Step,
+    pids: set[int],
 ) -> tuple[int, int]:
     """Run ``plan`` for each group of partitions in a process of its own, restarting the ones that die.
 
-    Each process reports through a pipe of its own, so one killed in the middle of a report takes
-    nothing of the others' with it. Returns the batches whose forgets were erased and the
-    processes restarted.
+    A process is this interpreter running this module (``-m``): it imports only what folding
+    needs, never the caller's main script. Each reports on its own pipe (stdout), so one killed in
+    the middle of a line takes nothing of the others' with it. ``pids`` holds the running
+    processes' ids. Returns the batches whose forgets were erased and the processes restarted.
     """
-    context = multiprocessing.get_context("spawn")
     plans = [replace(plan, partitions=g) for g in groups]
-    running: dict[int, tuple[Any, Connection]] = {}
-    restarts = dict.fromkeys(range(len(plans)), 0)
-    erased: dict[int, int] = {}
-    failed: dict[int, str] = {}
 
-    def start(job: int) -> None:
-        reader, writer = context.Pipe(duplex=False)
-        process = context.Process(
-            target=_process_main,
-            args=(log_url, root, settings, plans[job], writer),
-            name=f"adamem-replay-{job}",
-            daemon=True,
+    async def one(job: int) -> tuple[int, int]:
+        data = pickle.dumps((log_url, root, settings, plans[job]))
+        for attempt in range(RESTARTS + 1):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", __name__, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+            )
+            pids.add(proc.pid)
+            try:
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write(data)
+                with contextlib.suppress(ConnectionError):  # it died before reading its job: restarted below
+                    await proc.stdin.drain()
+                proc.stdin.close()
+                outcome: str | None = None
+                async for raw in proc.stdout:
+                    kind, _, rest = raw.decode().rstrip("\n").partition(" ")
+                    if kind == "step":
+                        records, events = rest.split()
+                        step(int(records), int(events))
+                    elif kind in ("done", "failed"):
+                        outcome = f"{kind} {rest}"
+                await proc.wait()
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+                pids.discard(proc.pid)
+            if outcome is not None and outcome.startswith("done ") and proc.returncode == 0:
+                return int(outcome[5:]), attempt
+            if outcome is not None and outcome.startswith("failed "):
+                raise StoreError(
+                    f"replay of partitions {plans[job].partitions} into view {plan.view} failed: {outcome[7:]}"
+                )
+            # it died (killed, out of memory): again, from its shards' checkpoints
+        raise StoreError(
+            f"replay of partitions {plans[job].partitions} into view {plan.view} failed: "
+            f"its process died {RESTARTS + 1} times"
         )
-        process.start()
-        writer.close()  # the child's end: the reader sees EOF once the child is gone
-        running[job] = (process, reader)
 
-    def drain(job: int, reader: Connection) -> bool:
-        """Read what the job sent; False once its pipe is closed."""
-        try:
-            while reader.poll():
-                kind, *rest = reader.recv()
-                if kind == "step":
-                    step(rest[0], rest[1])
-                elif kind == "done":
-                    erased[job] = rest[0]
-                else:
-                    failed[job] = rest[0]
-        except (EOFError, OSError):
-            return False
-        return True
-
-    for job in range(len(plans)):
-        start(job)
+    tasks = [asyncio.ensure_future(one(job)) for job in range(len(plans))]
     try:
-        while running:
-            await asyncio.sleep(0.05)
-            for job, (process, reader) in list(running.items()):
-                open_ = drain(job, reader)
-                if open_ and process.is_alive():
-                    continue
-                process.join()
-                drain(job, reader)
-                reader.close()
-                del running[job]
-                if job in erased or job in failed:
-                    continue
-                if restarts[job] >= RESTARTS:
-                    failed[job] = f"the process folding partitions {plans[job].partitions} died {RESTARTS + 1} times"
-                    continue
-                restarts[job] += 1
-                start(job)  # goes on from its shards' checkpoints
+        results = await asyncio.gather(*tasks)
     finally:
-        for process, reader in running.values():
-            process.kill()
-            process.join()
-            reader.close()
-    if failed:
-        job = min(failed)
-        raise StoreError(f"replay of partitions {plans[job].partitions} into view {plan.view} failed: {failed[job]}")
-    return sum(erased.values()), sum(restarts.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return sum(e for e, _ in results), sum(r for _, r in results)
+
+
+if __name__ == "__main__":
+    raise SystemExit(_process_main())
