@@ -223,7 +223,7 @@ def ui_router(service: Service) -> APIRouter:
             f'<input type="hidden" name="shown" value="{esc(ctx.point_text)}">'
             f'<label for="asof-text">time or offset</label>'
             f'<input type="text" id="asof-text" name="as_of" value="{esc(ctx.point_text)}" size="24" '
-            f'placeholder="now · 2024-03-11T19:33:00Z · offset:12">'
+            f'placeholder="ISO time, ms or offset:N">'
             f'<button type="submit" id="asof-go">Show</button> <a href="{now_link}">Now</a></form>'
             "<script>(function(){var r=document.getElementById('asof-range'),t=document.getElementById('asof-text'),"
             "o=document.getElementById('asof-shown'),ts=JSON.parse(r.dataset.times);"
