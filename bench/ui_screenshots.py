@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -79,8 +79,12 @@ def headless_chrome(width: int = WIDTH, height: int = HEIGHT) -> webdriver.Chrom
     return chrome
 
 
-def start_inspector(folder: Path, env: dict[str, str] | None = None) -> Inspector:
-    """``adamem serve`` on the embedded log and store under ``folder`` (open: no keys), once it answers."""
+def start_inspector(folder: Path, env: Mapping[str, str | None] | None = None) -> Inspector:
+    """``adamem serve`` on the embedded log and store under ``folder`` (open: no keys), once it answers.
+
+    ``env``: settings of the service on top of those (None removes one: ``{"ADAMEM_LOG": None}`` serves a
+    store alone, read-only).
+    """
     port = free_port()
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ADAMEM_")}
     clean.update(
@@ -89,8 +93,12 @@ def start_inspector(folder: Path, env: dict[str, str] | None = None) -> Inspecto
         ADAMEM_HOST="127.0.0.1",
         ADAMEM_PORT=str(port),
         ADAMEM_FSYNC="false",
-        **(env or {}),
     )
+    for name, value in (env or {}).items():
+        if value is None:
+            clean.pop(name, None)
+        else:
+            clean[name] = value
     output = folder / "serve.out"
     with output.open("wb") as out:
         process = subprocess.Popen(
