@@ -152,6 +152,12 @@ def test_a_forget_post_with_bad_input_is_a_4xx_page(open_ui: httpx.Client) -> No
     assert cross.status_code == 403 and "posted from another site" in _error(cross)
 
 
+def test_a_method_no_page_takes_is_a_405_page(open_ui: httpx.Client) -> None:
+    r = open_ui.post("/ui/owners/alice/timeline")
+    assert r.status_code == 405 and "POST is not allowed on /ui/owners/alice/timeline" in _error(r)
+    assert open_ui.delete("/ui").status_code == 405
+
+
 def test_the_ui_is_not_part_of_the_openapi_description(open_ui: httpx.Client) -> None:
     paths = open_ui.get("/openapi.json").json()["paths"]
     assert paths and not [p for p in paths if p.startswith("/ui")]

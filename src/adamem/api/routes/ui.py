@@ -925,6 +925,11 @@ def ui_router(service: Service) -> APIRouter:
     async def unknown(rest: str) -> Response:
         return error_page(404, "Not found", f"there is no inspector page /ui/{rest}")
 
+    @router.api_route("/ui/{rest:path}", methods=["POST", "PUT", "PATCH", "DELETE"])
+    async def not_allowed(request: Request, rest: str) -> Response:
+        """A method no inspector page takes (forms post to forget, login and logout only)."""
+        return error_page(405, "Method not allowed", f"{request.method} is not allowed on /ui/{rest}")
+
     return router
 
 
