@@ -248,14 +248,15 @@ def test_bad_input_is_a_page_that_says_so(browser: WebDriver, inspector: Inspect
     assert "is not a time or a log offset" in browser.find_element(By.CSS_SELECTOR, "[role=alert]").text
 
 
-def test_screenshots_when_asked(browser: WebDriver, inspector: Inspector) -> None:
-    """With ADAMEM_UI_SCREENSHOTS set, a PNG of every panel goes there (docs/ui holds the committed ones)."""
+def test_every_panel_has_a_screenshot(browser: WebDriver, inspector: Inspector, tmp_path: Path) -> None:
+    """A 1280x800 PNG of every panel, in ADAMEM_UI_SCREENSHOTS when set (docs/ui: the committed ones)."""
     folder = os.environ.get("ADAMEM_UI_SCREENSHOTS")
-    out = Path(folder) if folder else None
-    if out is None:
-        return
-    saved = shoot(browser, inspector.url, out)
-    assert saved and all(p.stat().st_size > 10_000 for p in saved)
+    saved = shoot(browser, inspector.url, Path(folder) if folder else tmp_path)
+    assert len(saved) == 10
+    for png in saved:
+        head = png.read_bytes()[:24]
+        assert head[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000, png
+        assert (int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")) == (1280, 800), png
 
 
 def test_forget_asks_first_then_the_message_is_gone(browser: WebDriver, inspector: Inspector) -> None:
