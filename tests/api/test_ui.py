@@ -150,6 +150,8 @@ def test_a_forget_post_with_bad_input_is_a_4xx_page(open_ui: httpx.Client) -> No
     elsewhere = {**form, "origin": "http://evil.example"}
     cross = open_ui.post("/ui/owners/alice/forget", content="item=x", headers=elsewhere)
     assert cross.status_code == 403 and "posted from another site" in _error(cross)
+    opaque = open_ui.post("/ui/owners/alice/forget", content="item=x", headers={**form, "origin": "null"})
+    assert opaque.status_code == 403
 
 
 def test_a_method_no_page_takes_is_a_405_page(open_ui: httpx.Client) -> None:

@@ -165,9 +165,9 @@ def ui_router(service: Service) -> APIRouter:
         return Viewer(who.tenant, None)
 
     def same_origin(request: Request) -> None:
-        """Refuse a form posted from another site (the key cookie is SameSite=Strict as well)."""
+        """Refuse a form posted from another site or an opaque origin (the key cookie is SameSite=Strict as well)."""
         origin = request.headers.get("origin")
-        if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host", ""):
+        if origin and urlsplit(origin).netloc != request.headers.get("host", ""):
             raise PageError(403, "Cross-site form", "this form was posted from another site; open the inspector itself")
 
     async def guarded(work: Callable[[], Awaitable[Response]]) -> Response:
