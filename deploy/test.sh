@@ -44,6 +44,19 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
     fi
 fi
 
+# chromium and its chromedriver (Debian's chromium, chromium-driver): tests/api/test_ui_browser.py drives the
+# memory inspector in real headless Chromium through Selenium; fonts-wqy-zenhei renders its Chinese text.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: installing chromium and chromium-driver"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-wqy-zenhei >/dev/null
+    else
+        echo "test.sh: chromium/chromedriver are missing; install them (Debian: apt-get install -y chromium chromium-driver) and run again" >&2
+        exit 1
+    fi
+fi
+
 started_here=0
 if ! bash deploy/kafka.sh status >/dev/null 2>&1; then
     bash deploy/kafka.sh start

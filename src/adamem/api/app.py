@@ -1,8 +1,9 @@
 """The FastAPI application of the query service: its routers, error answers, body limit and lifespan.
 
 Routes (``api.routes``): query, research, list memory, provenance (``reads``); publish, and wait
-for what was published (``writes``); health; the owner's change feed (``api.changes``). They share
-one ``api.service.Service``: settings, retriever, log, tenant keys and the write path.
+for what was published (``writes``); health; the owner's change feed (``api.changes``); the memory
+inspector's HTML pages under ``/ui`` (``ui``). They share one ``api.service.Service``: settings,
+retriever, log, tenant keys and the write path.
 
 In embedded mode the service also runs the write path (``streams.follow.Follower``); a publish
 answers the positions it wrote, and a query (``min_position``) or ``POST /v1/visible`` waits until
@@ -32,6 +33,7 @@ from adamem.api.metrics import instrument
 from adamem.api.models import MAX_BODY
 from adamem.api.routes.health import health_router
 from adamem.api.routes.reads import reads_router
+from adamem.api.routes.ui import ui_router
 from adamem.api.routes.writes import writes_router
 from adamem.api.service import Service
 from adamem.retrieval.service import Retriever
@@ -107,4 +109,5 @@ def create_app(
     app.include_router(
         changes_router(settings, log_, service.owner_of, responses(*service.keyed_errors, 403, 422, 500, 503))
     )
+    app.include_router(ui_router(service))  # the memory inspector's HTML pages, /ui (not in the OpenAPI description)
     return app

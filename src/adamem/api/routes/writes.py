@@ -28,7 +28,7 @@ from adamem.api.provenance import ItemNotFound
 from adamem.api.service import Service
 from adamem.errors import Forbidden, LogError
 
-__all__ = ["writes_router"]
+__all__ = ["forget_target", "writes_router"]
 
 _ITEM_TABLES = ("episodic", "persona", "graph_nodes", "graph_edges", "messages")
 
@@ -40,6 +40,58 @@ def _holds(service: Service, owner_id: str, target: str, any_item: bool) -> bool
         row.id == target
         for table in (_ITEM_TABLES if any_item else ("messages",))
         for row in store.rows(table, owner_id)
+    )
+
+
+async def forget_target(service: Service, owner_id: str, body: ForgetBody) -> ForgetAnswer:
+    """Forget ``body``'s target of ``owner_id`` through the log; return once memory no longer holds it.
+
+    ``ItemNotFound`` for a target the owner's memory does not hold, ``UnknownOwner`` for an owner with
+    none, ``NotVisible`` when the projections do not reach the forget within ``body.wait_ms``. The HTTP
+    route and the inspector (``routes.ui``) both forget through this.
+    """
+    log = service.log
+    if log is None:
+        raise LogError("this service was started without --log; it cannot forget")
+    from adamem.core import forget_event
+    from adamem.owners import split_owner
+    from adamem.schemas.serde import encode_event
+    from adamem.streams.log import OutgoingRecord
+
+    tenant, user = split_owner(owner_id)
+    item = body.item if isinstance(body, ForgetItem) else None
+    message = body.message if isinstance(body, ForgetMessage) else None
+    event = forget_event(  # stamped here, at the edge, as the CLI and the clients do
+        user,
+        tenant,
+        item=item,
+        message=message,
+        everything=isinstance(body, ForgetEverything),
+        reason=body.reason,
+        at_ms=int(time.time() * 1000),
+    )
+    await service.owner_known(owner_id)
+    target = item or message
+    if target is not None and not await asyncio.to_thread(_holds, service, owner_id, target, message is None):
+        raise ItemNotFound(owner_id, target)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    topic = service.settings.topic("control")
+    placed = await log.append(topic, [OutgoingRecord(user, encode_event(event))])
+    if service.writer is not None:
+        service.writer.wake()
+    last = dict(placed)
+    await service.wait_until_visible(
+        {topic: last},
+        body.wait_ms,
+        "the forget is on the log and takes effect when the projections reach it; ask a query again",
+    )
+    return ForgetAnswer(
+        event_id=event.event_id,
+        scope=event.scope,
+        positions=[LogPosition(partition=p, offset=o) for p, o in sorted(last.items())],
+        visible=True,
+        waited_ms=round((loop.time() - started) * 1000, 1),
     )
 
 
@@ -105,48 +157,6 @@ def writes_router(service: Service) -> APIRouter:
         responses=responses(*service.keyed_errors, 400, 404, 409, 413, 415, 422, 500, 503),
     )
     async def forget(body: ForgetBody, owner_id: str = Depends(service.owner_of)) -> ForgetAnswer:
-        log = service.log
-        if log is None:
-            raise LogError("this service was started without --log; it cannot forget")
-        from adamem.core import forget_event
-        from adamem.owners import split_owner
-        from adamem.schemas.serde import encode_event
-        from adamem.streams.log import OutgoingRecord
-
-        tenant, user = split_owner(owner_id)
-        item = body.item if isinstance(body, ForgetItem) else None
-        message = body.message if isinstance(body, ForgetMessage) else None
-        event = forget_event(  # stamped here, at the edge, as the CLI and the clients do
-            user,
-            tenant,
-            item=item,
-            message=message,
-            everything=isinstance(body, ForgetEverything),
-            reason=body.reason,
-            at_ms=int(time.time() * 1000),
-        )
-        await service.owner_known(owner_id)
-        target = item or message
-        if target is not None and not await asyncio.to_thread(_holds, service, owner_id, target, message is None):
-            raise ItemNotFound(owner_id, target)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        topic = service.settings.topic("control")
-        placed = await log.append(topic, [OutgoingRecord(user, encode_event(event))])
-        if service.writer is not None:
-            service.writer.wake()
-        last = dict(placed)
-        await service.wait_until_visible(
-            {topic: last},
-            body.wait_ms,
-            "the forget is on the log and takes effect when the projections reach it; ask a query again",
-        )
-        return ForgetAnswer(
-            event_id=event.event_id,
-            scope=event.scope,
-            positions=[LogPosition(partition=p, offset=o) for p, o in sorted(last.items())],
-            visible=True,
-            waited_ms=round((loop.time() - started) * 1000, 1),
-        )
+        return await forget_target(service, owner_id, body)
 
     return router

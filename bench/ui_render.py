@@ -1,0 +1,150 @@
+"""Time to first render of each inspector panel for an owner with 10,000 messages, in headless Chromium.
+
+``python -m bench.ui_render [--store FOLDER] [--messages 10000] [--runs 5]`` builds (or reuses) the
+synthetic store of ``bench/scale.py`` — one owner, ``default:o0``, with that many messages — starts
+``adamem serve`` over it (read-only: the store alone), and opens every panel in Chromium: once cold
+(the first request of the panel since the service started; the first panel also loads the owner)
+and ``--runs`` times warm. Per panel it records the browser's navigation timing: time to the first
+byte of the page (the server's work), to the last byte, to DOMContentLoaded and to the first
+contentful paint, all from the start of the navigation, and the page's size. The synthetic owner
+has messages only (no records, traits or graph: ``bench/scale.py`` does not run the folds), so the
+timeline and the query carry the owner's weight; the other panels show how the owner's size alone
+weighs on them. Results: ``bench/results/ui_render.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.common import RESULTS, git_commit, machine_facts, print_table
+from bench.ui_screenshots import headless_chrome, start_inspector, stop
+
+__all__ = ["PANELS", "main"]
+
+USER = "o0"
+PANELS = [
+    ("owners", "/ui"),
+    ("timeline", f"/ui/owners/{USER}/timeline"),
+    ("timeline as of", f"/ui/owners/{USER}/timeline?as_of=2023-11-14T23%3A00%3A00Z"),
+    ("timeline page 50", f"/ui/owners/{USER}/timeline?page=50"),
+    ("persona", f"/ui/owners/{USER}/persona"),
+    ("graph", f"/ui/owners/{USER}/graph"),
+    ("query", f"/ui/owners/{USER}/query?q=Why+did+I+go+hiking+with+my+sister%3F&top_k=10"),
+    ("views", f"/ui/owners/{USER}/views"),
+]
+"""Each panel timed: its name and its page (the synthetic messages are 1 s apart from 2023-11-14T22:13:20Z)."""
+
+_TIMING = """
+const n = performance.getEntriesByType('navigation')[0];
+const p = performance.getEntriesByName('first-contentful-paint')[0];
+return {ttfb: n.responseStart - n.startTime, last_byte: n.responseEnd - n.startTime,
+        dom: n.domContentLoadedEventEnd - n.startTime, fcp: p ? p.startTime : null,
+        bytes: n.transferSize, status: n.responseStatus};
+"""
+
+
+def _build(folder: Path, messages: int) -> None:
+    from bench.scale import build
+
+    print(f"building {messages} messages of one owner in {folder} ...", file=sys.stderr, flush=True)
+    print(json.dumps(build(str(folder), 1, messages, 19)), file=sys.stderr)
+
+
+def _visit(chrome: Any, url: str) -> dict[str, Any]:
+    chrome.get("about:blank")
+    chrome.get(url)
+    timing: dict[str, Any] = chrome.execute_script(_TIMING)
+    for _ in range(40):  # the paint entry may come after the load event that ends ``get``
+        if timing["fcp"] is not None:
+            break
+        time.sleep(0.05)
+        timing = chrome.execute_script(_TIMING)
+    return {k: round(v, 1) if isinstance(v, float) else v for k, v in timing.items()}
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return round(statistics.median(values), 1) if values else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.ui_render", description=__doc__.split("\n\n")[0])
+    p.add_argument("--store", help="the synthetic store's folder (built when missing; default: a temporary one)")
+    p.add_argument("--messages", type=int, default=10_000, help="messages of the owner (default 10000)")
+    p.add_argument("--runs", type=int, default=5, help="warm visits per panel (default 5)")
+    p.add_argument("--json", dest="out", default=str(RESULTS / "ui_render.json"), help="result file")
+    args = p.parse_args(argv)
+    started = machine_facts()
+    with tempfile.TemporaryDirectory(prefix="adamem-ui-render-") as tmp:
+        store = Path(args.store) if args.store else Path(tmp) / "store"
+        if not (store / "views").exists():
+            _build(store, args.messages)
+        inspector = start_inspector(Path(tmp), {"ADAMEM_STORE": str(store), "ADAMEM_LOG": None})
+        chrome = headless_chrome()
+        try:
+            results = []
+            for name, path in PANELS:
+                cold = _visit(chrome, inspector.url + path)
+                if cold["status"] != 200:
+                    raise RuntimeError(f"{path} answered {cold['status']}")
+                warm = [_visit(chrome, inspector.url + path) for _ in range(args.runs)]
+                results.append(
+                    {
+                        "panel": name,
+                        "path": path,
+                        "cold": cold,
+                        "warm_median": {k: _median(warm, k) for k in ("ttfb", "last_byte", "dom", "fcp")},
+                        "warm_runs": warm,
+                        "bytes": warm[-1]["bytes"] if warm else cold["bytes"],
+                    }
+                )
+        finally:
+            chrome.quit()
+            stop(inspector.process)
+    print_table(
+        ["panel", "cold TTFB ms", "cold FCP ms", "warm TTFB ms", "warm FCP ms", "warm DOM ms", "KiB"],
+        [
+            [
+                r["panel"],
+                r["cold"]["ttfb"],
+                r["cold"]["fcp"],
+                r["warm_median"]["ttfb"],
+                r["warm_median"]["fcp"],
+                r["warm_median"]["dom"],
+                round((r["bytes"] or 0) / 1024, 1),
+            ]
+            for r in results
+        ],
+    )
+    doc = {
+        "benchmark": "ui_render",
+        "command": "python -m bench.ui_render " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])),
+        "git": git_commit(),
+        "machine": started,
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "owner": {"user_id": USER, "messages": args.messages, "layers": "messages only (bench/scale.py build)"},
+        "viewport": "1280x800, headless Chromium",
+        "metrics": "ms from the start of the navigation: ttfb = first byte of the page, last_byte, dom = "
+        "DOMContentLoaded, fcp = first contentful paint; cold = the panel's first request since the service "
+        f"started (the first panel also loads the owner), warm = median of {args.runs} visits",
+        "panels": results,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""An owner's memory as the inspector shows it: every row, and which of them stood at an as-of point.
+
+The point means what it means to a query (``retrieval.snapshot.View``): at event time T, messages
+said by T, records valid at T, traits first seen by T and not superseded before T; at log offset O,
+messages below O on the owner's analyses partition and everything else as at the event time of the
+newest such message. A long-lived owner's snapshot holds its newest messages only; the inspector
+reads every message of the owner from the store (kept while the owner's shard does not change), so
+that the timeline, the slider and an offset's time cover them all.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import cached_property
+
+from adamem.api.models import MAX_OFFSET, MAX_TIME_MS, MIN_TIME_MS
+from adamem.events import ms_to_iso
+from adamem.ingest import parse_time
+from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, PersonaRow
+from adamem.retrieval.service import Retriever
+from adamem.retrieval.snapshot import AsOf, OwnerSnapshot, View
+
+__all__ = ["AsOfError", "Inspection", "MessageCache", "as_of_text", "parse_as_of"]
+
+_OFFSET = re.compile(r"(?:offset|@)\s*[:=]?\s*([0-9]+)", re.IGNORECASE)
+_MILLIS = re.compile(r"-?[0-9]+")
+
+
+class AsOfError(ValueError):
+    """An as-of text that is neither a time nor a log offset."""
+
+
+def parse_as_of(text: str | None) -> AsOf | None:
+    """The point an as-of text names: an ISO-8601 time or integer milliseconds (event time, as the API and
+    ``adamem query --as-of`` read them), or ``offset:N`` (a log offset of the owner's analyses partition).
+
+    None for no text; ``AsOfError`` with a sentence for anything else.
+    """
+    value = (text or "").strip()
+    if not value:
+        return None
+    m = _OFFSET.fullmatch(value)
+    if m is not None:
+        offset = int(m.group(1))
+        if offset > MAX_OFFSET:
+            raise AsOfError(f"as_of {value!r}: the offset is past {MAX_OFFSET}")
+        return AsOf(offset=offset)
+    if _MILLIS.fullmatch(value):
+        ms = int(value)
+    else:
+        try:
+            ms = parse_time(value)
+        except ValueError:
+            raise AsOfError(
+                f"as_of {value!r} is not a time or a log offset: give an ISO-8601 time such as 2024-03-11T19:33:00Z, "
+                "integer milliseconds since the epoch, or offset:N for a log offset"
+            ) from None
+    if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
+        raise AsOfError(f"as_of {value!r} is outside the years 0001-9999")
+    return AsOf(time=ms)
+
+
+def as_of_text(point: AsOf | None) -> str:
+    """The canonical text of a point (what ``parse_as_of`` reads back); "" for now."""
+    if point is None:
+        return ""
+    if point.offset is not None:
+        return f"offset:{point.offset}"
+    assert point.time is not None
+    return ms_to_iso(point.time)
+
+
+class MessageCache:
+    """Every message of recently inspected owners, in arrival order, kept while the owner's shard token holds."""
+
+    def __init__(self, owners: int = 4) -> None:
+        self._kept: OrderedDict[str, tuple[str, tuple[MessageRow, ...]]] = OrderedDict()
+        self._owners = owners
+        self._lock = threading.Lock()
+
+    def messages(self, retriever: Retriever, owner_id: str, snap: OwnerSnapshot) -> tuple[MessageRow, ...]:
+        """The owner's messages: the snapshot's when it holds them all, else read from the store."""
+        if snap.archive is None:
+            return tuple(snap.by_seq)
+        token = retriever.token(owner_id)
+        with self._lock:
+            kept = self._kept.get(owner_id)
+            if kept is not None and kept[0] == token:
+                self._kept.move_to_end(owner_id)
+                return kept[1]
+        rows = [r for r in retriever.store.rows("messages", owner_id) if isinstance(r, MessageRow)]
+        found = tuple(sorted(rows, key=lambda m: (m.seq, m.id)))
+        with self._lock:
+            self._kept[owner_id] = (token, found)
+            while len(self._kept) > self._owners:
+                self._kept.popitem(last=False)
+        return found
+
+
+@dataclass
+class Inspection:
+    """One owner's rows and the as-of point they are shown at."""
+
+    owner_id: str
+    snap: OwnerSnapshot
+    all_messages: tuple[MessageRow, ...]
+    point: AsOf | None
+
+    @cached_property
+    def time(self) -> int | None:
+        """The event time of the point (an offset's: its newest message's); None for now."""
+        if self.point is None:
+            return None
+        if self.point.offset is not None:
+            offset = self.point.offset
+            return max((m.occurred_at for m in self.all_messages if m.source_offset < offset), default=-1)
+        return self.point.time
+
+    @cached_property
+    def view(self) -> View:
+        """The retriever's view at the point's event time (records, traits, nodes, edges)."""
+        return View(self.snap, None if self.time is None else AsOf(time=self.time))
+
+    @cached_property
+    def by_id(self) -> dict[str, MessageRow]:
+        """Every message by its event id."""
+        return {m.id: m for m in self.all_messages}
+
+    def message(self, m: MessageRow) -> bool:
+        """Whether a message existed at the point."""
+        if self.point is None:
+            return True
+        if self.point.offset is not None and m.source_offset >= self.point.offset:
+            return False
+        return self.time is None or m.occurred_at <= self.time
+
+    @cached_property
+    def messages(self) -> list[MessageRow]:
+        """The messages that existed at the point, in arrival order."""
+        return [m for m in self.all_messages if self.message(m)]
+
+    @cached_property
+    def working(self) -> frozenset[str]:
+        """Ids of the messages in working memory at the point (the FIFO replayed over the visible ones)."""
+        if self.point is None:
+            return frozenset(m.id for m in self.all_messages if m.in_working)
+        seen, params = self.messages, self.snap.params
+        n, cap, batch = len(seen), params.working_capacity, params.eviction_batch
+        keep = n if n <= cap else cap + 1 - batch + (n - cap - 1) % batch
+        return frozenset(m.id for m in seen[n - keep :])
+
+    def record_valid(self, r: EpisodicRow) -> bool:
+        """Whether a record was valid at the point (now: active and not about to be superseded)."""
+        return self.view.record(r)
+
+    def record_known(self, r: EpisodicRow) -> bool:
+        """Whether a record had been written by the point (valid then, or valid before it)."""
+        if self.time is None:
+            return True
+        return min(r.valid_from, r.occurred_at) <= self.time
+
+    def replaced_by_then(self, r: EpisodicRow) -> bool:
+        """Whether a record's replacement happened by the point."""
+        return r.valid_to >= 0 and (self.time is None or r.valid_to <= self.time)
+
+    def trait(self, t: PersonaRow) -> bool:
+        """Whether a persona trait stood at the point."""
+        return self.view.trait(t)
+
+    def evidence(self, t: PersonaRow) -> list[tuple[str, float, int]]:
+        """A trait's (message id, confidence, time) evidence that existed at the point."""
+        out = []
+        for mid, conf, at in zip(t.evidence_message_ids, t.evidence_confidences, t.evidence_times, strict=True):
+            m = self.by_id.get(mid)
+            if m is not None and self.message(m):
+                out.append((mid, conf, at))
+        return out
+
+    def node(self, n: GraphNodeRow) -> bool:
+        """Whether a graph node stood for something that existed at the point."""
+        if n.node_type == "message":
+            m = self.by_id.get(n.ref_id)
+            return m is not None and self.message(m)
+        return self.view.node(n)
+
+    def edge(self, e: GraphEdgeRow) -> bool:
+        """Whether an edge and both its ends existed at the point."""
+        if not self.view.edge(e):
+            return False
+        ends = (self.snap.nodes.get(e.src), self.snap.nodes.get(e.dst))
+        return all(n is not None and self.node(n) for n in ends)
