@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Iterator
 
-__all__ = ["PHRASES_EN", "UNSTEMMED_EN", "search_text", "tokenize"]
+__all__ = ["PHRASES_EN", "UNSTEMMED_EN", "is_stop_word_en", "search_text", "tokenize"]
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff]+")
 _STOP_EN = frozenset(
@@ -29,6 +29,13 @@ _STOP_EN = frozenset(
     those through to too under until up very was we were what when where which while who whom why will
     with would you your yours yourself yourselves""".split()  # noqa: SIM905
 )
+
+
+def is_stop_word_en(word: str) -> bool:
+    """Whether a lower-case word is one of the English stop words full-text search leaves out."""
+    return word in _STOP_EN
+
+
 _STOP_ZH = frozenset("的 了 是 我 你 他 她 它 们 在 和 就 都 也 很 吗 呢 吧 啊 呀 这 那 个 之 与 及 着 过 么".split())  # noqa: SIM905
 
 

@@ -73,7 +73,9 @@ def test_the_answer_is_json_ready_with_route_whose_and_timing(motivating: Any, e
         "route",
         "items",
         "timing_ms",
+        "notices",
     }
+    assert data["notices"] == []
     assert len(data["items"]) == 5 and [i["rank"] for i in data["items"]] == [1, 2, 3, 4, 5]
     assert set(data["timing_ms"]) == {"resolve", "route", "retrieve", "expand", "fuse", "total"}
     assert set(data["items"][0]["breakdown"]) == {"semantic", "graph", "temporal", "fact"}

@@ -682,6 +682,8 @@ def run_query(
         return 0
     route = answer["route"]
     print(f"route: {route.get('route')} ({route.get('reason', '')}); whose: {whose_text(answer['whose'])}")
+    for notice in answer.get("notices", []):
+        print(f"notice: {notice}")
     items = answer["items"]
     if any(item.get("ordered_by") for item in items):
         print("ranked by score, except items a rule moved (the rule is shown after them)")

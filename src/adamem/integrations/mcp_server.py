@@ -86,6 +86,7 @@ def compact_answer(answer: Answer) -> str:
     """An answer as a few lines an LLM reads: the route, then each item with score parts and sources."""
     route = answer.route
     lines = [f"route: {route.route.value} ({route.reason}); whose memory: {answer.whose.subject.value}"]
+    lines += [f"notice: {n}" for n in answer.notices]
     for item in answer.items:
         when = when_text(item.occurred_at, item.event_time)
         b = item.breakdown

@@ -174,6 +174,7 @@ class Answer:
     as_of: AsOf | None = None
     config: str = ""
     cached: bool = False
+    notices: tuple[str, ...] = ()  # what the reader of the answer should know (``retrieval.language``)
 
     def message_ids(self, limit: int | None = None) -> list[str]:
         """Distinct source ``message_id``s of the items' provenance, in rank order (the evidence chain)."""
@@ -195,6 +196,7 @@ class Answer:
             "route": self.route.to_dict(),
             "items": [i.to_dict() for i in self.items],
             "timing_ms": self.timing.to_dict(),
+            "notices": list(self.notices),
         }
 
 

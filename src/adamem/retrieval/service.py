@@ -58,6 +58,7 @@ from adamem.retrieval.fusion import (
 )
 from adamem.retrieval.graph import MemoryGraph, PositionRelevance, Reach, Relevance, expand
 from adamem.retrieval.index import Vector
+from adamem.retrieval.language import language_notice
 from adamem.retrieval.route import RoutePlan, route_query
 from adamem.retrieval.snapshot import AsOf, MemoryRow, OwnerSnapshot, View
 from adamem.retrieval.whose import WhoseDecision, whose_memory
@@ -370,6 +371,7 @@ class Retriever:
             windows,
             point,
             cfg.name,
+            notices=tuple(n for n in (language_notice(question),) if n),
         )
         if cache:
             self._answers.put(owner_id, state.version, qvec, guard, answer)
