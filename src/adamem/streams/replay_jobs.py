@@ -13,18 +13,14 @@ commits left them (a shard it was writing is recovered to its checkpoint when op
 event is folded twice. A process that fails with an error is not restarted: the error is raised,
 and the view, never switched to, is left for inspection.
 
-A process is this interpreter running this module, given its job on stdin and reporting on
-stdout; it opens the log and the store again from their locations. A log or store held in this
-process (``memory://``, a catalog object) is folded here.
+The processes are ``streams.processes``'; each opens the log and the store again from their
+locations. A log or store held in this process (``memory://``, a catalog object) is folded here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
-import pickle
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
@@ -39,14 +35,12 @@ from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
 from adamem.streams.keys import keystore_for
 from adamem.streams.log import EventLog
+from adamem.streams.processes import Channel, JobFailed, run_jobs
 
 __all__ = ["REBUILD_BATCH", "FoldPlan", "FoldRunner", "Step", "collector_paused", "fold_plan"]
 
 REBUILD_BATCH = 10_000
 """Events folded per commit of a rebuild: few commits, while the decoded batch stays a few hundred MB at most."""
-
-RESTARTS = 3
-"""Times a process that died (killed, out of memory) is started again before the rebuild gives up."""
 
 Step = Callable[[int, int], None]
 """Hears of each committed batch: the log records it read and the events it folded."""
@@ -238,36 +232,18 @@ class FoldRunner:
         return erased
 
 
-async def _fold_here(job: bytes, report: Callable[[str], None]) -> None:
-    """A fold process's work: the pickled ``(log URL, store, settings, plan)`` carried out, each step reported."""
+async def fold_job(job: tuple[str, str | StoreLocation, Settings, FoldPlan], channel: Channel) -> int:
+    """A fold process's work (``streams.processes``): the plan carried out, each committed batch noted."""
     from adamem.streams.factory import open_log
 
-    log_url, root, settings, plan = pickle.loads(job)  # written by the parent process, through a pipe
+    log_url, root, settings, plan = job
     log = open_log(log_url, settings)
     await log.start()
     try:
         with collector_paused():
-            erased = await fold_plan(log, open_views(root), settings, plan, lambda r, e: report(f"step {r} {e}"))
+            return await fold_plan(log, open_views(root), settings, plan, lambda r, e: channel.note((r, e)))
     finally:
         await log.stop()
-    report(f"done {erased}")
-
-
-def _process_main() -> int:
-    """``python -m adamem.streams.replay_jobs``: a fold process, given its job on stdin, reporting on stdout."""
-    job = sys.stdin.buffer.read()
-    out = sys.stdout
-
-    def report(line: str) -> None:
-        out.write(line + "\n")
-        out.flush()
-
-    try:
-        asyncio.run(_fold_here(job, report))
-    except Exception as exc:  # reported, not retried: an error would happen again
-        report("failed " + f"{type(exc).__name__}: {exc}".replace("\n", " "))
-        return 1
-    return 0
 
 
 async def _in_processes(
@@ -279,63 +255,18 @@ async def _in_processes(
     step: Step,
     pids: set[int],
 ) -> tuple[int, int]:
-    """Run ``plan`` for each group of partitions in a process of its own, restarting the ones that die.
+    """Run ``plan`` for each group of partitions in a process of its own (``streams.processes``).
 
-    A process is this interpreter running this module (``-m``): it imports only what folding
-    needs, never the caller's main script. Each reports on its own pipe (stdout), so one killed in
-    the middle of a line takes nothing of the others' with it. ``pids`` holds the running
-    processes' ids. Returns the batches whose forgets were erased and the processes restarted.
+    Returns the batches whose forgets were erased and the processes started again after dying.
     """
     plans = [replace(plan, partitions=g) for g in groups]
-
-    async def one(job: int) -> tuple[int, int]:
-        data = pickle.dumps((log_url, root, settings, plans[job]))
-        for attempt in range(RESTARTS + 1):
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", __name__, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
-            )
-            pids.add(proc.pid)
-            try:
-                assert proc.stdin is not None and proc.stdout is not None
-                proc.stdin.write(data)
-                with contextlib.suppress(ConnectionError):  # it died before reading its job: restarted below
-                    await proc.stdin.drain()
-                proc.stdin.close()
-                outcome: str | None = None
-                async for raw in proc.stdout:
-                    kind, _, rest = raw.decode().rstrip("\n").partition(" ")
-                    if kind == "step":
-                        records, events = rest.split()
-                        step(int(records), int(events))
-                    elif kind in ("done", "failed"):
-                        outcome = f"{kind} {rest}"
-                await proc.wait()
-            finally:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
-                pids.discard(proc.pid)
-            if outcome is not None and outcome.startswith("done ") and proc.returncode == 0:
-                return int(outcome[5:]), attempt
-            if outcome is not None and outcome.startswith("failed "):
-                raise StoreError(
-                    f"replay of partitions {plans[job].partitions} into view {plan.view} failed: {outcome[7:]}"
-                )
-            # it died (killed, out of memory): again, from its shards' checkpoints
-        raise StoreError(
-            f"replay of partitions {plans[job].partitions} into view {plan.view} failed: "
-            f"its process died {RESTARTS + 1} times"
-        )
-
-    tasks = [asyncio.ensure_future(one(job)) for job in range(len(plans))]
     try:
-        results = await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    return sum(e for e, _ in results), sum(r for _, r in results)
-
-
-if __name__ == "__main__":
-    raise SystemExit(_process_main())
+        erased, restarts = await run_jobs(
+            f"{__name__}:fold_job",
+            [(log_url, root, settings, p) for p in plans],
+            on_note=lambda _, note: step(*note),
+            pids=pids,
+        )
+    except JobFailed as exc:
+        raise StoreError(f"replay into view {plan.view} failed: {exc}") from exc
+    return sum(erased), restarts
