@@ -202,3 +202,51 @@ def test_the_replay_command_folds_in_parallel_and_says_what_it_found(
     assert main(["replay", *places, "--jobs", "0", "--quiet"]) != 0
     assert "jobs must be at least 1" in capsys.readouterr().err
     assert LanceStore(str(tmp_path / "store"), read_only=True).views() == ["main", "r1"]  # no view was begun
+
+
+def _children(name: str) -> list[int]:
+    """Pids of this process's children whose command line names ``name``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and name in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+async def _analyses(log: EventLog, settings: Settings, generation: str) -> dict[int, int]:
+    return await log.end_offsets(dataclasses.replace(settings, generation=generation).topic("analyses"))
+
+
+async def test_parallel_reanalysis_equals_serial_even_when_a_process_is_killed(four: Settings, tmp_path: Path) -> None:
+    from adamem.streams.reanalyze import layer_changes, reanalyze
+
+    log, root = await _built(four, tmp_path)
+    await log.stop()  # the reanalysis writes the log
+    serial = await reanalyze(four, root, extractor="none", view="serial", jobs=1)
+    parallel = await reanalyze(four, root, extractor="none", view="parallel", jobs=2)
+    killed: list[int] = []
+
+    def kill_one(_: int) -> None:
+        if not killed and (pids := _children("adamem.streams.processes")):
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+    resumed = await reanalyze(four, root, extractor="none", view="killed", jobs=2, progress=kill_one)
+    assert killed
+    views = LanceStore(root, read_only=True)
+    log = open_log(four.log_url, four)
+    await log.start()
+    for report in (parallel, resumed):
+        assert report.stats.analyzed == serial.stats.analyzed > 0
+        changes = layer_changes(views.open_view("serial", read_only=True), views.open_view(report.view, read_only=True))
+        assert all(c.added == c.removed == c.altered == 0 for c in changes.values()), changes
+        assert changes["working"].unchanged and changes["graph"].unchanged
+        assert {k: vars(v) for k, v in report.layers.items()} == {k: vars(v) for k, v in serial.layers.items()}
+        # each message analysed once: the new generation's analyses are as many as the serial one's, per partition
+        assert await _analyses(log, four, report.generation) == await _analyses(log, four, serial.generation)
+    await log.stop()

@@ -315,6 +315,7 @@ async def run_reanalyze(
     view: str | None,
     switch: bool,
     quiet: bool = False,
+    jobs: int = 1,
 ) -> int:
     """Write a new analysis generation, project it into a new view, print what changed per layer."""
     from adamem.progress import Progress
@@ -343,6 +344,7 @@ async def run_reanalyze(
             view=view,
             switch=switch,
             progress=bar.update if bar else None,
+            jobs=jobs,
         )
     finally:
         if bar is not None:

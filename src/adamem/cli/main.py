@@ -142,6 +142,7 @@ async def _reanalyze(args: argparse.Namespace) -> int:
         view=args.view,
         switch=args.switch,
         quiet=args.quiet,
+        jobs=args.jobs,
     )
 
 
@@ -751,6 +752,12 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--embedder", help="e5 or openai (default: the current one)")
     p.add_argument("--view", help="name of the new view (default: the generation's name, g<N>)")
     p.add_argument("--switch", action="store_true", help="switch to the new view when done (default: only compare)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes analysing partitions side by side (default: the cores; at most the log's partitions)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")
     p.add_argument("--store", help="store folder (default $ADAMEM_STORE or ./data/store)")

@@ -126,13 +126,15 @@ async def analyze_pending(
     batch: int = ANALYSIS_BATCH,
     progress: Callable[[int], None] | None = None,
     resume: dict[str, int] | None = None,
+    stats: PipelineStats | None = None,
 ) -> PipelineStats:
     """Analyze every message (and forward every control event) of a partition not yet analyzed.
 
     ``resume`` (topic -> next offset) caches where the previous call stopped; when None, it is
-    read back from the analyses topic. It is updated in place.
+    read back from the analyses topic. It is updated in place. The counts go into ``stats`` (a new
+    one by default) batch by batch, before ``progress`` hears of the batch, and it is returned.
     """
-    stats = PipelineStats()
+    stats = PipelineStats() if stats is None else stats
     messages_topic, control_topic = settings.topic("messages"), settings.topic("control")
     if resume is None or not resume:
         found = await resume_points(log, settings, partition)
@@ -206,13 +208,14 @@ async def project_pending(
     partition: int,
     batch: int = 1000,
     progress: Callable[[int], None] | None = None,
+    stats: PipelineStats | None = None,
 ) -> PipelineStats:
     """Fold every analysis/control event of a partition past the store's checkpoint; publish each batch's feed.
 
     Each batch's change events go to the changes topic once the batch is committed (at least once:
-    ``streams.feed``).
+    ``streams.feed``). The counts go into ``stats`` as in ``analyze_pending``.
     """
-    stats = PipelineStats()
+    stats = PipelineStats() if stats is None else stats
     topic = settings.topic("analyses")
     start = projector.store.checkpoint(partition).get(topic, 0)
     end = (await log.end_offsets(topic)).get(partition, 0)

@@ -17,12 +17,13 @@ A reanalysis that stops halfway leaves an unfinished view that is never active; 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import build_agent, build_embedder, build_extractor
-from adamem.errors import StoreError
+from adamem.errors import AdaMemError, LogError, StoreError
+from adamem.locations import StoreLocation
 from adamem.projections.folds.rows import Row
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_views
@@ -30,8 +31,9 @@ from adamem.projections.store.ports import MemoryStore, StoreReader, ViewCatalog
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.generations import FIRST, generation_record, next_generation, resolve, settings_for
-from adamem.streams.log import EventLog
+from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 from adamem.streams.pipeline import PipelineStats, analyze_pending, project_pending
+from adamem.streams.processes import Channel, JobFailed, run_jobs
 from adamem.streams.replay import LAYER_TABLES, store_rows
 
 __all__ = ["LayerChanges", "ReanalyzeReport", "catch_up", "layer_changes", "reanalyze", "switch_to", "view_generations"]
@@ -148,6 +150,119 @@ async def _analyze_and_project(
     return stats
 
 
+class _AppendsThroughParent:
+    """A log read here and appended to by the parent process: an embedded log has one writing process."""
+
+    def __init__(self, log: EventLog, channel: Channel) -> None:
+        self._log, self._channel, self.url = log, channel, log.url
+
+    async def start(self) -> None:
+        await self._log.start()
+
+    async def stop(self) -> None:
+        await self._log.stop()
+
+    def hold_writer_lock(self) -> None:
+        raise LogError(f"a reanalysis process appends to {self.url} through its parent")
+
+    def partitions(self, topic: str) -> int:
+        return self._log.partitions(topic)
+
+    async def append(self, topic: str, records: Sequence[OutgoingRecord]) -> list[tuple[int, int]]:
+        answer: list[tuple[int, int]] = await self._channel.call((topic, list(records)))
+        return answer
+
+    async def end_offsets(self, topic: str) -> dict[int, int]:
+        return await self._log.end_offsets(topic)
+
+    def read(
+        self,
+        topic: str,
+        *,
+        from_offsets: dict[int, int] | None = None,
+        key: str | None = None,
+        until: dict[int, int] | None = None,
+    ) -> AsyncIterator[LogRecord]:
+        return self._log.read(topic, from_offsets=from_offsets, key=key, until=until)
+
+
+_COUNTS = ("analyzed", "forwarded", "dead_lettered", "applied", "skipped")
+
+AnalyseJob = tuple[str, str | StoreLocation, str, Settings, tuple[int, ...]]
+"""A reanalysis process's job: the log's URL, the store, the view, the new generation's settings, partitions."""
+
+
+async def analyse_job(job: AnalyseJob, channel: Channel) -> int:
+    """A reanalysis process's work (``streams.processes``): its partitions analysed, then projected into the view.
+
+    Each partition goes on from the resume points its analyses carry and the shard's checkpoint, so
+    a process started again after dying analyses no message twice. Each durable batch is noted
+    with what it added to the counts. An embedded log is appended to through the parent (its one
+    writer); Kafka directly. Returns the partitions done.
+    """
+    log_url, root, view, settings, partitions = job
+    log: EventLog = open_log(log_url, settings)
+    if not log_url.startswith("kafka://"):
+        log = _AppendsThroughParent(log, channel)
+    await log.start()
+    store = open_views(root).open_view(view, optimize_every=0)
+    try:
+        projector = Projector(store, feed=False)
+        agent = build_agent(settings)
+        counts = PipelineStats()
+        told = PipelineStats()
+
+        def tell(records: int) -> None:  # what each durable batch added, so a process that dies loses no count
+            delta = [getattr(counts, f) - getattr(told, f) for f in _COUNTS]
+            for f in _COUNTS:
+                setattr(told, f, getattr(counts, f))
+            channel.note((records, *delta))
+
+        for p in partitions:
+            await analyze_pending(log, agent, settings, p, progress=tell, stats=counts)
+            await project_pending(log, projector, settings, p, progress=lambda _: tell(0), stats=counts)
+        return len(partitions)
+    finally:
+        store.close()
+        await log.stop()
+
+
+async def _analyze_in_processes(
+    log: EventLog,
+    root: str | StoreLocation,
+    view: str,
+    settings: Settings,
+    jobs: int,
+    progress: Callable[[int], None] | None,
+) -> PipelineStats:
+    """The partitions dealt round-robin to ``jobs`` processes (``analyse_job``); their appends made here."""
+    partitions = log.partitions(settings.topic("messages"))
+    groups = [tuple(range(partitions))[i::jobs] for i in range(min(jobs, partitions))]
+
+    async def append(_: int, call: tuple[str, list[OutgoingRecord]]) -> list[tuple[int, int]]:
+        return await log.append(*call)
+
+    stats = PipelineStats()
+
+    def note(_: int, body: tuple[int, ...]) -> None:
+        records, *delta = body
+        for f, n in zip(_COUNTS, delta, strict=True):
+            setattr(stats, f, getattr(stats, f) + n)
+        if progress is not None and records:
+            progress(records)
+
+    try:
+        await run_jobs(
+            f"{__name__}:analyse_job",
+            [(log.url, root, view, settings, g) for g in groups],
+            on_note=note,
+            on_call=append,
+        )
+    except JobFailed as exc:
+        raise StoreError(f"reanalysis into view {view} failed: {exc}") from exc
+    return stats
+
+
 async def reanalyze(
     settings: Settings,
     root: str | ViewCatalog,
@@ -157,11 +272,16 @@ async def reanalyze(
     view: str | None = None,
     switch: bool = False,
     progress: Callable[[int], None] | None = None,
+    jobs: int = 1,
 ) -> ReanalyzeReport:
     """Write a new analysis generation with another analyzer, project it into a new view, compare, maybe switch.
 
-    ``root`` is the store's folder (URL) or its view catalog.
+    ``root`` is the store's folder (URL) or its view catalog. ``jobs``: processes analysing and
+    projecting partitions side by side (``streams.processes``), each partition in one of them; a
+    log or store held in this process, or a log of one partition, is analysed here.
     """
+    if jobs < 1:
+        raise AdaMemError(f"jobs must be at least 1, not {jobs}")
     views = open_views(root)
     active = views.active_view()
     live = views.open_view(active, read_only=True)
@@ -201,7 +321,13 @@ async def reanalyze(
             previous_view=active,
             previous_generation=before.generation,
         )
-        report.stats = await _analyze_and_project(log, store, new_settings, agent, progress)
+        partitions = log.partitions(new_settings.topic("messages"))
+        shared = isinstance(root, str | StoreLocation) and not log.url.startswith("memory:")
+        if jobs > 1 and partitions > 1 and shared:
+            assert isinstance(root, str | StoreLocation)
+            report.stats = await _analyze_in_processes(log, root, name, new_settings, jobs, progress)
+        else:
+            report.stats = await _analyze_and_project(log, store, new_settings, agent, progress)
         store.optimize()
     finally:
         await log.stop()
