@@ -145,7 +145,8 @@ class ChatMessage:
             metadata=dict(r.get("metadata") or {}),
             schema_version=int(r.get("schema_version", 1)),
             sealed=Sealed.from_record(r.get("sealed")),
-            shredded=r.get("sealed") is not None,
+            # sealed on the log: shredded unless ``sealing.open_message_record`` opened it (and said so)
+            shredded=bool(r.get("shredded", r.get("sealed") is not None)),
         )
 
 

@@ -21,25 +21,15 @@ not open the ciphertext (tampering, a wrong keystore) is a ``DecodeError``.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import os
-from typing import Protocol
+from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from adamem.errors import DecodeError, SchemaError
-from adamem.events import (
-    ChatMessage,
-    Embedding,
-    ExtractedAttribute,
-    ExtractedEvent,
-    ExtractedFact,
-    Float32Vector,
-    MessageAnalyzed,
-    Sealed,
-    Speaker,
-)
+from adamem.events import ChatMessage, MessageAnalyzed, Sealed
+from adamem.owners import owner_key
 from adamem.schemas.codec import default_registry
 
 __all__ = [
@@ -47,8 +37,8 @@ __all__ = [
     "MESSAGE_CONTENT",
     "SCHEME",
     "KeyRing",
-    "open_analysis",
-    "open_message",
+    "open_analysis_record",
+    "open_message_record",
     "seal_analysis",
     "seal_message",
 ]
@@ -80,11 +70,14 @@ def _seal(key: bytes, content: str, record: dict[str, object], owner: str, event
     return Sealed(SCHEME, nonce, AESGCM(key).encrypt(nonce, plain, _aad(content, owner, event_id)))
 
 
-def _open(key: bytes, sealed: Sealed, content: str, owner: str, event_id: str) -> dict[str, object]:
-    if sealed.scheme != SCHEME:
-        raise DecodeError(f"event {event_id}: unknown sealing scheme {sealed.scheme!r} (this version reads {SCHEME})")
+def _open(key: bytes, sealed: dict[str, Any], content: str, owner: str, event_id: str) -> dict[str, object]:
+    """The content record of a decoded ``Sealed`` record, opened with ``key``."""
+    if sealed["scheme"] != SCHEME:
+        raise DecodeError(
+            f"event {event_id}: unknown sealing scheme {sealed['scheme']!r} (this version reads {SCHEME})"
+        )
     try:
-        plain = AESGCM(key).decrypt(sealed.nonce, sealed.ciphertext, _aad(content, owner, event_id))
+        plain = AESGCM(key).decrypt(sealed["nonce"], sealed["ciphertext"], _aad(content, owner, event_id))
     except (InvalidTag, ValueError) as exc:
         raise DecodeError(
             f"event {event_id} of owner {owner!r}: its sealed content does not open with the keystore's key for it "
@@ -109,26 +102,30 @@ def seal_message(message: ChatMessage, keys: KeyRing) -> ChatMessage:
     )
 
 
-def open_message(message: ChatMessage, keys: KeyRing | None) -> ChatMessage:
-    """The message with its free text opened; ``shredded`` when its key is not there. Unsealed: as it is."""
-    if message.sealed is None or not message.shredded or keys is None:
-        return message
-    return _open_message(message, keys.get(message.owner_id, message.event_id))
+def open_message_record(record: dict[str, Any], keys: KeyRing) -> None:
+    """Open a decoded ``ChatMessage`` record in place: its free text, or ``shredded`` when its key is not there.
+
+    Records are opened before their model is built (``serde``), so each model is built once. A
+    record this opened carries ``shredded`` (``ChatMessage.from_record`` reads it); one in the clear
+    is left as it is.
+    """
+    if record.get("sealed") is None:
+        return
+    owner = owner_key(record["tenant"], record["user_id"])
+    _open_message_record(record, owner, keys.get(owner, record["event_id"]))
 
 
-def _open_message(message: ChatMessage, key: bytes | None) -> ChatMessage:
-    if message.sealed is None or not message.shredded or key is None:
-        return message
-    r = _open(key, message.sealed, MESSAGE_CONTENT, message.owner_id, message.event_id)
+def _open_message_record(record: dict[str, Any], owner: str, key: bytes | None) -> None:
+    if key is None:
+        record["shredded"] = True
+        return
+    r = _open(key, record["sealed"], MESSAGE_CONTENT, owner, record["event_id"])
     metadata = r["metadata"]
     assert isinstance(metadata, dict)
-    return dataclasses.replace(
-        message,
-        text=str(r["text"]),
-        speaker=Speaker(message.speaker.role, str(r["speaker_name"])),
-        metadata={str(k): str(v) for k, v in metadata.items()},
-        shredded=False,
-    )
+    record["text"] = str(r["text"])
+    record["speaker"]["name"] = str(r["speaker_name"])
+    record["metadata"] = {str(k): str(v) for k, v in metadata.items()}
+    record["shredded"] = False
 
 
 def seal_analysis(analysis: MessageAnalyzed, keys: KeyRing) -> MessageAnalyzed:
@@ -156,47 +153,26 @@ def seal_analysis(analysis: MessageAnalyzed, keys: KeyRing) -> MessageAnalyzed:
     return dataclasses.replace(analysis, message=message, sealed=sealed)
 
 
-def open_analysis(analysis: MessageAnalyzed, keys: KeyRing | None) -> MessageAnalyzed:
-    """The analysis with its message and derived fields opened; its message ``shredded`` when the key is not there."""
-    original = analysis.message
-    sealed_message = original.sealed is not None and original.shredded
-    if keys is None or (analysis.sealed is None and not sealed_message):
-        return analysis
-    key = keys.get(original.owner_id, original.event_id)  # one key opens the message and what was derived
-    message = _open_message(original, key)
-    if analysis.sealed is None:
-        return analysis if message is original else dataclasses.replace(analysis, message=message)
-    if message.shredded:
-        return analysis
-    if key is None:  # an analysis sealed, its message not (another producer's): no key, nothing derived is known
-        return dataclasses.replace(analysis, message=dataclasses.replace(message, shredded=True))
-    r = _open(key, analysis.sealed, ANALYSIS_CONTENT, message.owner_id, analysis.event_id)
-    facts, attributes, events, vector = r["facts"], r["attributes"], r["events"], r["vector"]
-    assert isinstance(facts, list) and isinstance(attributes, list) and isinstance(events, list)
-    assert isinstance(vector, list)
-    return dataclasses.replace(
-        analysis,
-        message=message,
-        summary=str(r["summary"]),
-        topics=tuple(r["topics"]),  # type: ignore[arg-type]
-        facts=tuple(ExtractedFact(**f) for f in facts),
-        attributes=tuple(ExtractedAttribute(**a) for a in attributes),
-        events=tuple(
-            ExtractedEvent(
-                content=e["content"],
-                confidence=e["confidence"],
-                when=None if e.get("when") is None else _ms(e["when"]),
-                when_text=e.get("when_text", ""),
-            )
-            for e in events
-        ),
-        entities=tuple(r["entities"]),  # type: ignore[arg-type]
-        embedding=Embedding(analysis.embedding.model, Float32Vector.of(vector)),
-    )
+def open_analysis_record(record: dict[str, Any], keys: KeyRing) -> None:
+    """Open a decoded ``MessageAnalyzed`` record in place: its message and derived fields (one key opens both).
 
-
-def _ms(value: object) -> int:
-    if isinstance(value, dt.datetime):
-        return round(value.timestamp() * 1000)
-    assert isinstance(value, int)
-    return value
+    The message is left ``shredded`` when the key is not there, and so is an analysis sealed whose
+    message is not (another producer's): nothing derived is known then.
+    """
+    message = record["message"]
+    sealed_message = message.get("sealed") is not None
+    if record.get("sealed") is None and not sealed_message:
+        return
+    owner = owner_key(message["tenant"], message["user_id"])
+    key = keys.get(owner, message["event_id"])
+    if sealed_message:
+        _open_message_record(message, owner, key)
+    if record.get("sealed") is None or message.get("shredded"):
+        return
+    if key is None:
+        message["shredded"] = True
+        return
+    r = _open(key, record["sealed"], ANALYSIS_CONTENT, owner, record["event_id"])
+    for name in ("summary", "topics", "facts", "attributes", "events", "entities"):
+        record[name] = r[name]
+    record["embedding"]["vector"] = r["vector"]

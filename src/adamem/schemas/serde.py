@@ -8,13 +8,13 @@ clear: encoding one without a key ring is a ``SchemaError``.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from adamem.errors import DecodeError, SchemaError
 from adamem.events import ChatMessage, Event, MemoryCorrected, MemoryForgotten, MessageAnalyzed
 from adamem.feed import MemoryChanged
 from adamem.schemas import default_registry
-from adamem.schemas.sealing import KeyRing, open_analysis, open_message, seal_analysis, seal_message
+from adamem.schemas.sealing import KeyRing, open_analysis_record, open_message_record, seal_analysis, seal_message
 
 __all__ = ["decode_as", "decode_event", "encode_event", "reframe"]
 
@@ -42,36 +42,34 @@ def encode_event(event: Event | MemoryChanged, keys: KeyRing | None = None) -> b
     return default_registry().encode(event.SCHEMA, event.to_record())
 
 
-def _opened(event: Event, keys: KeyRing | None) -> Event:
-    if isinstance(event, MessageAnalyzed):
-        return open_analysis(event, keys)
-    if isinstance(event, ChatMessage):
-        return open_message(event, keys)
-    return event
+def _open(name: str, record: dict[str, Any], keys: KeyRing | None) -> None:
+    """Open what is sealed in a decoded record, before its model is built (each model is built once)."""
+    if keys is None:
+        return
+    if name == MessageAnalyzed.SCHEMA:
+        open_analysis_record(record, keys)
+    elif name == ChatMessage.SCHEMA:
+        open_message_record(record, keys)
 
 
 def decode_event(data: bytes, keys: KeyRing | None = None) -> Event:
     """Decode framed bytes into the event model its writer schema names; with ``keys``, open what is sealed."""
     name, record = default_registry().decode(data)
     try:
-        event = _MODELS[name].from_record(record)
+        _open(name, record, keys)
+        return _MODELS[name].from_record(record)
     except (KeyError, TypeError, ValueError) as exc:
         raise DecodeError(f"{name} record does not build a model: {exc}") from exc
-    return _opened(event, keys)
 
 
 def decode_as(data: bytes, model: type[E], keys: KeyRing | None = None) -> E:
     """Decode framed bytes that must hold an event of ``model``'s schema; with ``keys``, open what is sealed."""
     name, record = default_registry().decode(data, expected=model.SCHEMA)
     try:
-        event = model.from_record(record)
+        _open(name, record, keys)
+        return model.from_record(record)
     except (KeyError, TypeError, ValueError) as exc:
         raise DecodeError(f"{name} record does not build a model: {exc}") from exc
-    if isinstance(event, MemoryChanged):
-        return event
-    opened = _opened(event, keys)
-    assert isinstance(opened, model)
-    return opened
 
 
 def reframe(data: bytes) -> bytes:

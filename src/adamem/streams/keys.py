@@ -68,6 +68,8 @@ class Keystore:
         self.fsync = fsync
         self._owners: dict[str, _Owner] = {}
         self._pending: dict[str, dict[str, bytes]] = {}  # made, not yet durable
+        # Each owner's file name, made once: a lookup per event (a replay's) only stats the file.
+        self._files: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"Keystore({str(self.root)!r})"
@@ -78,20 +80,27 @@ class Keystore:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def _stamp(self, path: Path) -> tuple[int, int, int] | None:
+    def _file(self, owner: str) -> str:
+        file = self._files.get(owner)
+        if file is None:
+            file = self._files[owner] = str(self.path_of(owner))
+        return file
+
+    @staticmethod
+    def _stamp(file: str) -> tuple[int, int, int] | None:
         try:
-            st = path.stat()
+            st = os.stat(file)
         except FileNotFoundError:
             return None
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _load(self, owner: str) -> dict[str, bytes]:
-        path = self.path_of(owner)
-        stamp = self._stamp(path)
+        file = self._file(owner)
+        stamp = self._stamp(file)
         cached = self._owners.get(owner)
         if cached is not None and cached.stamp == stamp:
             return cached.keys
-        keys = _parse(path, owner) if stamp is not None else {}
+        keys = _parse(Path(file), owner) if stamp is not None else {}
         self._owners[owner] = _Owner(keys, stamp)
         return keys
 

@@ -140,6 +140,10 @@ def new_session(prev: MessageRow, row: MessageRow, params: MemoryParameters) -> 
     return prev.conversation_id != row.conversation_id or row.occurred_at - prev.occurred_at >= params.session_gap_ms
 
 
+_EXTRACTION_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+"""How a message row's ``extraction_json`` is written (one encoder, not one per message)."""
+
+
 def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int) -> MessageRow:
     msg = event.message
     extraction: dict[str, Any] = {
@@ -180,7 +184,7 @@ def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int) -> Me
         in_working=True,
         working_seq=seq,
         consolidated=False,
-        extraction_json=json.dumps(extraction, ensure_ascii=False, sort_keys=True, separators=(",", ":")),
+        extraction_json=_EXTRACTION_JSON.encode(extraction),
     )
 
 

@@ -34,6 +34,7 @@ from adamem.projections.folds.rows import (
 __all__ = ["ForeignOwnerError", "MemoryIndex", "OwnerMemory", "Transaction"]
 
 _Op = Callable[[dict[str, set[str]], str, str], None]
+_INDEXED = frozenset(("messages", "episodic", "persona"))  # the tables ``MemoryIndex`` derives lookups from
 
 
 class ForeignOwnerError(AdaMemError):
@@ -229,7 +230,7 @@ class Transaction:
         self._before.setdefault((row.TABLE, row.id), old)
         table[row.id] = row
         index = self.state._index
-        if index is not None:
+        if index is not None and row.TABLE in _INDEXED:  # graph rows, most of the writes, index nothing
             if old is not None:
                 index.discard(old)
             index.add(row)
@@ -251,12 +252,13 @@ class Transaction:
     def changes(self) -> list[Change]:
         """Exactly what differs from the state before this transaction, in first-touch order."""
         out: list[Change] = []
+        tables = self.state.tables
         for (table, id), old in self._before.items():
-            new = self.state.tables[table].get(id)
+            new = tables[table].get(id)
             if new is old:
                 continue
             if new is None:
                 out.append(Delete(table, id, old))
-            elif new != old:
+            elif old is None or new != old:  # a row that was not there is written without comparing
                 out.append(Upsert(table, new, old))
         return out
