@@ -178,6 +178,16 @@ async def test_parallel_replay_from_the_broker_equals_live(
     assert report.verified and report.switched, report.diffs[:5]
     assert report.checksum == report.live_checksum
     assert len(report.offsets) == 3 and all(report.offsets.values())
+    # reanalysis from the broker: each process appends its partitions' analyses itself
+    from adamem.streams.reanalyze import layer_changes, reanalyze
+
+    serial = await reanalyze(kafka, root, extractor="none", view="serial", jobs=1)
+    parallel = await reanalyze(kafka, root, extractor="none", view="parallel", jobs=2)
+    views = LanceStore(root, read_only=True)
+    changes = layer_changes(views.open_view("serial", read_only=True), views.open_view("parallel", read_only=True))
+    assert all(c.added == c.removed == c.altered == 0 for c in changes.values()), changes
+    assert parallel.stats.analyzed == serial.stats.analyzed > 0
+    assert await _analyses(log, kafka, parallel.generation) == await _analyses(log, kafka, serial.generation)
     await log.stop()
 
 
