@@ -26,7 +26,7 @@ from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
 from adamem.streams.log import EventLog, OutgoingRecord
-from adamem.streams.pipeline import run_pipeline
+from adamem.streams.pipeline import ANALYSIS_BATCH, run_pipeline
 from adamem.streams.publish import publish_messages
 from adamem.streams.replay import rebuild_view, rows_checksum, store_rows
 from adamem.streams.replay_jobs import FoldPlan, FoldRunner, _deal
@@ -251,8 +251,10 @@ async def test_parallel_reanalysis_equals_serial_even_when_a_process_is_killed(f
     views = LanceStore(root, read_only=True)
     log = open_log(four.log_url, four)
     await log.start()
+    assert parallel.stats.analyzed == serial.stats.analyzed > 0
+    # a process killed between a batch's append and its note loses that batch's count, never the batch
+    assert serial.stats.analyzed - ANALYSIS_BATCH <= resumed.stats.analyzed <= serial.stats.analyzed
     for report in (parallel, resumed):
-        assert report.stats.analyzed == serial.stats.analyzed > 0
         changes = layer_changes(views.open_view("serial", read_only=True), views.open_view(report.view, read_only=True))
         assert all(c.added == c.removed == c.altered == 0 for c in changes.values()), changes
         assert changes["working"].unchanged and changes["graph"].unchanged
