@@ -198,8 +198,8 @@ async def analyse_job(job: AnalyseJob, channel: Channel) -> int:
     Each partition goes on from the resume points its analyses carry and the shard's checkpoint, so
     a process started again after dying analyses no message twice. Each durable batch is noted
     with what it added to the counts (a process killed between a batch's append and its note
-    leaves that batch out of the report's counts, not out of the log). An embedded log is appended to through the parent (its one
-    writer); Kafka directly. Returns the partitions done.
+    leaves that batch out of the report's counts, not out of the log). An embedded log is appended
+    to through the parent (its one writer); Kafka directly. Returns the partitions done.
     """
     log_url, root, view, settings, partitions = job
     log: EventLog = open_log(log_url, settings)
