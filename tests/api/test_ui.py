@@ -156,6 +156,7 @@ def test_the_as_of_form_redirects_to_the_canonical_url(open_ui: httpx.Client) ->
         ("/ui/owners/alice/query", {"q": "x" * 2001}, 400, "at most 2000 characters"),
         ("/ui/owners/alice/graph", {"node": "no-such-node"}, 404, "no graph node 'no-such-node'"),
         ("/ui/owners/alice/graph", {"item": "no-such-item"}, 404, "no graph node"),
+        ("/ui/owners/alice/views", {"compare": "nope"}, 404, "the store has no view 'nope'"),
         ("/ui/owners/alice/nopanel", {}, 404, "there is no panel 'nopanel'"),
         ("/ui/nowhere/at/all", {}, 404, "there is no inspector page /ui/nowhere/at/all"),
         ("/ui/owners/alice/items/no-such-item", {}, 404, "has no memory item 'no-such-item'"),

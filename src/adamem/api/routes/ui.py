@@ -40,6 +40,7 @@ from adamem.errors import AdaMemError
 from adamem.owners import owner_key, split_owner
 from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow
 from adamem.retrieval.answer import Answer, Item
+from adamem.streams.reanalyze import LayerChanges, layer_changes
 
 __all__ = ["PANELS", "ui_router"]
 
@@ -64,7 +65,13 @@ NODE_COLOURS = {
     "attribute": "#bf8700",
     "event": "#cf222e",
 }
-_PANEL_PARAMS = {"graph": ("node", "find", "item"), "query": ("q", "top_k"), "timeline": (), "persona": (), "views": ()}
+_PANEL_PARAMS = {
+    "graph": ("node", "find", "item"),
+    "query": ("q", "top_k"),
+    "timeline": (),
+    "persona": (),
+    "views": ("compare",),
+}
 """Parameters of a panel that its as-of form carries along."""
 
 
@@ -683,10 +690,11 @@ def ui_router(service: Service) -> APIRouter:
 
     async def views(ctx: Ctx, insp: Inspection) -> str:
         store: Any = service.retriever.store
+        compare = ctx.params.get("compare", "").strip()
 
-        def read() -> tuple[str, str, list[tuple[str, dict[str, str], int]]]:
+        def read() -> tuple[str, str, list[tuple[str, dict[str, str], int]], dict[str, LayerChanges] | None]:
             if not hasattr(store, "views"):
-                return "", getattr(store, "view", ""), []
+                return "", getattr(store, "view", ""), [], None
             active, names = store.active_view(), store.views()
             listed = []
             for name in names:
@@ -698,9 +706,20 @@ def ui_router(service: Service) -> APIRouter:
                 finally:
                     handle.close()
                 listed.append((name, record, reached))
-            return active, store.view, listed
+            if not compare:
+                return active, store.view, listed, None
+            if compare not in names:
+                raise PageError(
+                    404, "No such view", f"the store has no view {compare!r}; its views: {', '.join(names)}"
+                )
+            live, other = store.open_view(active, read_only=True), store.open_view(compare, read_only=True)
+            try:
+                return active, store.view, listed, layer_changes(live, other, [insp.owner_id])
+            finally:
+                live.close()
+                other.close()
 
-        active, reading, listed = await asyncio.to_thread(read)
+        active, reading, listed, changes = await asyncio.to_thread(read)
         if not listed:
             return "<p>This store keeps no view catalog.</p>"
         rows = []
@@ -711,9 +730,10 @@ def ui_router(service: Service) -> APIRouter:
                 state.append(_tag("active", "ok"))
             if name == reading:
                 state.append(_tag("read by this service"))
+            link = "" if name == active else f'<a href="{ctx.url(compare=name)}">compare with {esc(active)}</a>'
             rows.append(
                 Row(
-                    "view" + (" active" if name == active else ""),
+                    "view" + (" active" if name == active else "") + (" compared" if name == compare else ""),
                     (
                         td(name),
                         td(" ".join(state), raw=True),
@@ -721,13 +741,52 @@ def ui_router(service: Service) -> APIRouter:
                         td(analyzer or "not recorded"),
                         td(record.get("topic", "")),
                         td(reached, "num"),
+                        td(link, raw=True),
                     ),
                 )
             )
-        return (
+        out = (
             f"<p>Active view: <strong id='active-view'>{esc(active)}</strong>. A rebuild (replay, reanalyze) "
             "writes a new view beside it and switches when it has caught up.</p>"
-            + table(["view", "state", "generation", "analyzer", "analyses topic", "analyses folded"], rows, cls="views")
+            + table(
+                ["view", "state", "generation", "analyzer", "analyses topic", "analyses folded", ""], rows, cls="views"
+            )
+        )
+        if changes is not None:
+            out += layer_diff(active, compare, changes)
+        return out
+
+    def layer_diff(active: str, other: str, changes: dict[str, LayerChanges]) -> str:
+        rows = [
+            Row(
+                f"layer {layer}",
+                (
+                    td(layer),
+                    td(c.added, "num added"),
+                    td(c.removed, "num removed"),
+                    td(c.altered, "num altered"),
+                    td(c.unchanged, "num unchanged"),
+                ),
+            )
+            for layer, c in changes.items()
+        ]
+        examples = [
+            Row(f"example {kind}", (td(layer), td(kind), td(table_name), td(text, "content")))
+            for layer, c in changes.items()
+            for kind, _owner, table_name, text in c.examples
+        ]
+        return (
+            f'<h2 id="diff">{esc(other)} against {esc(active)}, layer by layer</h2>'
+            f"<p>This owner's rows of view <strong>{esc(other)}</strong> against the active view "
+            f"<strong>{esc(active)}</strong>, matched by table and id: added (only in {esc(other)}), removed "
+            f"(only in {esc(active)}), altered (content differs, provenance aside) and unchanged. The views are "
+            "compared as they stand; the as-of point does not apply to this table.</p>"
+            + table(["layer", "added", "removed", "altered", "unchanged"], rows, cls="diff")
+            + (
+                "<h3>Examples</h3>" + table(["layer", "change", "table", "row"], examples, cls="diff-examples")
+                if examples
+                else ""
+            )
         )
 
     # --- routes -------------------------------------------------------------------------------
