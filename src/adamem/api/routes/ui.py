@@ -761,7 +761,7 @@ def ui_router(service: Service) -> APIRouter:
     def layer_diff(active: str, other: str, changes: dict[str, LayerChanges]) -> str:
         rows = [
             Row(
-                f"layer {layer}",
+                f"layer layer-{layer}",
                 (
                     td(layer),
                     td(c.added, "num added"),
@@ -1089,8 +1089,8 @@ def _stability_svg(weeks: list[StabilityWeek], low: float, high: float) -> str:
             f'<circle class="pt" cx="{x(i):.1f}" cy="{y(wk.rate):.1f}" r="3" fill="#4c8dd6" '
             f'data-rate="{wk.rate:.4f}"><title>{esc(label)}</title></circle>'
         )
-    for i in {0, len(weeks) - 1}:
+    for i, anchor in ((0, "start"), (len(weeks) - 1, "end")) if len(weeks) > 1 else ((0, "middle"),):
         day = esc(when(weeks[i].start)[:10])
-        parts.append(f'<text x="{x(i):.1f}" y="{h - 6}" text-anchor="middle" font-size="10">{day}</text>')
+        parts.append(f'<text x="{x(i):.1f}" y="{h - 6}" text-anchor="{anchor}" font-size="10">{day}</text>')
     parts.append("</svg>")
     return "".join(parts)
