@@ -112,6 +112,7 @@ def test_persona_strength_and_mentions_are_as_of_the_point(open_ui: httpx.Client
     spicy = _trait_row(early, "spicy food")  # one mention by then: recomputed from that evidence, below the threshold
     assert spicy[3].startswith("0.621 *") and "below 0.65" in spicy[3] and spicy[4] == "1"
     assert spicy[5].startswith("not stable")
+    assert spicy[6] == "2024-03-04T09:03:00Z → 2024-03-04T09:03:00Z"  # its last mention by then
     assert "recomputed with the fold's formula from the evidence dated by then" in early
     later = open_ui.get("/ui/owners/alice/persona", params={"as_of": "2024-03-20T00:00:00Z"}).text
     spicy = _trait_row(later, "spicy food")  # strong enough, but two mentions of the three needed

@@ -464,7 +464,7 @@ def ui_router(service: Service) -> APIRouter:
                             ),
                             td(state.mentions, "num"),
                             td(" ".join(tags), raw=True),
-                            td(f"{when(t.first_seen)} → {when(t.last_seen)}", "time"),
+                            td(f"{when(t.first_seen)} → {when(state.last_seen)}", "time"),
                             td(
                                 f'<a href="{item_url(ctx, t.id)}">provenance</a> · '
                                 + forget_link(ctx, "item", t.id, _short(value, 40)),

@@ -130,6 +130,7 @@ class TraitAt:
     stable: bool
     disputed: bool | None
     exact: bool
+    last_seen: int  # the newest evidence by then
 
 
 @dataclass(frozen=True)
@@ -253,16 +254,17 @@ class Inspection:
         at = self.time if time is None else time
         params: MemoryParameters = self.snap.params
         if at is None:
-            return TraitAt(t.strength, t.mention_count, t.stable, t.disputed, True)
+            return TraitAt(t.strength, t.mention_count, t.stable, t.disputed, True, t.last_seen)
         if at >= t.updated_at:
-            return TraitAt(strength_at(t, at, params), t.mention_count, t.stable, t.disputed, True)
+            return TraitAt(strength_at(t, at, params), t.mention_count, t.stable, t.disputed, True, t.last_seen)
         kept = [e for e in self.evidence(t) if e[2] <= at]
         mentions = max(len(kept), t.mention_count - (len(t.evidence_message_ids) - len(kept)))
         strength = evidence_strength([e[1] for e in kept], [e[2] for e in kept], mentions, at, params)
+        last = max((e[2] for e in kept), default=t.first_seen)
         if at >= t.changed_at:
-            return TraitAt(strength, mentions, t.stable, t.disputed, False)
+            return TraitAt(strength, mentions, t.stable, t.disputed, False, last)
         stable = strength >= params.persona_stable_strength and mentions >= params.persona_min_evidence
-        return TraitAt(strength, mentions, stable, None, False)
+        return TraitAt(strength, mentions, stable, None, False, last)
 
     def _standing(self, t: PersonaRow, at: int) -> bool:
         return t.first_seen <= at and (t.status == "active" or t.valid_to < 0 or t.valid_to > at)
