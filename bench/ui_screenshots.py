@@ -172,6 +172,7 @@ PAGES = [
     ("timeline_as_of", "/ui/owners/omar/timeline?as_of=2024-01-15T00:00:00Z"),
     ("timeline_superseded", "/ui/owners/omar/timeline#records"),
     ("persona", "/ui/owners/alice/persona"),
+    ("persona_as_of", "/ui/owners/alice/persona?as_of=2024-03-20T00:00:00Z"),
     ("graph", "/ui/owners/alice/graph"),
     ("query", "/ui/owners/alice/query?q=Why+did+Alice+start+going+to+the+gym%3F&top_k=5"),
     ("views", "/ui/owners/alice/views?compare=g2"),

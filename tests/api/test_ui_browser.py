@@ -291,7 +291,7 @@ def test_every_panel_has_a_screenshot(browser: WebDriver, inspector: Inspector, 
     """A 1280x800 PNG of every panel, in ADAMEM_UI_SCREENSHOTS when set (docs/ui: the committed ones)."""
     folder = os.environ.get("ADAMEM_UI_SCREENSHOTS")
     saved = shoot(browser, inspector.url, Path(folder) if folder else tmp_path)
-    assert len(saved) == 10
+    assert len(saved) == 11
     for png in saved:
         head = png.read_bytes()[:24]
         assert head[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000, png
