@@ -269,6 +269,14 @@ def test_views_name_the_active_one_and_diff_another_by_layer(browser: WebDriver,
     assert counts["working"][2] == "19"  # every message's analysis altered, the owner row unchanged
     examples = _texts(browser, "table.diff-examples tr.removed td.content")
     assert "spicy food" in " ".join(examples) and "Alice decided to start working out three times a week." in examples
+    _open(browser, inspector, "/ui/owners/alice/views?compare=g2&as_of=2024-03-05T00:00:00Z")
+    early = {
+        r[0]: r[1:]
+        for r in (_texts(row, "td") for row in browser.find_elements(By.CSS_SELECTOR, "table.diff tr.layer"))
+    }
+    assert early["working"] == ["0", "0", "4", "1"]  # the four messages said by then
+    assert early["episodic"] == ["0", "7", "0", "0"] and early["persona"] == ["0", "3", "0", "0"]
+    assert "Only rows written by this point are compared" in browser.find_element(By.TAG_NAME, "main").text
 
 
 def test_tabs_are_links_that_keep_the_point(browser: WebDriver, inspector: Inspector) -> None:

@@ -37,7 +37,15 @@ from adamem.api.models import MAX_QUESTION_CHARS, MAX_WAIT_MS, ForgetItem, Forge
 from adamem.api.routes.writes import forget_target
 from adamem.api.service import Service
 from adamem.api.ui.html import PageError, Row, error_page, esc, href, page, segment, table, td, when
-from adamem.api.ui.inspect import AsOfError, Inspection, MessageCache, StabilityWeek, as_of_text, parse_as_of
+from adamem.api.ui.inspect import (
+    AsOfError,
+    Inspection,
+    MessageCache,
+    StabilityWeek,
+    WrittenBy,
+    as_of_text,
+    parse_as_of,
+)
 from adamem.errors import AdaMemError
 from adamem.owners import owner_key, split_owner
 from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow
@@ -716,7 +724,8 @@ def ui_router(service: Service) -> APIRouter:
                 )
             live, other = store.open_view(active, read_only=True), store.open_view(compare, read_only=True)
             try:
-                return active, store.view, listed, layer_changes(live, other, [insp.owner_id])
+                then = WrittenBy(live, insp).reader, WrittenBy(other, insp).reader
+                return active, store.view, listed, layer_changes(*then, [insp.owner_id])
             finally:
                 live.close()
                 other.close()
@@ -755,10 +764,17 @@ def ui_router(service: Service) -> APIRouter:
             )
         )
         if changes is not None:
-            out += layer_diff(active, compare, changes)
+            out += layer_diff(active, compare, changes, insp)
         return out
 
-    def layer_diff(active: str, other: str, changes: dict[str, LayerChanges]) -> str:
+    def layer_diff(active: str, other: str, changes: dict[str, LayerChanges], insp: Inspection) -> str:
+        scope = (
+            "Every row of both views is compared."
+            if insp.point is None
+            else "Only rows written by this point are compared (messages that existed then, records valid then "
+            "or before, traits first seen by then, graph nodes and edges by their time), with their content as "
+            "it stands: a row later rewritten is compared as rewritten."
+        )
         rows = [
             Row(
                 f"layer layer-{layer}",
@@ -781,8 +797,7 @@ def ui_router(service: Service) -> APIRouter:
             f'<h2 id="diff">{esc(other)} against {esc(active)}, layer by layer</h2>'
             f"<p>This owner's rows of view <strong>{esc(other)}</strong> against the active view "
             f"<strong>{esc(active)}</strong>, matched by table and id: added (only in {esc(other)}), removed "
-            f"(only in {esc(active)}), altered (content differs, provenance aside) and unchanged. The views are "
-            "compared as they stand; the as-of point does not apply to this table.</p>"
+            f"(only in {esc(active)}), altered (content differs, provenance aside) and unchanged. {scope}</p>"
             + table(["layer", "added", "removed", "altered", "unchanged"], rows, cls="diff")
             + (
                 "<h3>Examples</h3>" + table(["layer", "change", "table", "row"], examples, cls="diff-examples")

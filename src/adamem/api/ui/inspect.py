@@ -15,13 +15,15 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 from adamem.api.models import MAX_OFFSET, MAX_TIME_MS, MIN_TIME_MS
 from adamem.events import ms_to_iso
 from adamem.ingest import parse_time
 from adamem.projections.folds.params import DAY_MS, MemoryParameters
 from adamem.projections.folds.persona import evidence_strength, strength_at
-from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, PersonaRow
+from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, PersonaRow, Row
+from adamem.projections.store.ports import StoreReader
 from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf, OwnerSnapshot, View
 
@@ -32,6 +34,7 @@ __all__ = [
     "MessageCache",
     "StabilityWeek",
     "TraitAt",
+    "WrittenBy",
     "as_of_text",
     "parse_as_of",
 ]
@@ -316,3 +319,46 @@ class Inspection:
             return (False, False, None)
         state = self.trait_at(t, at)
         return (True, state.stable, state.disputed)
+
+    def written(self, row: Row) -> bool:
+        """Whether a row of this or another view had been written by the point (its content as it stands).
+
+        A message: when it existed at the point (one the owner's rows do not hold: by its event time);
+        a record: valid then or before; a trait: first seen by then; a graph node or edge: by its time.
+        """
+        if self.time is None:
+            return True
+        if isinstance(row, MessageRow):
+            mine = self.by_id.get(row.id)
+            return self.message(mine) if mine is not None else row.occurred_at <= self.time
+        if isinstance(row, EpisodicRow):
+            return self.record_known(row)
+        if isinstance(row, PersonaRow):
+            return row.first_seen <= self.time
+        if isinstance(row, GraphNodeRow | GraphEdgeRow):
+            return row.occurred_at <= self.time
+        return True
+
+
+class WrittenBy:
+    """A store's rows of an owner that had been written by an inspection's point (``Inspection.written``).
+
+    It answers ``load_owner`` and ``owners``, what a comparison of views (``streams.reanalyze.layer_changes``)
+    reads; ``reader`` types it as the store reader it stands in for.
+    """
+
+    def __init__(self, store: StoreReader, insp: Inspection) -> None:
+        self._store, self._insp = store, insp
+
+    def load_owner(self, owner_id: str, messages_from_seq: int = 0) -> list[Row]:
+        """The owner's rows written by the point."""
+        return [r for r in self._store.load_owner(owner_id, messages_from_seq) if self._insp.written(r)]
+
+    def owners(self) -> list[str]:
+        """The store's owners."""
+        return self._store.owners()
+
+    @property
+    def reader(self) -> StoreReader:
+        """This filter where a store reader is expected."""
+        return cast(StoreReader, self)
