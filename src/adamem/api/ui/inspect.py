@@ -230,6 +230,17 @@ class Inspection:
                 out.append((mid, conf, at))
         return out
 
+    def _evidence_of(self, t: PersonaRow) -> list[tuple[str, float, int]]:
+        """``evidence`` kept per trait: the stability chart asks for each trait's twice a week."""
+        found = self._evidence.get(t.id)
+        if found is None:
+            found = self._evidence[t.id] = self.evidence(t)
+        return found
+
+    @cached_property
+    def _evidence(self) -> dict[str, list[tuple[str, float, int]]]:
+        return {}
+
     def node(self, n: GraphNodeRow) -> bool:
         """Whether a graph node stood for something that existed at the point."""
         if n.node_type == "message":
@@ -260,7 +271,7 @@ class Inspection:
             return TraitAt(t.strength, t.mention_count, t.stable, t.disputed, True, t.last_seen)
         if at >= t.updated_at:
             return TraitAt(strength_at(t, at, params), t.mention_count, t.stable, t.disputed, True, t.last_seen)
-        kept = [e for e in self.evidence(t) if e[2] <= at]
+        kept = [e for e in self._evidence_of(t) if e[2] <= at]
         mentions = max(len(kept), t.mention_count - (len(t.evidence_message_ids) - len(kept)))
         strength = evidence_strength([e[1] for e in kept], [e[2] for e in kept], mentions, at, params)
         last = max((e[2] for e in kept), default=t.first_seen)
