@@ -127,6 +127,7 @@ def test_the_stability_index_is_charted_week_by_week_up_to_the_point(open_ui: ht
     assert "week of 2024-04-15T09:00:00Z: 1 of 2 core traits changed (50%)" in now
     early = open_ui.get("/ui/owners/alice/persona", params={"as_of": "2024-03-20T00:00:00Z"}).text
     assert len(re.findall(r'<circle class="pt"', early)) == 3  # the weeks up to the point
+    assert "week of 2024-03-18T09:00:00Z: 2 of 3 core traits changed (67%)" in early  # cut at the point
 
 
 def test_the_as_of_form_redirects_to_the_canonical_url(open_ui: httpx.Client) -> None:

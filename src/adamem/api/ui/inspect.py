@@ -288,7 +288,7 @@ class Inspection:
         """The persona stability index of each week of the owner's timeline up to the point.
 
         Weeks run from the owner's first message, ``[first + k·7 d, first + (k+1)·7 d)``, to the week
-        holding the point (now: the newest message); more than ``MAX_WEEKS`` are evenly thinned. For a
+        holding the point, cut at it (now: the newest message); more than ``MAX_WEEKS`` are evenly thinned. For a
         week ``[s, e)`` a trait first seen before ``e`` *changed* when its recorded latest change
         (``changed_at``) falls in the week, or when its state at ``e - 1`` differs from its state at
         ``s - 1`` in standing (existing and not superseded), stability or a known dispute flag
@@ -311,6 +311,8 @@ class Inspection:
         out = []
         for k in picks:
             s, e = first + k * WEEK_MS, first + (k + 1) * WEEK_MS
+            if self.time is not None:
+                e = min(e, self.time + 1)  # the week holding the point ends there
             core = changed = 0
             for t in traits:
                 if t.first_seen >= e:
