@@ -2,7 +2,8 @@
 
 ``python -m bench.ui_screenshots [--out docs/ui]`` starts ``adamem serve`` (the embedded default) in
 a temporary folder, posts the bundled sample conversation and three messages of an owner who moves
-house (so that a record is superseded), and saves one 1280x800 PNG per page in headless Chromium.
+house (so that a record is superseded), reanalyses it without an extractor into view ``g2`` (to
+compare with the active one), and saves one 1280x800 PNG per page in headless Chromium.
 Chromium and its driver come from the system (Debian: ``apt-get install chromium chromium-driver``);
 Selenium talks to them, and nothing is downloaded.
 """
@@ -28,7 +29,7 @@ from selenium.webdriver.chrome.service import Service
 
 from bench.common import REPO, free_port, wait_healthy
 
-__all__ = ["OMAR", "Inspector", "headless_chrome", "load_sample", "main", "start_inspector"]
+__all__ = ["OMAR", "Inspector", "headless_chrome", "load_sample", "main", "start_inspector", "with_generation"]
 
 OMAR = [
     {"user_id": "omar", "speaker": "Omar", "text": text, "occurred_at": at}
@@ -41,6 +42,7 @@ OMAR = [
 """An owner whose "lives in Lisbon" record is superseded by "lives in Porto" (three sessions, so both are folded)."""
 
 WIDTH, HEIGHT = 1280, 800
+ADAMEM = str(Path(sys.executable).with_name("adamem"))
 
 
 @dataclass
@@ -86,23 +88,12 @@ def start_inspector(folder: Path, env: Mapping[str, str | None] | None = None) -
     store alone, read-only).
     """
     port = free_port()
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ADAMEM_")}
-    clean.update(
-        ADAMEM_LOG=str(folder / "log"),
-        ADAMEM_STORE=str(folder / "store"),
-        ADAMEM_HOST="127.0.0.1",
-        ADAMEM_PORT=str(port),
-        ADAMEM_FSYNC="false",
-    )
-    for name, value in (env or {}).items():
-        if value is None:
-            clean.pop(name, None)
-        else:
-            clean[name] = value
+    clean = _environment(folder, env)
+    clean.update(ADAMEM_HOST="127.0.0.1", ADAMEM_PORT=str(port))
     output = folder / "serve.out"
     with output.open("wb") as out:
         process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("adamem")), "serve", "--no-access-log"],
+            [ADAMEM, "serve", "--no-access-log"],
             cwd=folder,
             env=clean,
             stdout=out,
@@ -115,6 +106,38 @@ def start_inspector(folder: Path, env: Mapping[str, str | None] | None = None) -
         stop(process)
         raise
     return Inspector(url, process, output)
+
+
+def _environment(folder: Path, env: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The process environment of an ``adamem`` command on the log and store under ``folder``."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ADAMEM_")}
+    clean.update(ADAMEM_LOG=str(folder / "log"), ADAMEM_STORE=str(folder / "store"), ADAMEM_FSYNC="false")
+    for name, value in (env or {}).items():
+        if value is None:
+            clean.pop(name, None)
+        else:
+            clean[name] = value
+    return clean
+
+
+def with_generation(inspector: Inspector, folder: Path) -> Inspector:
+    """Stop the service, reanalyse its log without an extractor into view ``g2`` (not switched to), serve again.
+
+    The embedded log takes one writing process at a time, so the reanalysis runs while the service is
+    stopped; the active view stays ``main`` and ``g2`` is there to compare with it.
+    """
+    stop(inspector.process)
+    done = subprocess.run(
+        [ADAMEM, "reanalyze", "--extractor", "none", "--quiet"],
+        cwd=folder,
+        env=_environment(folder),
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"adamem reanalyze failed: {done.stderr.decode(errors='replace')[-2000:]}")
+    return start_inspector(folder)
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -149,9 +172,10 @@ PAGES = [
     ("timeline_as_of", "/ui/owners/omar/timeline?as_of=2024-01-15T00:00:00Z"),
     ("timeline_superseded", "/ui/owners/omar/timeline#records"),
     ("persona", "/ui/owners/alice/persona"),
+    ("persona_as_of", "/ui/owners/alice/persona?as_of=2024-03-20T00:00:00Z"),
     ("graph", "/ui/owners/alice/graph"),
     ("query", "/ui/owners/alice/query?q=Why+did+Alice+start+going+to+the+gym%3F&top_k=5"),
-    ("views", "/ui/owners/alice/views"),
+    ("views", "/ui/owners/alice/views?compare=g2"),
     ("chinese", "/ui/owners/xiaoming/timeline"),
 ]
 """Each screenshot: its file name and the page."""
@@ -182,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         inspector = start_inspector(Path(tmp))
         try:
             load_sample(inspector.url)
+            inspector = with_generation(inspector, Path(tmp))
             chrome = headless_chrome()
             try:
                 for path in shoot(chrome, inspector.url, Path(args.out)):

@@ -93,6 +93,43 @@ def test_as_of_a_time_or_an_offset_shows_memory_as_it_stood(open_ui: httpx.Clien
     assert "first 5k run" not in open_ui.get("/ui/owners/alice/timeline", params={"as_of": str(ms)}).text
 
 
+def _trait_row(page: str, value: str) -> list[str]:
+    """The cells (as text) of the first persona row whose value starts with ``value``."""
+    for row in re.findall(r'<tr class="trait[^"]*">(.*?)</tr>', page, re.S):
+        cells = [
+            html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        ]
+        if cells[2].startswith(value):
+            return cells
+    raise AssertionError(f"no trait {value!r}")
+
+
+def test_persona_strength_and_mentions_are_as_of_the_point(open_ui: httpx.Client) -> None:
+    now = open_ui.get("/ui/owners/alice/persona").text
+    spicy = _trait_row(now, "spicy food")
+    assert spicy[3].startswith("1.007") and "at or above 0.65" in spicy[3] and spicy[4] == "3" and spicy[5] == "stable"
+    early = open_ui.get("/ui/owners/alice/persona", params={"as_of": "2024-03-05T00:00:00Z"}).text
+    spicy = _trait_row(early, "spicy food")  # one mention by then: recomputed from that evidence, below the threshold
+    assert spicy[3].startswith("0.621 *") and "below 0.65" in spicy[3] and spicy[4] == "1"
+    assert spicy[5].startswith("not stable")
+    assert spicy[6] == "2024-03-04T09:03:00Z → 2024-03-04T09:03:00Z"  # its last mention by then
+    assert "recomputed with the fold's formula from the evidence dated by then" in early
+    later = open_ui.get("/ui/owners/alice/persona", params={"as_of": "2024-03-20T00:00:00Z"}).text
+    spicy = _trait_row(later, "spicy food")  # strong enough, but two mentions of the three needed
+    assert "at or above 0.65" in spicy[3] and spicy[4] == "2" and spicy[5].startswith("not stable")
+
+
+def test_the_stability_index_is_charted_week_by_week_up_to_the_point(open_ui: httpx.Client) -> None:
+    now = open_ui.get("/ui/owners/alice/persona").text
+    assert '<svg class="stability"' in now
+    rates = [float(r) for r in re.findall(r'<circle class="pt"[^>]*data-rate="([0-9.]+)"', now)]
+    assert rates == [1.0, pytest.approx(2 / 3, abs=1e-4), pytest.approx(2 / 3, abs=1e-4), 1.0, 0.0, 0.0, 0.5]
+    assert "week of 2024-04-15T09:00:00Z: 1 of 2 core traits changed (50%)" in now
+    early = open_ui.get("/ui/owners/alice/persona", params={"as_of": "2024-03-20T00:00:00Z"}).text
+    assert len(re.findall(r'<circle class="pt"', early)) == 3  # the weeks up to the point
+    assert "week of 2024-03-18T09:00:00Z: 2 of 3 core traits changed (67%)" in early  # cut at the point
+
+
 def test_the_as_of_form_redirects_to_the_canonical_url(open_ui: httpx.Client) -> None:
     base = {"shown_at": "19", "shown": ""}
     slid = open_ui.get("/ui/owners/alice/timeline", params={**base, "at": "2", "as_of": ""})
@@ -121,6 +158,7 @@ def test_the_as_of_form_redirects_to_the_canonical_url(open_ui: httpx.Client) ->
         ("/ui/owners/alice/query", {"q": "x" * 2001}, 400, "at most 2000 characters"),
         ("/ui/owners/alice/graph", {"node": "no-such-node"}, 404, "no graph node 'no-such-node'"),
         ("/ui/owners/alice/graph", {"item": "no-such-item"}, 404, "no graph node"),
+        ("/ui/owners/alice/views", {"compare": "nope"}, 404, "the store has no view 'nope'"),
         ("/ui/owners/alice/nopanel", {}, 404, "there is no panel 'nopanel'"),
         ("/ui/nowhere/at/all", {}, 404, "there is no inspector page /ui/nowhere/at/all"),
         ("/ui/owners/alice/items/no-such-item", {}, 404, "has no memory item 'no-such-item'"),

@@ -1,8 +1,9 @@
 """The memory inspector in a real browser: headless Chromium, driven by Selenium, against a real ``adamem serve``.
 
 The service is the embedded default in a temporary folder, fed the bundled sample conversation and
-an owner who moves house, over HTTP. Each test opens a panel, works it with the keyboard and the
-mouse as a person would, and checks what the page then shows. Chromium and chromedriver are
+an owner who moves house, over HTTP, then reanalysed without an extractor into view ``g2``. Each
+test opens a panel, works it with the keyboard and the mouse as a person would, and checks what the
+page then shows. Chromium and chromedriver are
 required: without them the tests fail (``deploy/test.sh`` installs them), they are never skipped.
 
 ``ADAMEM_UI_SCREENSHOTS=<folder>`` also saves a PNG of every panel there (``bench/ui_screenshots.py``).
@@ -23,14 +24,24 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
-from bench.ui_screenshots import Inspector, headless_chrome, load_sample, shoot, start_inspector, stop
+from bench.ui_screenshots import (
+    Inspector,
+    headless_chrome,
+    load_sample,
+    shoot,
+    start_inspector,
+    stop,
+    with_generation,
+)
 
 
 @pytest.fixture(scope="module")
 def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inspector]:
-    served = start_inspector(tmp_path_factory.mktemp("inspector"))
+    folder = tmp_path_factory.mktemp("inspector")
+    served = start_inspector(folder)
     try:
         load_sample(served.url)
+        served = with_generation(served, folder)  # view g2 beside main, to compare with it
         yield served
     finally:
         stop(served.process)
@@ -163,7 +174,22 @@ def test_persona_shows_strength_against_the_threshold(browser: WebDriver, inspec
     _open(browser, inspector, "/ui/owners/alice/persona?as_of=2024-03-05T00:00:00Z")
     early = _texts(browser, "table.traits tr.trait")
     assert not any("peanuts" in r for r in early), early
-    assert any("spicy food" in r for r in early)
+    rows = [_texts(row, "td") for row in browser.find_elements(By.CSS_SELECTOR, "table.traits tr.trait")]
+    spicy = next(r for r in rows if r[0] == "preference" and r[2].startswith("spicy food"))
+    assert "below 0.65" in spicy[3] and spicy[4] == "1" and spicy[5].startswith("not stable")  # one mention then
+    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.stability circle.pt")) == 1  # its first week only
+
+
+def test_the_stability_chart_has_a_point_a_week(browser: WebDriver, inspector: Inspector) -> None:
+    _open(browser, inspector, "/ui/owners/alice/persona")
+    points = browser.find_elements(By.CSS_SELECTOR, "svg.stability circle.pt")
+    assert len(points) == 7  # 2024-03-04 to 2024-04-15
+    assert points[-1].find_element(By.TAG_NAME, "title").get_attribute("textContent") == (
+        "week of 2024-04-15T09:00:00Z: 1 of 2 core traits changed (50%)"
+    )
+    heights = [float(p.get_attribute("cy")) for p in points]
+    assert heights[0] < heights[4]  # 100 % drawn above 0 %
+    assert browser.find_element(By.CSS_SELECTOR, "svg.stability").size["width"] == 640
 
 
 def test_the_graph_recentres_on_a_neighbour(browser: WebDriver, inspector: Inspector) -> None:
@@ -225,11 +251,32 @@ def test_the_query_answers_as_of_a_point(browser: WebDriver, inspector: Inspecto
     assert "Porto" in _texts(browser, "table.items td.content")[0]
 
 
-def test_views_name_the_active_one(browser: WebDriver, inspector: Inspector) -> None:
+def test_views_name_the_active_one_and_diff_another_by_layer(browser: WebDriver, inspector: Inspector) -> None:
     _open(browser, inspector, "/ui/owners/alice/views")
     assert browser.find_element(By.ID, "active-view").text == "main"
     row = browser.find_element(By.CSS_SELECTOR, "table.views tr.active").text
     assert row.startswith("main") and "active" in row and "read by this service" in row
+    assert not browser.find_elements(By.ID, "diff")
+    browser.find_element(By.LINK_TEXT, "compare with main").click()  # the reanalysis without an extractor
+    WebDriverWait(browser, 30).until(lambda b: "compare=g2" in b.current_url)
+    assert browser.find_element(By.ID, "diff").text == "g2 against main, layer by layer"
+    counts = {
+        r[0]: r[1:]
+        for r in (_texts(row, "td") for row in browser.find_elements(By.CSS_SELECTOR, "table.diff tr.layer"))
+    }
+    assert counts["episodic"] == ["0", "15", "0", "0"]  # no extractor: no records, no traits
+    assert counts["persona"] == ["0", "5", "0", "0"]
+    assert counts["working"][2] == "19"  # every message's analysis altered, the owner row unchanged
+    examples = _texts(browser, "table.diff-examples tr.removed td.content")
+    assert "spicy food" in " ".join(examples) and "Alice decided to start working out three times a week." in examples
+    _open(browser, inspector, "/ui/owners/alice/views?compare=g2&as_of=2024-03-05T00:00:00Z")
+    early = {
+        r[0]: r[1:]
+        for r in (_texts(row, "td") for row in browser.find_elements(By.CSS_SELECTOR, "table.diff tr.layer"))
+    }
+    assert early["working"] == ["0", "0", "4", "1"]  # the four messages said by then
+    assert early["episodic"] == ["0", "7", "0", "0"] and early["persona"] == ["0", "3", "0", "0"]
+    assert "Only rows written by this point are compared" in browser.find_element(By.TAG_NAME, "main").text
 
 
 def test_tabs_are_links_that_keep_the_point(browser: WebDriver, inspector: Inspector) -> None:
@@ -252,7 +299,7 @@ def test_every_panel_has_a_screenshot(browser: WebDriver, inspector: Inspector, 
     """A 1280x800 PNG of every panel, in ADAMEM_UI_SCREENSHOTS when set (docs/ui: the committed ones)."""
     folder = os.environ.get("ADAMEM_UI_SCREENSHOTS")
     saved = shoot(browser, inspector.url, Path(folder) if folder else tmp_path)
-    assert len(saved) == 10
+    assert len(saved) == 11
     for png in saved:
         head = png.read_bytes()[:24]
         assert head[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000, png

@@ -1,9 +1,11 @@
 """The memory inspector: server-rendered HTML pages under ``/ui`` over the same service as the API.
 
 Pages: the tenant's owners (``/ui``, filtered by a substring); per owner, the timeline (messages and
-episodic records with their validity), persona, graph neighbourhood, query playground, and the
-store's views (``/ui/owners/{user}/{panel}``); an item's provenance; and forgetting a message or an
-item, confirmed on a page of its own and done by the same code as ``POST /v1/users/{user}/forget``.
+episodic records with their validity), persona (traits as of the point and the weekly stability
+index as a chart), graph neighbourhood, query playground, and the store's views with one view's
+per-layer diff against the active one (``/ui/owners/{user}/{panel}``); an item's provenance; and
+forgetting a message or an item, confirmed on a page of its own and done by the same code as
+``POST /v1/users/{user}/forget``.
 Every owner page takes ``as_of`` (an ISO-8601 time, integer milliseconds, or ``offset:N``), the
 point a query's ``as_of`` names, and shows memory as it stood then; its as-of form (a slider over
 the owner's message times and a text box) is a GET form that redirects to the page's canonical URL.
@@ -35,11 +37,20 @@ from adamem.api.models import MAX_QUESTION_CHARS, MAX_WAIT_MS, ForgetItem, Forge
 from adamem.api.routes.writes import forget_target
 from adamem.api.service import Service
 from adamem.api.ui.html import PageError, Row, error_page, esc, href, page, segment, table, td, when
-from adamem.api.ui.inspect import AsOfError, Inspection, MessageCache, as_of_text, parse_as_of
+from adamem.api.ui.inspect import (
+    AsOfError,
+    Inspection,
+    MessageCache,
+    StabilityWeek,
+    WrittenBy,
+    as_of_text,
+    parse_as_of,
+)
 from adamem.errors import AdaMemError
 from adamem.owners import owner_key, split_owner
 from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow
 from adamem.retrieval.answer import Answer, Item
+from adamem.streams.reanalyze import LayerChanges, layer_changes
 
 __all__ = ["PANELS", "ui_router"]
 
@@ -64,7 +75,13 @@ NODE_COLOURS = {
     "attribute": "#bf8700",
     "event": "#cf222e",
 }
-_PANEL_PARAMS = {"graph": ("node", "find", "item"), "query": ("q", "top_k"), "timeline": (), "persona": (), "views": ()}
+_PANEL_PARAMS = {
+    "graph": ("node", "find", "item"),
+    "query": ("q", "top_k"),
+    "timeline": (),
+    "persona": (),
+    "views": ("compare",),
+}
 """Parameters of a panel that its as-of form carries along."""
 
 
@@ -421,19 +438,26 @@ def ui_router(service: Service) -> APIRouter:
             for t in insp.snap.traits.values()
             if not insp.trait(t) and (insp.time is None or t.first_seen <= insp.time)
         ]
+        at = {t.id: insp.trait_at(t) for t in (*standing, *history)}
 
         def rows(traits: list[PersonaRow]) -> list[Row]:
             out = []
-            for t in sorted(traits, key=lambda t: (-t.strength, t.id)):
-                evidence = insp.evidence(t)
-                mentions = t.mention_count if insp.point is None else len(evidence)
-                tags = [_tag("stable", "ok") if t.stable else _tag("not stable")]
-                if t.disputed:
+            for t in sorted(traits, key=lambda t: (-at[t.id].strength, t.id)):
+                state = at[t.id]
+                tags = [_tag("stable", "ok") if state.stable else _tag("not stable")]
+                if state.disputed:
                     tags.append(_tag("disputed", "bad"))
-                if t.status != "active":
+                elif state.disputed is None:
+                    tags.append(_tag("dispute flag not known", "warn"))
+                if not insp.trait(t) and t.status != "active":
                     tags.append(_tag(t.status, "warn"))
                 value = t.value + (f" ({', '.join(t.members)})" if t.cluster and t.members else "")
-                above = "at or above" if t.strength >= threshold else "below"
+                above = "at or above" if state.strength >= threshold else "below"
+                how = (
+                    ""
+                    if state.exact
+                    else " <span class='muted' title='recomputed from the evidence dated by then'>*</span>"
+                )
                 out.append(
                     Row(
                         "trait" + ("" if insp.trait(t) else " superseded"),
@@ -442,13 +466,13 @@ def ui_router(service: Service) -> APIRouter:
                             td(t.key),
                             td(value, "content"),
                             td(
-                                f"{_bar(t.strength, threshold)} <span class='num'>{t.strength:.3f}</span> "
+                                f"{_bar(state.strength, threshold)} <span class='num'>{state.strength:.3f}</span>{how} "
                                 f"<span class='muted'>{above} {threshold}</span>",
                                 raw=True,
                             ),
-                            td(mentions, "num"),
+                            td(state.mentions, "num"),
                             td(" ".join(tags), raw=True),
-                            td(f"{when(t.first_seen)} → {when(t.last_seen)}", "time"),
+                            td(f"{when(t.first_seen)} → {when(state.last_seen)}", "time"),
                             td(
                                 f'<a href="{item_url(ctx, t.id)}">provenance</a> · '
                                 + forget_link(ctx, "item", t.id, _short(value, 40)),
@@ -462,13 +486,22 @@ def ui_router(service: Service) -> APIRouter:
         head = ["kind", "key", "value", "evidence strength", "mentions", "state", "first → last seen", ""]
         traits = [t for t in standing if t.kind != "habit"]
         habits = [t for t in standing if t.kind == "habit"]
-        disputed = [t for t in standing if t.disputed]
+        disputed = [t for t in standing if at[t.id].disputed]
+        if insp.point is None:
+            shown = "Strength, mentions and flags are as the fold last computed them."
+        else:
+            shown = (
+                "Strength, mentions and flags are as they stood at this point: a trait the fold last computed "
+                "by then shows its strength decayed to this point; an earlier one (marked *) shows its strength "
+                "recomputed with the fold's formula from the evidence dated by then (a conflict's damping is not "
+                "replayed), and a dispute flag changed after this point is not known."
+            )
         out = (
             f"<p>A trait is stable once its evidence strength is at or above <strong>{threshold}</strong> "
             f"(<code>persona_stable_strength</code>) with at least {needed} mentions; the red mark on each bar is "
-            "that threshold. Strength is as the fold last computed it; mentions count the evidence that existed "
-            "at this point.</p>"
-            f'<h2 id="traits">Traits and preferences ({len(traits)})</h2>'
+            f"that threshold. {shown}</p>"
+            + stability_chart(insp)
+            + f'<h2 id="traits">Traits and preferences ({len(traits)})</h2>'
             + (table(head, rows(traits), cls="traits") if traits else "<p>No traits.</p>")
             + f'<h2 id="disputed">Disputed ({len(disputed)})</h2>'
             + (table(head, rows(disputed), cls="disputed") if disputed else "<p>No disputed traits.</p>")
@@ -480,6 +513,18 @@ def ui_router(service: Service) -> APIRouter:
                 head, rows(history), cls="history"
             )
         return out
+
+    def stability_chart(insp: Inspection) -> str:
+        weeks = insp.stability
+        params = insp.snap.params
+        low, high = params.stability_healthy_low, params.stability_healthy_high
+        intro = (
+            '<h2 id="stability">Stability index</h2><p>Each week\'s share of core traits that changed (value, '
+            f"stability or dispute flag); healthy between {low:.0%} and {high:.0%} (shaded).</p>"
+        )
+        if not weeks:
+            return intro + "<p>No messages yet.</p>"
+        return intro + _stability_svg(weeks, low, high)
 
     async def graph(ctx: Ctx, insp: Inspection) -> str:
         snap = insp.snap
@@ -655,10 +700,11 @@ def ui_router(service: Service) -> APIRouter:
 
     async def views(ctx: Ctx, insp: Inspection) -> str:
         store: Any = service.retriever.store
+        compare = ctx.params.get("compare", "").strip()
 
-        def read() -> tuple[str, str, list[tuple[str, dict[str, str], int]]]:
+        def read() -> tuple[str, str, list[tuple[str, dict[str, str], int]], dict[str, LayerChanges] | None]:
             if not hasattr(store, "views"):
-                return "", getattr(store, "view", ""), []
+                return "", getattr(store, "view", ""), [], None
             active, names = store.active_view(), store.views()
             listed = []
             for name in names:
@@ -670,9 +716,21 @@ def ui_router(service: Service) -> APIRouter:
                 finally:
                     handle.close()
                 listed.append((name, record, reached))
-            return active, store.view, listed
+            if not compare:
+                return active, store.view, listed, None
+            if compare not in names:
+                raise PageError(
+                    404, "No such view", f"the store has no view {compare!r}; its views: {', '.join(names)}"
+                )
+            live, other = store.open_view(active, read_only=True), store.open_view(compare, read_only=True)
+            try:
+                then = WrittenBy(live, insp).reader, WrittenBy(other, insp).reader
+                return active, store.view, listed, layer_changes(*then, [insp.owner_id])
+            finally:
+                live.close()
+                other.close()
 
-        active, reading, listed = await asyncio.to_thread(read)
+        active, reading, listed, changes = await asyncio.to_thread(read)
         if not listed:
             return "<p>This store keeps no view catalog.</p>"
         rows = []
@@ -683,9 +741,10 @@ def ui_router(service: Service) -> APIRouter:
                 state.append(_tag("active", "ok"))
             if name == reading:
                 state.append(_tag("read by this service"))
+            link = "" if name == active else f'<a href="{ctx.url(compare=name)}">compare with {esc(active)}</a>'
             rows.append(
                 Row(
-                    "view" + (" active" if name == active else ""),
+                    "view" + (" active" if name == active else "") + (" compared" if name == compare else ""),
                     (
                         td(name),
                         td(" ".join(state), raw=True),
@@ -693,13 +752,58 @@ def ui_router(service: Service) -> APIRouter:
                         td(analyzer or "not recorded"),
                         td(record.get("topic", "")),
                         td(reached, "num"),
+                        td(link, raw=True),
                     ),
                 )
             )
-        return (
+        out = (
             f"<p>Active view: <strong id='active-view'>{esc(active)}</strong>. A rebuild (replay, reanalyze) "
             "writes a new view beside it and switches when it has caught up.</p>"
-            + table(["view", "state", "generation", "analyzer", "analyses topic", "analyses folded"], rows, cls="views")
+            + table(
+                ["view", "state", "generation", "analyzer", "analyses topic", "analyses folded", ""], rows, cls="views"
+            )
+        )
+        if changes is not None:
+            out += layer_diff(active, compare, changes, insp)
+        return out
+
+    def layer_diff(active: str, other: str, changes: dict[str, LayerChanges], insp: Inspection) -> str:
+        scope = (
+            "Every row of both views is compared."
+            if insp.point is None
+            else "Only rows written by this point are compared (messages that existed then, records valid then "
+            "or before, traits first seen by then, graph nodes and edges by their time), with their content as "
+            "it stands: a row later rewritten is compared as rewritten."
+        )
+        rows = [
+            Row(
+                f"layer layer-{layer}",
+                (
+                    td(layer),
+                    td(c.added, "num added"),
+                    td(c.removed, "num removed"),
+                    td(c.altered, "num altered"),
+                    td(c.unchanged, "num unchanged"),
+                ),
+            )
+            for layer, c in changes.items()
+        ]
+        examples = [
+            Row(f"example {kind}", (td(layer), td(kind), td(table_name), td(text, "content")))
+            for layer, c in changes.items()
+            for kind, _owner, table_name, text in c.examples
+        ]
+        return (
+            f'<h2 id="diff">{esc(other)} against {esc(active)}, layer by layer</h2>'
+            f"<p>This owner's rows of view <strong>{esc(other)}</strong> against the active view "
+            f"<strong>{esc(active)}</strong>, matched by table and id: added (only in {esc(other)}), removed "
+            f"(only in {esc(active)}), altered (content differs, provenance aside) and unchanged. {scope}</p>"
+            + table(["layer", "added", "removed", "altered", "unchanged"], rows, cls="diff")
+            + (
+                "<h3>Examples</h3>" + table(["layer", "change", "table", "row"], examples, cls="diff-examples")
+                if examples
+                else ""
+            )
         )
 
     # --- routes -------------------------------------------------------------------------------
@@ -969,3 +1073,39 @@ def _svg(ctx: Ctx, center: GraphNodeRow, edges: list[tuple[GraphEdgeRow, GraphNo
         f'viewBox="0 0 {w} {h}" xmlns="http://www.w3.org/2000/svg">{legend}{"".join(lines)}{middle}{"".join(nodes)}'
         "</svg>"
     )
+
+
+def _stability_svg(weeks: list[StabilityWeek], low: float, high: float) -> str:
+    """A small line chart of weekly stability indices (0-100 %) with the healthy band shaded."""
+    w, h, left, top, bottom = 640, 150, 40, 10, 24
+    inner_w, inner_h = w - left - 10, h - top - bottom
+
+    def y(rate: float) -> float:
+        return top + inner_h * (1 - max(0.0, min(1.0, rate)))
+
+    def x(i: int) -> float:
+        return left + (inner_w * i / (len(weeks) - 1) if len(weeks) > 1 else inner_w / 2)
+
+    parts = [
+        f'<svg class="stability" role="img" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+        f'aria-label="stability index of {len(weeks)} weeks">',
+        f'<rect x="{left}" y="{y(high):.1f}" width="{inner_w}" height="{y(low) - y(high):.1f}" fill="#dafbe1"/>',
+    ]
+    for rate in (0.0, 0.5, 1.0):
+        parts.append(
+            f'<line x1="{left}" x2="{left + inner_w}" y1="{y(rate):.1f}" y2="{y(rate):.1f}" stroke="#d0d7de"/>'
+            f'<text x="{left - 4}" y="{y(rate) + 4:.1f}" text-anchor="end" font-size="10">{rate:.0%}</text>'
+        )
+    points = " ".join(f"{x(i):.1f},{y(wk.rate):.1f}" for i, wk in enumerate(weeks))
+    parts.append(f'<polyline points="{points}" fill="none" stroke="#4c8dd6" stroke-width="2"/>')
+    for i, wk in enumerate(weeks):
+        label = f"week of {when(wk.start)}: {wk.changed} of {wk.core} core traits changed ({wk.rate:.0%})"
+        parts.append(
+            f'<circle class="pt" cx="{x(i):.1f}" cy="{y(wk.rate):.1f}" r="3" fill="#4c8dd6" '
+            f'data-rate="{wk.rate:.4f}"><title>{esc(label)}</title></circle>'
+        )
+    for i, anchor in ((0, "start"), (len(weeks) - 1, "end")) if len(weeks) > 1 else ((0, "middle"),):
+        day = esc(when(weeks[i].start)[:10])
+        parts.append(f'<text x="{x(i):.1f}" y="{h - 6}" text-anchor="{anchor}" font-size="10">{day}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -15,15 +15,32 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 from adamem.api.models import MAX_OFFSET, MAX_TIME_MS, MIN_TIME_MS
 from adamem.events import ms_to_iso
 from adamem.ingest import parse_time
-from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, PersonaRow
+from adamem.projections.folds.params import DAY_MS, MemoryParameters
+from adamem.projections.folds.persona import evidence_strength, strength_at
+from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, PersonaRow, Row
+from adamem.projections.store.ports import StoreReader
 from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf, OwnerSnapshot, View
 
-__all__ = ["AsOfError", "Inspection", "MessageCache", "as_of_text", "parse_as_of"]
+__all__ = [
+    "WEEK_MS",
+    "AsOfError",
+    "Inspection",
+    "MessageCache",
+    "StabilityWeek",
+    "TraitAt",
+    "WrittenBy",
+    "as_of_text",
+    "parse_as_of",
+]
+
+WEEK_MS = 7 * DAY_MS
+MAX_WEEKS = 52  # points of the stability chart: the owner's weeks, evenly thinned to this many
 
 _OFFSET = re.compile(r"(?:offset|@)\s*[:=]?\s*([0-9]+)", re.IGNORECASE)
 _MILLIS = re.compile(r"-?[0-9]+")
@@ -98,6 +115,40 @@ class MessageCache:
             while len(self._kept) > self._owners:
                 self._kept.popitem(last=False)
         return found
+
+
+@dataclass(frozen=True)
+class TraitAt:
+    """A persona trait as it stood at a point.
+
+    ``exact``: the strength is the fold's own (as last computed, or decayed from it with ``strength_at``
+    when the point is at or after the fold's last computation); otherwise it is recomputed with the
+    fold's formula from the evidence dated by the point, which does not replay the damping of a
+    conflict. ``disputed`` is None when the flags changed after the point: the rows keep a trait's
+    latest change only, so its dispute flag before that change is not known.
+    """
+
+    strength: float
+    mentions: int
+    stable: bool
+    disputed: bool | None
+    exact: bool
+    last_seen: int  # the newest evidence by then
+
+
+@dataclass(frozen=True)
+class StabilityWeek:
+    """The persona stability index of one week ``[start, end)``: ``changed`` of ``core`` traits changed."""
+
+    start: int
+    end: int
+    core: int
+    changed: int
+
+    @property
+    def rate(self) -> float:
+        """The index: the share of core traits that changed (0.0 without core traits)."""
+        return self.changed / self.core if self.core else 0.0
 
 
 @dataclass
@@ -179,6 +230,17 @@ class Inspection:
                 out.append((mid, conf, at))
         return out
 
+    def _evidence_of(self, t: PersonaRow) -> list[tuple[str, float, int]]:
+        """``evidence`` kept per trait: the stability chart asks for each trait's twice a week."""
+        found = self._evidence.get(t.id)
+        if found is None:
+            found = self._evidence[t.id] = self.evidence(t)
+        return found
+
+    @cached_property
+    def _evidence(self) -> dict[str, list[tuple[str, float, int]]]:
+        return {}
+
     def node(self, n: GraphNodeRow) -> bool:
         """Whether a graph node stood for something that existed at the point."""
         if n.node_type == "message":
@@ -192,3 +254,124 @@ class Inspection:
             return False
         ends = (self.snap.nodes.get(e.src), self.snap.nodes.get(e.dst))
         return all(n is not None and self.node(n) for n in ends)
+
+    def trait_at(self, t: PersonaRow, time: int | None = None) -> TraitAt:
+        """A trait's strength, mentions and flags at the point (or at event ``time``, with the point's messages).
+
+        Now: the row as the fold last wrote it. At or after the row's ``updated_at``: its strength
+        decayed to the time (``strength_at``), its mentions and flags. Before it: the mentions are the
+        row's count less the kept evidence not yet there, the strength is
+        ``evidence_strength`` over the evidence dated by then, stable is strength ≥
+        ``persona_stable_strength`` with ``persona_min_evidence`` mentions, and the flags are the row's
+        when its latest change (``changed_at``) came by then.
+        """
+        at = self.time if time is None else time
+        params: MemoryParameters = self.snap.params
+        if at is None:
+            return TraitAt(t.strength, t.mention_count, t.stable, t.disputed, True, t.last_seen)
+        if at >= t.updated_at:
+            return TraitAt(strength_at(t, at, params), t.mention_count, t.stable, t.disputed, True, t.last_seen)
+        kept = [e for e in self._evidence_of(t) if e[2] <= at]
+        mentions = max(len(kept), t.mention_count - (len(t.evidence_message_ids) - len(kept)))
+        strength = evidence_strength([e[1] for e in kept], [e[2] for e in kept], mentions, at, params)
+        last = max((e[2] for e in kept), default=t.first_seen)
+        if at >= t.changed_at:
+            return TraitAt(strength, mentions, t.stable, t.disputed, False, last)
+        stable = strength >= params.persona_stable_strength and mentions >= params.persona_min_evidence
+        return TraitAt(strength, mentions, stable, None, False, last)
+
+    def _standing(self, t: PersonaRow, at: int) -> bool:
+        return t.first_seen <= at and (t.status == "active" or t.valid_to < 0 or t.valid_to > at)
+
+    @cached_property
+    def stability(self) -> list[StabilityWeek]:
+        """The persona stability index of each week of the owner's timeline up to the point.
+
+        Weeks run from the owner's first message, ``[first + k·7 d, first + (k+1)·7 d)``, to the week
+        holding the point, cut at it (now: the newest message); more than ``MAX_WEEKS`` are evenly thinned. For a
+        week ``[s, e)`` a trait first seen before ``e`` *changed* when its recorded latest change
+        (``changed_at``) falls in the week, or when its state at ``e - 1`` differs from its state at
+        ``s - 1`` in standing (existing and not superseded), stability or a known dispute flag
+        (``trait_at``); the week's *core* traits are those standing and stable at ``e - 1`` plus those
+        changed. The index is ``changed / core`` (0 without core traits) — the design's weekly change
+        rate of core traits (healthy: 15–30 %), which ``projections.folds.persona.stability_index``
+        computes for the last week from the rows alone.
+        """
+        times = [m.occurred_at for m in self.messages]
+        if not times:
+            return []
+        first, last = min(times), max(times) if self.time is None else self.time
+        count = max(1, (last - first) // WEEK_MS + 1)
+        picks = (
+            sorted({round(i * (count - 1) / (MAX_WEEKS - 1)) for i in range(MAX_WEEKS)})
+            if count > MAX_WEEKS
+            else range(count)
+        )
+        traits = list(self.snap.traits.values())
+        out = []
+        for k in picks:
+            s, e = first + k * WEEK_MS, first + (k + 1) * WEEK_MS
+            if self.time is not None:
+                e = min(e, self.time + 1)  # the week holding the point ends there
+            core = changed = 0
+            for t in traits:
+                if t.first_seen >= e:
+                    continue
+                before, after = self._state(t, s - 1), self._state(t, e - 1)
+                flags = before[2] is not None and after[2] is not None and before[2] != after[2]
+                moved = s <= t.changed_at < e or before[:2] != after[:2] or flags
+                if moved or (after[0] and after[1]):
+                    core += 1
+                    changed += moved
+            out.append(StabilityWeek(s, e, core, changed))
+        return out
+
+    def _state(self, t: PersonaRow, at: int) -> tuple[bool, bool, bool | None]:
+        """(standing, stable, dispute flag or None when not known) of a trait at event time ``at``."""
+        if not self._standing(t, at):
+            return (False, False, None)
+        state = self.trait_at(t, at)
+        return (True, state.stable, state.disputed)
+
+    def written(self, row: Row) -> bool:
+        """Whether a row of this or another view had been written by the point (its content as it stands).
+
+        A message: when it existed at the point (one the owner's rows do not hold: by its event time);
+        a record: valid then or before; a trait: first seen by then; a graph node or edge: by its time.
+        """
+        if self.time is None:
+            return True
+        if isinstance(row, MessageRow):
+            mine = self.by_id.get(row.id)
+            return self.message(mine) if mine is not None else row.occurred_at <= self.time
+        if isinstance(row, EpisodicRow):
+            return self.record_known(row)
+        if isinstance(row, PersonaRow):
+            return row.first_seen <= self.time
+        if isinstance(row, GraphNodeRow | GraphEdgeRow):
+            return row.occurred_at <= self.time
+        return True
+
+
+class WrittenBy:
+    """A store's rows of an owner that had been written by an inspection's point (``Inspection.written``).
+
+    It answers ``load_owner`` and ``owners``, what a comparison of views (``streams.reanalyze.layer_changes``)
+    reads; ``reader`` types it as the store reader it stands in for.
+    """
+
+    def __init__(self, store: StoreReader, insp: Inspection) -> None:
+        self._store, self._insp = store, insp
+
+    def load_owner(self, owner_id: str, messages_from_seq: int = 0) -> list[Row]:
+        """The owner's rows written by the point."""
+        return [r for r in self._store.load_owner(owner_id, messages_from_seq) if self._insp.written(r)]
+
+    def owners(self) -> list[str]:
+        """The store's owners."""
+        return self._store.owners()
+
+    @property
+    def reader(self) -> StoreReader:
+        """This filter where a store reader is expected."""
+        return cast(StoreReader, self)
