@@ -6,8 +6,9 @@ the first, embeds through a memoising embedder since their texts repeat). Then, 
 the same log is rebuilt into a new view with each ``--jobs`` value in turn (the runs alternate,
 so a change in the machine's load falls on all of them), timed, and every rebuilt view is compared
 row by row with the live one. One process (``--jobs 1``) is replay's fold as it runs without
-processes: the baseline of each row. The figures include starting the processes (about a second
-each: Python, LanceDB and the models' code imported again).
+processes: the baseline of each row. ``--reanalysis`` also analyses every message again with each
+``--jobs`` value (the model runs again, so keep such a log small): messages/s. The figures include
+starting the processes (about 1.3 s of CPU each, most of it importing LanceDB).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from adamem.analysis.factory import build_embedder, build_extractor
 from adamem.projections.store.lance import LanceStore
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
+from adamem.streams.reanalyze import reanalyze
 from adamem.streams.replay import diff_stores, rebuild_view
 from bench.build import build_memory
 from bench.common import (
@@ -42,6 +44,15 @@ from bench.common import (
 )
 
 __all__ = ["main", "run"]
+
+
+async def _reanalyze(settings: Settings, view: str, jobs: int) -> tuple[int, float]:
+    """A new generation with the same analyzer (``--extractor`` the current one), timed: (messages analysed, s)."""
+    t = time.perf_counter()
+    report = await reanalyze(settings, settings.store_url, extractor=settings.extractor, view=view, jobs=jobs)
+    seconds = time.perf_counter() - t
+    shutil.rmtree(Path(settings.store_url) / "views" / view, ignore_errors=True)
+    return report.stats.analyzed, seconds
 
 
 async def _rebuild(settings: Settings, view: str, jobs: int) -> tuple[int, float]:
@@ -66,11 +77,14 @@ def run(
     owners: int = 32,
     work: str | None = None,
     reuse: bool = False,
+    reanalysis: bool = False,
 ) -> dict[str, Any]:
     """Build a log per partition count; rebuild it ``rounds`` times with each ``jobs``; events/s.
 
     The copies of the turns go to ``owners`` renamed owners, spread over the partitions.
     ``reuse``: ``work`` holds the logs and stores of an earlier run with the same data; only time.
+    ``reanalysis``: also analyse every message again (the model runs: keep the log small) once per
+    ``jobs`` value, messages/s.
     """
     docs = load_locomo(data)
     if samples:
@@ -102,6 +116,10 @@ def run(
                     equal[j] = not diff_stores(live, LanceStore(settings.store_url, read_only=True, view=view))
                 shutil.rmtree(Path(settings.store_url) / "views" / view, ignore_errors=True)
                 print(f"  jobs {j}, round {r + 1}: {events[j] / seconds:,.0f} events/s", file=sys.stderr, flush=True)
+        analysed: dict[int, tuple[int, float]] = {}
+        for j in jobs if reanalysis else ():
+            analysed[j] = asyncio.run(_reanalyze(settings, f"a{j}", j))
+            print(f"  reanalysis, jobs {j}: {analysed[j][0] / analysed[j][1]:,.1f} messages/s", file=sys.stderr)
         one = statistics.median(times[jobs[0]])
         for j in jobs:
             median = statistics.median(times[j])
@@ -115,6 +133,15 @@ def run(
                     "events_per_s": round(events[j] / median, 1),
                     f"speedup_vs_jobs_{jobs[0]}": round(one / median, 2),
                     "rows_equal_to_live": equal[j],
+                    **(
+                        {
+                            "reanalysis_messages": analysed[j][0],
+                            "reanalysis_s": round(analysed[j][1], 2),
+                            "reanalysis_messages_per_s": round(analysed[j][0] / analysed[j][1], 1),
+                        }
+                        if j in analysed
+                        else {}
+                    ),
                 }
             )
     if not work:
@@ -133,7 +160,16 @@ def print_report(r: dict[str, Any]) -> None:
     """The table."""
     first = min(row["jobs"] for row in r["runs"])
     print_table(
-        ["partitions", "jobs", "events", "median s", "events/s", f"× jobs {first}", "rows equal to live"],
+        [
+            "partitions",
+            "jobs",
+            "events",
+            "median s",
+            "events/s",
+            f"× jobs {first}",
+            "rows equal to live",
+            "reanalysis msg/s",
+        ],
         [
             [
                 row["partitions"],
@@ -143,6 +179,7 @@ def print_report(r: dict[str, Any]) -> None:
                 row["events_per_s"],
                 row[f"speedup_vs_jobs_{first}"],
                 row["rows_equal_to_live"],
+                row.get("reanalysis_messages_per_s"),
             ]
             for row in r["runs"]
         ],
@@ -160,6 +197,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owners", type=int, default=32, help="renamed owners of the copies (spread over partitions)")
     p.add_argument("--work", help="an empty folder to keep the logs and stores in (default: a temp dir)")
     p.add_argument("--reuse", action="store_true", help="time the logs and stores --work holds from an earlier run")
+    p.add_argument("--reanalysis", action="store_true", help="also time analysing every message again, per --jobs")
     p.add_argument("--json", dest="out", help="result file (default bench/results/replay_jobs.json)")
 
 
@@ -179,6 +217,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
             owners=args.owners,
             work=args.work,
             reuse=args.reuse,
+            reanalysis=args.reanalysis,
         ),
         print_report,
     )

@@ -98,6 +98,8 @@ async def test_parallel_replay_equals_serial_and_live(four: Settings, tmp_path: 
     assert serial.processes == 0 and parallel.events == serial.events > 0
     assert parallel.offsets == serial.offsets
     assert _checksum(root, "par") == _checksum(root, "ser") == live
+    auto = await rebuild_view(log, root, four, view="auto", switch=False, jobs=None)
+    assert auto.processes == 0 and auto.events == serial.events  # too short a log to gain from processes
     switched = await rebuild_view(log, root, four, jobs=3)  # no verify: one pass per process, then the switch
     assert switched.switched and switched.events == serial.events
     assert _checksum(root, switched.view) == live

@@ -238,7 +238,7 @@ async def run_replay(
     view: str | None,
     switch: bool,
     quiet: bool = False,
-    jobs: int = 1,
+    jobs: int | None = 1,
 ) -> int:
     """Rebuild memory from the recorded analyses (see ``streams.replay``); 1 when verification found diffs."""
     from adamem.ingest import parse_time

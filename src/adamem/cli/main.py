@@ -738,8 +738,8 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument(
         "--jobs",
         type=int,
-        default=os.cpu_count() or 1,
-        help="processes folding partitions side by side (default: the cores; at most the log's partitions)",
+        help="processes folding partitions side by side, at most the log's partitions (default: the cores, "
+        "one per 20,000 records of the log)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     _metrics_arguments(p)
@@ -755,8 +755,9 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     p.add_argument(
         "--jobs",
         type=int,
-        default=os.cpu_count() or 1,
-        help="processes analysing partitions side by side (default: the cores; at most the log's partitions)",
+        default=1,
+        help="processes analysing partitions side by side, at most the log's partitions (default 1: the e5 "
+        "model already uses every core; more pay off for an extractor that waits, such as an LLM)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")

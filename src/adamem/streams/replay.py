@@ -155,14 +155,15 @@ async def rebuild_view(
     layers: Sequence[str] | None = None,
     switch: bool = True,
     progress: Callable[[int], None] | None = None,
-    jobs: int = 1,
+    jobs: int | None = 1,
 ) -> RebuildReport:
     """Rebuild every layer into a new view; verify against the active view; catch up; switch.
 
     ``root`` is the store's folder (URL) or its view catalog. ``settings`` are those of the active
     view's generation (``generations.resolve``): its analyses topic is the one folded, and the new
     view records the same generation. ``jobs``: processes folding partitions side by side
-    (``streams.replay_jobs``); one, a log of one partition, or a log or store held in this process
+    (``streams.replay_jobs``; None: the cores, for a log long enough to gain from them); one, a log
+    of one partition, or a log or store held in this process
     (``memory://``, a catalog object) fold here.
     """
     runner = FoldRunner(log, root, settings, jobs=jobs)

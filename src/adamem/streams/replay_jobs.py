@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
@@ -41,6 +42,11 @@ __all__ = ["REBUILD_BATCH", "FoldPlan", "FoldRunner", "Step", "collector_paused"
 
 REBUILD_BATCH = 10_000
 """Events folded per commit of a rebuild: few commits, while the decoded batch stays a few hundred MB at most."""
+
+AUTO_EVENTS_PER_PROCESS = 20_000
+"""Log records per process when the process count is left to the runner: starting one costs about
+1.3 s of CPU (importing LanceDB), which 2 processes on 2 cores won back at 40k records (1.33× one
+process) and lost at 838 (0.38×) (``bench/results/replay_jobs*.json``)."""
 
 Step = Callable[[int, int], None]
 """Hears of each committed batch: the log records it read and the events it folded."""
@@ -209,11 +215,14 @@ class FoldRunner:
     """
 
     def __init__(
-        self, log: EventLog, root: str | StoreLocation | ViewCatalog, settings: Settings, *, jobs: int = 1
+        self, log: EventLog, root: str | StoreLocation | ViewCatalog, settings: Settings, *, jobs: int | None = 1
     ) -> None:
-        if jobs < 1:
+        """``jobs`` None: the cores, one process per ``AUTO_EVENTS_PER_PROCESS`` records at most."""
+        if jobs is not None and jobs < 1:
             raise AdaMemError(f"jobs must be at least 1, not {jobs}")
-        self.log, self.root, self.settings, self.jobs = log, root, settings, jobs
+        self.log, self.root, self.settings = log, root, settings
+        self.auto = jobs is None
+        self.jobs = jobs if jobs is not None else (os.cpu_count() or 1)
         self.views = open_views(root)
         self.shared = isinstance(root, str | StoreLocation) and not log.url.startswith("memory:")
         self.restarts = 0
@@ -222,7 +231,10 @@ class FoldRunner:
 
     async def run(self, plan: FoldPlan, step: Step, *, sizes: Mapping[int, int]) -> int:
         """Carry out ``plan``; ``sizes`` (records per partition) balance the processes. Batches erased."""
-        groups = _deal(plan.partitions, sizes, self.jobs)
+        jobs = self.jobs
+        if self.auto:
+            jobs = max(1, min(jobs, sum(sizes.values()) // AUTO_EVENTS_PER_PROCESS))
+        groups = _deal(plan.partitions, sizes, jobs)
         if len(groups) <= 1 or not self.shared:
             return await fold_plan(self.log, self.views, self.settings, plan, step)
         assert isinstance(self.root, str | StoreLocation)
