@@ -88,7 +88,6 @@ async def _fold_range(
     projector: Projector,
     settings: Settings,
     partition: int,
-    start: int,
     end: int,
     *,
     until_time: int | None = None,
@@ -96,14 +95,14 @@ async def _fold_range(
     forgets_only: bool = False,
     batch: int = REBUILD_BATCH,
 ) -> None:
-    """Fold analyses [start, end) of a partition into the projector's store.
+    """Fold analyses of a partition from its shard's checkpoint up to ``end`` into the projector's store.
 
     ``forgets_only``: fold only the forgets, leaving the checkpoint where it is (the tail of the log
     after a view as of an offset: what was forgotten later stays forgotten in the past too).
     """
     topic = settings.topic("analyses")
     keys = keystore_for(log, settings)
-    pos = start
+    pos = projector.store.checkpoint(partition).get(topic, 0)
     while pos < end:
         stop = min(end, pos + batch)
         events: list[Positioned] = []
@@ -129,39 +128,23 @@ async def fold_plan(log: EventLog, views: ViewCatalog, settings: Settings, plan:
     store = views.open_view(plan.view, optimize_every=0, bulk=True)
     projector = Projector(store, feed=False)  # a rebuild publishes no feed
     topic = settings.topic("analyses")
+
+    async def fold(partition: int, end: int, *, until_time: int | None = None, forgets_only: bool = False) -> None:
+        await _fold_range(
+            log, projector, settings, partition, end, until_time=until_time, step=step, forgets_only=forgets_only,
+            batch=plan.batch,
+        )  # fmt: skip
+
     try:
         for p in plan.partitions:
             if plan.to is not None:
-                start = store.checkpoint(p).get(topic, 0)
-                await _fold_range(
-                    log,
-                    projector,
-                    settings,
-                    p,
-                    start,
-                    plan.to[p],
-                    until_time=plan.until_time,
-                    step=step,
-                    batch=plan.batch,
-                )
+                await fold(p, plan.to[p], until_time=plan.until_time)
             if plan.forgets_to is not None:
-                start = store.checkpoint(p).get(topic, 0)
-                await _fold_range(
-                    log,
-                    projector,
-                    settings,
-                    p,
-                    start,
-                    plan.forgets_to[p],
-                    step=step,
-                    forgets_only=True,
-                    batch=plan.batch,
-                )
+                await fold(p, plan.forgets_to[p], forgets_only=True)
         if plan.catch_up:
             ends = await log.end_offsets(topic)  # what arrived since the rebuild began
             for p in plan.partitions:
-                start = store.checkpoint(p).get(topic, 0)
-                await _fold_range(log, projector, settings, p, start, ends.get(p, 0), step=step, batch=plan.batch)
+                await fold(p, ends.get(p, 0))
         if plan.optimize:
             store.optimize()
     finally:
