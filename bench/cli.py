@@ -46,6 +46,7 @@ EXAMPLES = {
     "objectstore": "adamem bench objectstore --s3 127.0.0.1:9000   # after bash deploy/s3.sh start",
     "scale": "adamem bench scale --per-owner 1000 10000 --owners 1000 10000",
     "scaleout": "adamem bench scaleout --log kafka://127.0.0.1:9092 --partitions 1 4 --workers 1 2",
+    "ui_render": "adamem bench ui_render --messages 10000   # the inspector's panels in headless Chromium",
     "report": "adamem bench report",
 }
 """One example per benchmark, at the end of its ``--help``."""
@@ -72,6 +73,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         research,
         scale,
         scaleout,
+        ui_render,
         visible,
     )
 
@@ -95,6 +97,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("objectstore", objectstore, "commit and read latency a store on s3:// adds, against a local folder"),
         ("scale", scale, "query latency and memory as an owner and the owner count grow (synthetic rows)"),
         ("scaleout", scaleout, "ingest and replay events/s per CPU-second as partitions and workers grow"),
+        ("ui_render", ui_render, "time to first render of each inspector panel for a 10k-message owner"),
         ("report", report, "write bench/results/README.md and the plots from the latest results"),
     )
     for name, module, help_text in parts:

@@ -1,6 +1,6 @@
 """Time to first render of each inspector panel for an owner with 10,000 messages, in headless Chromium.
 
-``python -m bench.ui_render [--store FOLDER] [--messages 10000] [--runs 5]`` builds (or reuses) the
+``adamem bench ui_render [--store FOLDER] [--messages 10000] [--runs 5]`` builds (or reuses) the
 synthetic store of ``bench/scale.py`` — one owner, ``default:o0``, with that many messages — starts
 ``adamem serve`` over it (read-only: the store alone), and opens every panel in Chromium: once cold
 (the first request of the panel since the service started; the first panel also loads the owner)
@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shlex
 import statistics
 import sys
 import tempfile
@@ -26,10 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, git_commit, machine_facts, print_table
-from bench.ui_screenshots import headless_chrome, start_inspector, stop
+from bench.common import measure_and_record, print_table, standalone_main
 
-__all__ = ["PANELS", "main"]
+__all__ = ["PANELS", "main", "run"]
 
 USER = "o0"
 PANELS = [
@@ -77,19 +74,15 @@ def _median(runs: list[dict[str, Any]], key: str) -> float | None:
     return round(statistics.median(values), 1) if values else None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.ui_render", description=__doc__.split("\n\n")[0])
-    p.add_argument("--store", help="the synthetic store's folder (built when missing; default: a temporary one)")
-    p.add_argument("--messages", type=int, default=10_000, help="messages of the owner (default 10000)")
-    p.add_argument("--runs", type=int, default=5, help="warm visits per panel (default 5)")
-    p.add_argument("--json", dest="out", default=str(RESULTS / "ui_render.json"), help="result file")
-    args = p.parse_args(argv)
-    started = machine_facts()
+def run(store: str | None, messages: int = 10_000, runs: int = 5) -> dict[str, Any]:
+    """Build or reuse the store, serve it, time every panel cold and ``runs`` times warm."""
+    from bench.ui_screenshots import headless_chrome, start_inspector, stop  # selenium: a dev dependency
+
     with tempfile.TemporaryDirectory(prefix="adamem-ui-render-") as tmp:
-        store = Path(args.store) if args.store else Path(tmp) / "store"
-        if not (store / "views").exists():
-            _build(store, args.messages)
-        inspector = start_inspector(Path(tmp), {"ADAMEM_STORE": str(store), "ADAMEM_LOG": None})
+        folder = Path(store) if store else Path(tmp) / "store"
+        if not (folder / "views").exists():
+            _build(folder, messages)
+        inspector = start_inspector(Path(tmp), {"ADAMEM_STORE": str(folder), "ADAMEM_LOG": None})
         chrome = headless_chrome()
         try:
             results = []
@@ -97,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cold = _visit(chrome, inspector.url + path)
                 if cold["status"] != 200:
                     raise RuntimeError(f"{path} answered {cold['status']}")
-                warm = [_visit(chrome, inspector.url + path) for _ in range(args.runs)]
+                warm = [_visit(chrome, inspector.url + path) for _ in range(runs)]
                 results.append(
                     {
                         "panel": name,
@@ -111,39 +104,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             chrome.quit()
             stop(inspector.process)
+    return {
+        "owner": {"user_id": USER, "messages": messages, "layers": "messages only (bench/scale.py build)"},
+        "viewport": "1280x800, headless Chromium",
+        "metrics": "ms from the start of the navigation: ttfb = first byte of the page, last_byte, dom = "
+        "DOMContentLoaded, fcp = first contentful paint; cold = the panel's first request since the service "
+        f"started (the first panel also loads the owner), warm = median of {runs} visits",
+        "panels": results,
+    }
+
+
+def print_report(r: dict[str, Any]) -> None:
+    """The table."""
     print_table(
         ["panel", "cold TTFB ms", "cold FCP ms", "warm TTFB ms", "warm FCP ms", "warm DOM ms", "KiB"],
         [
             [
-                r["panel"],
-                r["cold"]["ttfb"],
-                r["cold"]["fcp"],
-                r["warm_median"]["ttfb"],
-                r["warm_median"]["fcp"],
-                r["warm_median"]["dom"],
-                round((r["bytes"] or 0) / 1024, 1),
+                p["panel"],
+                p["cold"]["ttfb"],
+                p["cold"]["fcp"],
+                p["warm_median"]["ttfb"],
+                p["warm_median"]["fcp"],
+                p["warm_median"]["dom"],
+                round((p["bytes"] or 0) / 1024, 1),
             ]
-            for r in results
+            for p in r["panels"]
         ],
     )
-    doc = {
-        "benchmark": "ui_render",
-        "command": "python -m bench.ui_render " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])),
-        "git": git_commit(),
-        "machine": started,
-        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-        "owner": {"user_id": USER, "messages": args.messages, "layers": "messages only (bench/scale.py build)"},
-        "viewport": "1280x800, headless Chromium",
-        "metrics": "ms from the start of the navigation: ttfb = first byte of the page, last_byte, dom = "
-        "DOMContentLoaded, fcp = first contentful paint; cold = the panel's first request since the service "
-        f"started (the first panel also loads the owner), warm = median of {args.runs} visits",
-        "panels": results,
-    }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-    print(f"wrote {out}")
-    return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The benchmark's options."""
+    p.add_argument("--store", help="the synthetic store's folder (built when missing; default: a temporary one)")
+    p.add_argument("--messages", type=int, default=10_000, help="messages of the owner (default 10000)")
+    p.add_argument("--runs", type=int, default=5, help="warm visits per panel (default 5)")
+    p.add_argument("--json", dest="out", help="result file (default bench/results/ui_render.json)")
+
+
+def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Run and record."""
+    return measure_and_record(
+        "ui_render", argv, args.out, lambda: run(args.store, args.messages, args.runs), print_report
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.ui_render``."""
+    return standalone_main("ui_render", __doc__, add_arguments, execute, argv)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ BENCHMARKS = (
     "objectstore",
     "scale",
     "scaleout",
+    "ui_render",
     "report",
 )
 """Every ``adamem bench`` subcommand (tests/cli/test_friction.py asks each for an example too)."""
