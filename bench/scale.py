@@ -117,7 +117,9 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
 
     rng = np.random.default_rng(seed)
     words = random.Random(seed)
-    store = LanceStore(folder, optimize_every=0, bulk=True)  # as a rebuild writes: appends, indexes at the end
+    store = LanceStore(  # as a rebuild writes: appends, indexes at the end
+        folder, optimize_every=0, bulk=True, bulk_vector_index_min_rows=VECTOR_INDEX_MIN_ROWS
+    )
     store.bind(1)
     t0 = time.perf_counter()
     owner_rows: list[Any] = [
@@ -159,9 +161,9 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
         table.add(rows)
         commits += 1
     t1 = time.perf_counter()
-    store.optimize()
-    shard.optimize(VECTOR_INDEX_MIN_ROWS)  # the vector index a live writer's ``optimize`` makes past its threshold
-    store.commit(0, [], {"analyses": commits + 1})  # the checkpoint names the appended, optimised versions
+    shard.own["messages"] = table.version  # the appends are this writer's own
+    store.commit(0, [], {"analyses": commits + 1})  # the checkpoint names the appended versions
+    store.optimize()  # indexes (the vector index past a live writer's threshold) and a checkpoint naming them
     store.close()
     done = time.perf_counter()
     return {"rows": total, "build_s": round(done - t0, 1), "optimize_s": round(done - t1, 1)}
