@@ -30,7 +30,7 @@ from typing import Any, BinaryIO
 
 from adamem.errors import AdaMemError
 
-__all__ = ["RESTARTS", "Channel", "JobFailed", "run_jobs"]
+__all__ = ["RESTARTS", "Channel", "JobFailed", "reopenable", "run_jobs"]
 
 RESTARTS = 3
 """Times a process that died (killed, out of memory) is started again before the work gives up."""
@@ -40,6 +40,16 @@ _HEADER = struct.Struct(">I")
 
 class JobFailed(AdaMemError):
     """A job's process failed with an error, or died more than ``RESTARTS`` times."""
+
+
+def reopenable(log_url: str, store: object) -> bool:
+    """Whether a process can open this log and store again: by location, not held in this process.
+
+    ``store`` is a location (a URL or ``StoreLocation``) or a catalog object; ``memory://`` is neither.
+    """
+    from adamem.locations import StoreLocation
+
+    return isinstance(store, str | StoreLocation) and not log_url.startswith("memory:")
 
 
 def _frame(message: Any) -> bytes:

@@ -33,7 +33,7 @@ from adamem.streams.factory import open_log
 from adamem.streams.generations import FIRST, generation_record, next_generation, resolve, settings_for
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 from adamem.streams.pipeline import PipelineStats, analyze_pending, project_pending
-from adamem.streams.processes import Channel, JobFailed, run_jobs
+from adamem.streams.processes import Channel, JobFailed, reopenable, run_jobs
 from adamem.streams.replay import LAYER_TABLES, store_rows
 
 __all__ = ["LayerChanges", "ReanalyzeReport", "catch_up", "layer_changes", "reanalyze", "switch_to", "view_generations"]
@@ -323,8 +323,7 @@ async def reanalyze(
             previous_generation=before.generation,
         )
         partitions = log.partitions(new_settings.topic("messages"))
-        shared = isinstance(root, str | StoreLocation) and not log.url.startswith("memory:")
-        if jobs > 1 and partitions > 1 and shared:
+        if jobs > 1 and partitions > 1 and reopenable(log.url, root):
             assert isinstance(root, str | StoreLocation)
             report.stats = await _analyze_in_processes(log, root, name, new_settings, jobs, progress)
         else:

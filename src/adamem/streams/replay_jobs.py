@@ -36,7 +36,7 @@ from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
 from adamem.streams.keys import keystore_for
 from adamem.streams.log import EventLog
-from adamem.streams.processes import Channel, JobFailed, run_jobs
+from adamem.streams.processes import Channel, JobFailed, reopenable, run_jobs
 
 __all__ = ["REBUILD_BATCH", "FoldPlan", "FoldRunner", "Step", "collector_paused", "fold_plan"]
 
@@ -207,7 +207,7 @@ class FoldRunner:
         self.auto = jobs is None
         self.jobs = jobs if jobs is not None else (os.cpu_count() or 1)
         self.views = open_views(root)
-        self.shared = isinstance(root, str | StoreLocation) and not log.url.startswith("memory:")
+        self.shared = reopenable(log.url, root)
         self.restarts = 0
         self.processes = 0
         self.pids: set[int] = set()
