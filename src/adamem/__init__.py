@@ -20,7 +20,7 @@ from adamem.errors import AdaMemError, InputError, InvalidArgument, NotFound, No
 from adamem.settings import Settings
 
 if TYPE_CHECKING:
-    from adamem.memory import AsyncMemory, Memory, Remembered, UnknownUser
+    from adamem.memory import AsyncMemory, Memory, RebuildReport, Remembered, UnknownUser
     from adamem.retrieval.answer import Answer
     from adamem.retrieval.research import Research
 
@@ -35,6 +35,7 @@ __all__ = [
     "Memory",
     "NotFound",
     "NotVisible",
+    "RebuildReport",
     "Remembered",
     "Research",
     "Settings",
@@ -48,6 +49,7 @@ _LAZY = {
     "UnknownUser": "adamem.memory",
     "Answer": "adamem.retrieval.answer",
     "Research": "adamem.retrieval.research",
+    "RebuildReport": "adamem.memory",
 }
 
 

@@ -39,13 +39,14 @@ from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf
 from adamem.settings import Settings
 from adamem.streams.log import EventLog, OutgoingRecord
+from adamem.streams.replay import RebuildReport
 
 if TYPE_CHECKING:
     from adamem.api.client import AsyncMemoryClient
 
 _T = TypeVar("_T")
 
-__all__ = ["AsyncMemory", "InvalidArgument", "Memory", "Remembered", "UnknownUser"]
+__all__ = ["AsyncMemory", "InvalidArgument", "Memory", "RebuildReport", "Remembered", "UnknownUser"]
 
 
 class UnknownUser(NotFound):
@@ -120,6 +121,28 @@ def _as_of(value: str | int | None) -> AsOf | None:
         return AsOf(time=parse_time(value))
     except ValueError as exc:
         raise InvalidArgument(f"as_of {value!r}: {exc}") from exc
+
+
+def _until(value: str | int | None) -> tuple[int | None, int | None]:
+    """``replay``'s ``until`` as ``(log offset, event time in ms)``, read as ``adamem replay --until`` reads it:
+    a string of digits is a log offset; other text an event time (RFC 3339); an int, ms since the epoch."""
+    from adamem.ingest import parse_time
+
+    if value is None:
+        return None, None
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value), None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InvalidArgument(
+            f"until {value!r}: give an event time (RFC 3339 text or int ms since the epoch) "
+            "or a log offset (a string of digits)"
+        )
+    try:
+        return None, parse_time(value)
+    except ValueError as exc:
+        raise InvalidArgument(
+            f"until {value!r}: {exc}; or give a log offset as a string of digits, e.g. until='42'"
+        ) from exc
 
 
 class Memory:
@@ -441,6 +464,146 @@ class Memory:
         """``aforget`` for synchronous callers."""
         return self._submit(self.aforget(user_id, **scope)).result()
 
+    # -- rebuilds -----------------------------------------------------------------------------
+
+    def replay(
+        self,
+        user_id: str | None = None,
+        *,
+        tenant: str | None = None,
+        verify: bool = False,
+        until: str | int | None = None,
+        jobs: int | None = 1,
+    ) -> RebuildReport:
+        """Rebuild memory from the log, as ``adamem replay`` does: the recorded analyses are folded again
+        (no model is called). Returns the ``RebuildReport`` of ``adamem.streams.replay.rebuild_owner`` or
+        ``rebuild_view``.
+
+        With ``user_id`` (of ``tenant``, default the settings'): that owner only, in place, as
+        ``adamem replay --user``: their rows are replaced by the fold's where they differ
+        (``report.switched``). ``verify``: the rows are only compared (``report.verified``,
+        ``report.diffs``), nothing is replaced. ``UnknownUser`` when the store has no memory for them.
+
+        Without: every owner, into a new view beside the active one (``report.view``), caught up to the
+        log's end and switched to atomically (queries read the old view until then); views that may
+        still hold a forgotten message are deleted then (``report.removed_views``). ``verify``: the view
+        is built up to exactly where the active view is, compared with it row by row (``report.verified``,
+        ``report.diffs``, ``report.checksum`` and ``report.live_checksum``), caught up and *not* switched
+        to, as ``adamem replay --verify --no-switch`` (the command alone switches when the rows are equal);
+        the view stays for inspection (``adamem views switch NAME`` makes it the active one).
+
+        ``until`` (the whole store only): a view of memory as of an event time (RFC 3339 text, or an int
+        of ms since the epoch) or, as the command reads a whole number, a log offset (a string of digits:
+        each partition of the analyses topic folded up to it); every forget is folded whatever its time.
+        Such a view is never switched to. ``jobs`` (the whole store only): processes folding partitions
+        side by side (None: the cores, the command's default). Bad values raise ``InvalidArgument``.
+
+        On an embedded log this handle is the one writer during the replay (as after ``add``): refused
+        with ``LogError`` while another process writes the folder, and when that is an ``adamem serve``,
+        with the advice to stop the service first (a replay cannot go through its API). The next
+        ``query`` reads the rebuilt memory: the read side follows the switch and the in-place commit.
+        """
+        return self._submit(self._replay(user_id, tenant, verify, until, jobs)).result()
+
+    async def areplay(
+        self,
+        user_id: str | None = None,
+        *,
+        tenant: str | None = None,
+        verify: bool = False,
+        until: str | int | None = None,
+        jobs: int | None = 1,
+    ) -> RebuildReport:
+        """``replay`` for asyncio callers, with the same arguments."""
+        return await asyncio.wrap_future(self._submit(self._replay(user_id, tenant, verify, until, jobs)))
+
+    async def _replay(
+        self, user_id: str | None, tenant: str | None, verify: bool, until: str | int | None, jobs: int | None
+    ) -> RebuildReport:
+        """Check the arguments, then rebuild on this handle's loop, between its writes (``_replay_here``)."""
+        until_offset, until_time = _until(until)
+        if isinstance(jobs, bool) or (jobs is not None and (not isinstance(jobs, int) or jobs < 1)):
+            raise InvalidArgument(f"jobs {jobs!r}: give a number of processes of at least 1, or None for the cores")
+        owner = None
+        if user_id is None:
+            if tenant is not None:
+                raise InvalidArgument(
+                    "tenant names the tenant of user_id; a replay of the whole store takes every owner"
+                )
+        else:
+            if until is not None:
+                raise InvalidArgument(
+                    "until builds a view of the whole store as of a point; an owner is rebuilt in place, up to "
+                    "where the store is: leave out user_id, or until"
+                )
+            owner = await asyncio.to_thread(self.require, user_id, tenant)
+        return await self._replay_here(owner, until_offset, until_time, verify, jobs)
+
+    async def _replay_here(
+        self, owner: str | None, until_offset: int | None, until_time: int | None, verify: bool, jobs: int | None
+    ) -> RebuildReport:
+        """What ``adamem replay`` does (``cli.commands.run_replay``), with this handle's log when it has one."""
+        from adamem.projections.store.base import store_folder
+        from adamem.projections.store.factory import open_views
+        from adamem.streams.factory import open_log
+        from adamem.streams.generations import resolve
+        from adamem.streams.replay import rebuild_owner, rebuild_view
+
+        if self._writing is None:
+            self._writing = asyncio.Lock()
+        async with self._writing:  # no write of this handle in between
+            root = store_folder(self.settings.store_url)
+            settings = resolve(self.settings, open_views(root).open_view(read_only=True))  # the active generation
+            folder = settings.log.folder
+            if self._log is None and folder is not None and not folder.is_dir():
+                raise NotFound(f"no embedded log at {folder}: nothing to replay; add messages first")
+            if self._log is None and settings.log.kind == "memory":  # a new one would be empty: memory rebuilt empty
+                raise InvalidArgument(
+                    "a memory:// log lives in the handle that wrote it, and this one has written nothing: "
+                    "replay with the Memory that added the messages"
+                )
+            log = self._log if self._log is not None else open_log(settings.log, settings)
+            self._hold_writer_lock(log)
+            try:
+                if log is not self._log:
+                    await log.start()  # refuses a damaged log: the writer lock is let go then too
+                if owner is not None:
+                    store = open_views(root).open_view()
+                    try:
+                        return await rebuild_owner(log, store, settings, owner, verify_only=verify)
+                    finally:
+                        store.close()
+                return await rebuild_view(
+                    log,
+                    root,
+                    settings,
+                    until_offset=until_offset,
+                    until_time=until_time,
+                    verify=verify,
+                    switch=not verify,
+                    jobs=jobs,
+                )
+            finally:
+                if log is not self._log:
+                    await log.stop()  # its writer lock: this handle writes again when it next adds
+
+    def _hold_writer_lock(self, log: EventLog) -> None:
+        """Be the embedded log's one writer (already, after an ``add``), or say who is: a running
+        ``adamem serve`` names itself in the folder (``api.notice``)."""
+        from adamem.api.notice import serving_url
+        from adamem.errors import LogError
+
+        try:
+            log.hold_writer_lock()
+        except LogError as exc:
+            url = serving_url(self.settings)
+            if url is None:
+                raise
+            raise LogError(
+                f"the adamem serve at {url} writes the log in {self.settings.log.folder}, and a replay cannot go "
+                "through its API: stop the service first, then replay (or run `adamem replay` while it is stopped)"
+            ) from exc
+
     async def _stop_log(self) -> None:
         if self._log is not None:
             await self._log.stop()
@@ -516,6 +679,18 @@ class AsyncMemory:
     async def working(self, user_id: str, **options: Any) -> list[MessageRow]:
         """``Memory.working``."""
         return await asyncio.to_thread(self.sync.working, user_id, **options)
+
+    async def replay(
+        self,
+        user_id: str | None = None,
+        *,
+        tenant: str | None = None,
+        verify: bool = False,
+        until: str | int | None = None,
+        jobs: int | None = 1,
+    ) -> RebuildReport:
+        """``Memory.replay``: rebuild one owner in place, or the whole store into a new view and switch to it."""
+        return await self.sync.areplay(user_id, tenant=tenant, verify=verify, until=until, jobs=jobs)
 
     async def close(self) -> None:
         """``Memory.close``."""

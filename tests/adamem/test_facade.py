@@ -20,6 +20,7 @@ PUBLIC = [
     "Memory",
     "NotFound",
     "NotVisible",
+    "RebuildReport",
     "Remembered",
     "Research",
     "Settings",

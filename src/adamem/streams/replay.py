@@ -80,7 +80,14 @@ class RowDiff:
 
 @dataclass
 class RebuildReport:
-    """What a rebuild did and found."""
+    """What a rebuild did and found (``adamem replay``, ``Memory.replay``).
+
+    ``view`` is the view built (or the live one, for one owner rebuilt in place); ``events`` the
+    events folded and ``offsets`` how far, per partition; ``verified`` whether the rebuilt rows equal
+    the live ones (``None``: not compared), with their ``checksum`` / ``live_checksum`` and the
+    ``diffs``; ``switched`` whether the store now reads the new view; ``processes`` and ``restarts``
+    the processes that folded partitions and how many were started again.
+    """
 
     view: str
     events: int = 0
