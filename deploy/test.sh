@@ -81,6 +81,8 @@ echo "test.sh: ruff format --check"
 .venv/bin/ruff format --check .
 echo "test.sh: mypy --strict"
 .venv/bin/mypy
+echo "test.sh: mkdocs build --strict (the documentation site; a broken link or reference fails)"
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet -d "$(mktemp -d)"
 echo "test.sh: pytest"
 ADAMEM_TEST_KAFKA="127.0.0.1:${ADAMEM_KAFKA_PORT:-9092}" ADAMEM_TEST_S3="127.0.0.1:$ADAMEM_S3_PORT" .venv/bin/pytest -q -p no:cacheprovider "$@"
 echo "test.sh: done in $(( $(date +%s) - t0 )) s"

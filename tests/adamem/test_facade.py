@@ -82,7 +82,7 @@ def test_async_memory_adds_and_queries(tmp_path: Path) -> None:
 
 def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## As a library", 1)[1]
+    section = readme.split("## In three lines", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("ADAMEM_")}
     env["ADAMEM_HOME"] = str(tmp_path / "home")

@@ -15,7 +15,7 @@ import pytest
 
 from adamem.cli import main
 from adamem.cli.errors import EXIT_CODES, OUTPUT_CLOSED
-from adamem.cli.main import EXAMPLES, build_parser
+from adamem.cli.main import EXAMPLES, README_POINTER, build_parser
 from tests.bench.test_cli import BENCHMARKS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,13 +180,14 @@ def test_a_rank_out_of_score_order_shows_the_rule_that_moved_it(
             assert item["ordered_by"] in line
 
 
-def test_help_has_examples_the_exit_codes_and_the_readme() -> None:
+def test_help_has_examples_the_exit_codes_and_the_documentation() -> None:
     helped = subprocess.run([str(EXE), "--help"], capture_output=True, text=True, check=True).stdout
-    assert "examples:" in helped and "README.md" in helped
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "examples:" in helped and README_POINTER in helped and "docs/index.md" in helped
+    assert (REPO / "docs" / "index.md").is_file()
+    guide = (REPO / "docs" / "guides" / "command-line.md").read_text(encoding="utf-8")
     for code, meaning in EXIT_CODES:
         assert re.search(rf"^\s+{code}\s+{re.escape(meaning[:30])}", helped, re.M), code
-        assert re.search(rf"^\| {code} \|", readme, re.M), f"README's exit-code table lacks {code}"
+        assert re.search(rf"^\| {code} \|", guide, re.M), f"the command-line guide's exit-code table lacks {code}"
 
 
 def _commands() -> list[str]:

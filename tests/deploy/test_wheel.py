@@ -139,6 +139,17 @@ def test_the_command_and_the_demo_run_from_the_wheel(fresh: Path, tmp_path: Path
     assert (tmp_path / "data" / "store").is_dir() and (tmp_path / "data" / "log").is_dir()
 
 
+def test_the_readme_three_lines_run_in_the_fresh_environment(fresh: Path, tmp_path: Path) -> None:
+    """``pip install .`` and then the README's library example, as written, in an empty folder."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    code = readme.split("## In three lines", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    env = {**_env(fresh), "ADAMEM_HOME": str(tmp_path / "home"), "ADAMEM_FSYNC": "false"}
+    ran = _run([fresh / "bin" / "python", "-W", "error", "-c", code], cwd=tmp_path, env=env)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "Lisbon" in ran.stdout
+    assert (tmp_path / "data" / "log").is_dir() and (tmp_path / "data" / "store").is_dir()
+
+
 def test_the_docker_build_context_keeps_every_file_the_wheel_needs(wheel: Path) -> None:
     """The image runs ``pip install /app``: nothing the wheel holds may be left out of the context."""
     patterns = [

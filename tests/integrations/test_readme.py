@@ -1,4 +1,5 @@
-"""The README's "Agents" section, run as written: its help text, its MCP client configurations, its code.
+"""The documentation's Agents guide (``docs/guides/agents.md``), run as written: its help text, its MCP client
+configurations, its code.
 
 Each Python block runs in a fresh interpreter (``-W error``) in a folder holding ``./data/log`` and
 ``./data/store`` built by the pipeline from the bundled sample, as ``deploy/demo.sh`` leaves them.
@@ -25,10 +26,12 @@ from tests.conftest import REPO
 ADAMEM = str(Path(sys.executable).with_name("adamem"))
 
 
+PAGE = REPO / "docs" / "guides" / "agents.md"
+
+
 def _section() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    start = text.index("\n## Agents\n")
-    return text[start : text.index("\n## ", start + 1)]
+    """The Agents guide, whole: every block on the page is one of those checked here."""
+    return PAGE.read_text(encoding="utf-8")
 
 
 def _blocks(lang: str) -> list[str]:

@@ -482,7 +482,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 }
 """Each subcommand's examples, shown at the end of its ``--help``."""
 
-README_POINTER = "Documentation: README.md of AdaMem Stream (the quickstart, the HTTP API, settings, the design)."
+README_POINTER = (
+    "Documentation: docs/ in the source tree (mkdocs serve), starting at docs/index.md; README.md is the overview."
+)
+"""Where the documentation is, shown at the end of every ``--help``."""
 MAIN_EPILOG = f"""\
 examples:
   adamem demo --no-serve                                           # the sample, end to end
@@ -502,7 +505,7 @@ otherwise; --quiet silences them); what a command prints on stdout is unchanged.
 
 
 def _examples(parser: argparse.ArgumentParser, name: str) -> None:
-    """Show ``EXAMPLES[name]`` and the README pointer at the end of the parser's help."""
+    """Show ``EXAMPLES[name]`` and the documentation pointer at the end of the parser's help."""
     shown = "\n".join(f"  {line}" for line in EXAMPLES.get(name, ()))
     parser.epilog = f"example{'s' if len(EXAMPLES.get(name, ())) > 1 else ''}:\n{shown}\n\n{README_POINTER}"
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
