@@ -26,7 +26,7 @@ import pytest
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.rules import RuleExtractor
 from adamem.api.app import create_app
-from adamem.api.ui.replay import PersonaReplays, fold_persona
+from adamem.api.ui.replay import Frontier, PersonaReplays, fold_persona
 from adamem.events import (
     Analyzer,
     ChatMessage,
@@ -261,3 +261,28 @@ def test_a_forget_asked_after_the_point_is_folded_at_the_point_too() -> None:
     assert values(point, folded) == {"猫"}  # the forget, asked later, wins at the earlier point
     assert values(AsOf(offset=3), folded) == {"猫"}  # and below its offset
     assert fold_persona(OWNER, folded, AsOf(offset=3), SEED_DEFAULT).events == 4
+
+
+def test_a_resumed_fold_equals_a_fold_from_the_first_event_at_every_point() -> None:
+    from bench.fold_speed import synthetic
+
+    events = synthetic(1, 400, 8, 7)
+    owner = events[0].event.owner_id
+    said = [p.event for p in events if isinstance(p.event, MessageAnalyzed) and p.event.attributes]
+    forgets = [  # forget two messages with attributes, one early and one late on the log
+        MemoryForgotten(f"0d5e0d11-4444-4444-8444-00000000000{i}", m.message.user_id, "message", t, m.message.event_id)
+        for i, (m, t) in enumerate([(said[3], said[40].message.occurred_at), (said[60], 2_000_000_000_000)])
+    ]
+    log = [*events[:150], Positioned(forgets[0]), *events[150:], Positioned(forgets[1])]
+    log = [Positioned(p.event, "adamem.analyses", 0, n) for n, p in enumerate(log)]
+    times = [p.event.message.occurred_at for p in log if isinstance(p.event, MessageAnalyzed)]
+    points = [AsOf(offset=o) for o in (300, 120, 151, 402, 0, 250)]
+    points += [AsOf(time=times[i]) for i in (390, 10, 200, 199, 399)] + [AsOf(time=times[120] + 1)]
+    frontier = Frontier(owner, log, SEED_DEFAULT, every=50)
+    for point in points:
+        want = fold_persona(owner, log, point, SEED_DEFAULT)
+        got = frontier.at(point)
+        assert (got.traits, got.events) == (want.traits, want.events), point
+    assert frontier.at(AsOf(offset=402)).traits and said[60].message.event_id not in {
+        m for t in frontier.at(AsOf(offset=300)).traits.values() for m in t.evidence_message_ids
+    }  # the late forget is folded at the earlier offset

@@ -16,8 +16,9 @@ sealed message whose key the forget destroyed decodes shredded, and is not folde
 The fold reads no embedding to decide anything (message vectors are copied into rows, and a trait's
 vector is their sum), so the analyses are folded without their vectors: the persona rows are the
 replay's in every field but ``vector``, and the fold takes about half the time. The decoded events
-of an owner are kept while the partition's end does not move, and the folded rows per (owner, point,
-end), a few of each.
+of an owner and their fold so far (``Frontier``: a point after the last one folds on from it, an
+earlier one from a kept copy of the state) are kept while the partition's end does not move, and
+the folded rows per (owner, point, end), a few of each.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from adamem.streams.keys import keystore_for
 from adamem.streams.log import EventLog, LogRecord
 from adamem.streams.replay_jobs import folded_until
 
-__all__ = ["PersonaAt", "PersonaReplays", "fold_persona"]
+__all__ = ["Frontier", "PersonaAt", "PersonaReplays", "fold_persona", "folds"]
 
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
@@ -90,51 +91,113 @@ def _without_vector(event: Event) -> Event:
     return event
 
 
+def folds(positioned: Positioned, point: AsOf) -> bool:
+    """Whether a replay to ``point`` folds the event: below an offset (or a forget), or dated by a time."""
+    if point.offset is not None:
+        return positioned.offset < point.offset or isinstance(positioned.event, MemoryForgotten)
+    return folded_until(positioned.event, point.time)
+
+
 def fold_persona(owner_id: str, events: list[Positioned], point: AsOf, params: MemoryParameters) -> PersonaAt:
     """Fold an owner's events (log order) as a replay to ``point`` does; the persona rows it leaves."""
     state = OwnerMemory(owner_id)
-    count, end = 0, (events[-1].offset + 1 if events else 0)
+    count = 0
     for positioned in events:
-        event = positioned.event
-        if point.offset is not None:
-            if positioned.offset >= point.offset and not isinstance(event, MemoryForgotten):
-                continue
-        elif not folded_until(event, point.time):
-            continue
-        apply(state, positioned, params)
-        count += 1
-    traits = {i: r for i, r in state.tables["persona"].items() if isinstance(r, PersonaRow)}
-    return PersonaAt(traits, count, end)
+        if folds(positioned, point):
+            apply(state, positioned, params)
+            count += 1
+    return PersonaAt(_persona(state), count, events[-1].offset + 1 if events else 0)
+
+
+def _persona(state: OwnerMemory) -> dict[str, PersonaRow]:
+    return {i: r for i, r in state.tables["persona"].items() if isinstance(r, PersonaRow)}
+
+
+def _copy(state: OwnerMemory) -> OwnerMemory:
+    """Another state with the same rows (rows are immutable values; the index is rebuilt on first use)."""
+    copy = OwnerMemory(state.owner_id)
+    copy.tables = {table: dict(rows) for table, rows in state.tables.items()}
+    return copy
+
+
+class Frontier:
+    """One owner's events folded from the first on, resumable: the fold to a point reuses the fold so far.
+
+    ``at(point)`` folds the longest run of events from the first that a replay to the point folds
+    (``folds``) into the kept state — on from where it stands, or from the newest kept copy at or
+    before the run's end when the run is shorter — and the rest of what the replay folds (the
+    forgets past an offset, an event dated by a time that comes after one that is not) into a copy
+    of it. A copy of the state is kept every ``every`` events folded, so a point earlier than the
+    last one folds at most that many events again. The fold is sequential and its state is nothing
+    but its rows, so the rows equal ``fold_persona``'s.
+    """
+
+    def __init__(self, owner_id: str, events: list[Positioned], params: MemoryParameters, every: int = 2_000) -> None:
+        self.owner_id, self.events, self.params, self.every = owner_id, events, params, every
+        self.state = OwnerMemory(owner_id)
+        self.folded = 0
+        self._kept: dict[int, OwnerMemory] = {0: OwnerMemory(owner_id)}
+        self.lock = threading.Lock()
+
+    def at(self, point: AsOf) -> PersonaAt:
+        """The persona rows of a replay to ``point`` (hold ``lock``: the state is folded in place)."""
+        events = self.events
+        run = next((i for i, p in enumerate(events) if not folds(p, point)), len(events))
+        if self.folded > run:
+            mark = max(m for m in self._kept if m <= run)
+            self.state, self.folded = _copy(self._kept[mark]), mark
+        while self.folded < run:
+            apply(self.state, events[self.folded], self.params)
+            self.folded += 1
+            if self.folded % self.every == 0 and self.folded not in self._kept:
+                self._kept[self.folded] = _copy(self.state)
+        rest = [p for p in events[run:] if folds(p, point)]
+        state = self.state
+        if rest:
+            state = _copy(state)
+            for positioned in rest:
+                apply(state, positioned, self.params)
+        return PersonaAt(_persona(state), run + len(rest), events[-1].offset + 1 if events else 0)
 
 
 class PersonaReplays:
-    """Folds of owners' persona at points, from one log, kept per (owner, point, partition end)."""
+    """Folds of owners' persona at points, from one log, kept per (owner, point, partition end).
+
+    Per owner (a few) the decoded events and their ``Frontier`` are kept while the partition's end
+    does not move.
+    """
 
     def __init__(self, log: EventLog, settings: Settings, size: int = 8) -> None:
         self.log, self.settings = log, settings
-        self._events: _Bounded[tuple[str, str, int, int], list[Positioned]] = _Bounded(2)
-        self._folds: _Bounded[tuple[str, AsOf, str, int, int], PersonaAt] = _Bounded(size)
+        self._frontiers: _Bounded[tuple[str, str, int, int, MemoryParameters], Frontier] = _Bounded(2)
+        self._folds: _Bounded[tuple[str, AsOf, str, int, int, MemoryParameters], PersonaAt] = _Bounded(size)
 
     async def at(self, store: MemoryStore, owner_id: str, point: AsOf, params: MemoryParameters) -> PersonaAt:
         """The owner's persona rows at ``point``, as a replay to it folds them."""
         topic = (await asyncio.to_thread(active, self.settings, store)).topic("analyses")
         partition = owner_partition(owner_id, self.log.partitions(topic))
         end = (await self.log.end_offsets(topic)).get(partition, 0)
-        key = (owner_id, point, topic, partition, end)
+        key = (owner_id, point, topic, partition, end, params)
         found = self._folds.get(key)
         if found is not None:
             return found
-        events = self._events.get(key[:1] + key[2:])
-        if events is None:
+        owner = (owner_id, topic, partition, end, params)
+        frontier = self._frontiers.get(owner)
+        if frontier is None:
             raw = [
                 rec
                 async for rec in self.log.read(
                     topic, from_offsets={partition: 0}, until={partition: end}, key=partition_key(owner_id)
                 )
             ]
-            events = await asyncio.to_thread(self._decode, owner_id, raw)
-            self._events.put(key[:1] + key[2:], events)
-        folded = await asyncio.to_thread(fold_persona, owner_id, events, point, params)
+            frontier = Frontier(owner_id, await asyncio.to_thread(self._decode, owner_id, raw), params)
+            self._frontiers.put(owner, frontier)
+
+        def fold() -> PersonaAt:
+            with frontier.lock:
+                return frontier.at(point)
+
+        folded = await asyncio.to_thread(fold)
         found = PersonaAt(folded.traits, folded.events, end)
         self._folds.put(key, found)
         return found
