@@ -1,11 +1,11 @@
 """The memory inspector: server-rendered HTML pages under ``/ui`` over the same service as the API.
 
 Pages: the tenant's owners (``/ui``, filtered by a substring); per owner, the timeline (messages and
-episodic records with their validity), persona (traits as of the point and the weekly stability
-index as a chart), graph neighbourhood, query playground, and the store's views with one view's
-per-layer diff against the active one (``/ui/owners/{user}/{panel}``); an item's provenance; and
-forgetting a message or an item, confirmed on a page of its own and done by the same code as
-``POST /v1/users/{user}/forget``.
+episodic records with their validity), persona (traits as of the point — at a past point the
+persona fold replayed from the log, ``api.ui.replay`` — and the weekly stability index as a chart),
+graph neighbourhood, query playground, and the store's views with one view's per-layer diff against
+the active one (``/ui/owners/{user}/{panel}``); an item's provenance; and forgetting a message or an
+item, confirmed on a page of its own and done by the same code as ``POST /v1/users/{user}/forget``.
 Every owner page takes ``as_of`` (an ISO-8601 time, integer milliseconds, or ``offset:N``), the
 point a query's ``as_of`` names, and shows memory as it stood then; its as-of form (a slider over
 the owner's message times and a text box) is a GET form that redirects to the page's canonical URL.

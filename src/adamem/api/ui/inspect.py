@@ -3,7 +3,9 @@
 The point means what it means to a query (``retrieval.snapshot.View``): at event time T, messages
 said by T, records valid at T, traits first seen by T and not superseded before T; at log offset O,
 messages below O on the owner's analyses partition and everything else as at the event time of the
-newest such message. A long-lived owner's snapshot holds its newest messages only; the inspector
+newest such message. The persona panel's traits at a point are the persona fold replayed to it
+from the log instead (``api.ui.replay``; ``Inspection.replayed``) when the service has a log. A
+long-lived owner's snapshot holds its newest messages only; the inspector
 reads every message of the owner from the store (kept while the owner's shard does not change), so
 that the timeline, the slider and an offset's time cover them all.
 """
