@@ -26,7 +26,8 @@ import pytest
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.rules import RuleExtractor
 from adamem.api.app import create_app
-from adamem.api.ui.replay import Frontier, PersonaReplays, fold_persona
+from adamem.api.ui.replay import Frontier, PersonaAt, PersonaReplays, fold_persona
+from adamem.errors import LogError
 from adamem.events import (
     Analyzer,
     ChatMessage,
@@ -286,3 +287,16 @@ def test_a_resumed_fold_equals_a_fold_from_the_first_event_at_every_point() -> N
     assert frontier.at(AsOf(offset=402)).traits and said[60].message.event_id not in {
         m for t in frontier.at(AsOf(offset=300)).traits.values() for m in t.evidence_message_ids
     }  # the late forget is folded at the earlier offset
+
+
+def test_a_log_that_cannot_be_replayed_leaves_the_recomputation_said_so(
+    ui: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def unreachable(*args: object) -> PersonaAt:
+        raise LogError("log /nowhere is not reachable")
+
+    monkeypatch.setattr(PersonaReplays, "at", unreachable)
+    r = ui.get(f"/ui/owners/{USER}/persona", params={"as_of": "2024-05-04T12:00:00Z"})
+    assert r.status_code == 200
+    assert "approximate: the log could not be replayed (log /nowhere is not reachable)" in r.text
+    assert "recomputed with the fold's formula from the evidence dated by then" in r.text

@@ -434,8 +434,13 @@ def ui_router(service: Service) -> APIRouter:
     async def persona(ctx: Ctx, insp: Inspection) -> str:
         params = insp.snap.params
         threshold, needed = params.persona_stable_strength, params.persona_min_evidence
+        unreplayed = "no log to replay"
         if insp.point is not None and replays is not None:
-            insp.replayed = await replays.at(service.retriever.store, insp.owner_id, insp.point, params)
+            try:
+                insp.replayed = await replays.at(service.retriever.store, insp.owner_id, insp.point, params)
+            except AdaMemError as exc:  # the log unreachable, or no keystore to open it: the rows, said so
+                log.warning("inspector could not replay the persona of %s: %s", insp.owner_id, exc)
+                unreplayed = f"the log could not be replayed ({exc.public_detail()})"
         standing, history = insp.traits_at()
         at = {t.id: insp.trait_at(t) for t in (*standing, *history)}
 
@@ -502,7 +507,7 @@ def ui_router(service: Service) -> APIRouter:
                 "nothing yet."
             )
         else:
-            approximate = '<p class="notice" id="approximate">approximate: no log to replay</p>'
+            approximate = f'<p class="notice" id="approximate">approximate: {esc(unreplayed)}</p>'
             shown = (
                 "Strength, mentions and flags are as they stood at this point: a trait the fold last computed "
                 "by then shows its strength decayed to this point; an earlier one (marked *) shows its strength "
