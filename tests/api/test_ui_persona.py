@@ -279,7 +279,7 @@ def test_a_resumed_fold_equals_a_fold_from_the_first_event_at_every_point() -> N
     times = [p.event.message.occurred_at for p in log if isinstance(p.event, MessageAnalyzed)]
     points = [AsOf(offset=o) for o in (300, 120, 151, 402, 0, 250)]
     points += [AsOf(time=times[i]) for i in (390, 10, 200, 199, 399)] + [AsOf(time=times[120] + 1)]
-    frontier = Frontier(owner, log, SEED_DEFAULT, every=50)
+    frontier = Frontier(owner, log, lambda p: p, SEED_DEFAULT, every=50)
     for point in points:
         want = fold_persona(owner, log, point, SEED_DEFAULT)
         got = frontier.at(point)

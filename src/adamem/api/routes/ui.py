@@ -437,7 +437,9 @@ def ui_router(service: Service) -> APIRouter:
         unreplayed = "no log to replay"
         if insp.point is not None and replays is not None:
             try:
-                insp.replayed = await replays.at(service.retriever.store, insp.owner_id, insp.point, params)
+                insp.replayed = await replays.at(
+                    service.retriever.store, insp.owner_id, insp.point, params, insp.all_messages
+                )
             except AdaMemError as exc:  # the log unreachable, or no keystore to open it: the rows, said so
                 log.warning("inspector could not replay the persona of %s: %s", insp.owner_id, exc)
                 unreplayed = f"the log could not be replayed ({exc.public_detail()})"
