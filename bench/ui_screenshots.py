@@ -81,11 +81,11 @@ def headless_chrome(width: int = WIDTH, height: int = HEIGHT) -> webdriver.Chrom
     return chrome
 
 
-def start_inspector(folder: Path, env: Mapping[str, str | None] | None = None) -> Inspector:
+def start_inspector(folder: Path, env: Mapping[str, str | None] | None = None, flags: Sequence[str] = ()) -> Inspector:
     """``adamem serve`` on the embedded log and store under ``folder`` (open: no keys), once it answers.
 
     ``env``: settings of the service on top of those (None removes one: ``{"ADAMEM_LOG": None}`` serves a
-    store alone, read-only).
+    store alone, read-only). ``flags``: more options of ``adamem serve`` (``--read-only``).
     """
     port = free_port()
     clean = _environment(folder, env)
@@ -93,7 +93,7 @@ def start_inspector(folder: Path, env: Mapping[str, str | None] | None = None) -
     output = folder / "serve.out"
     with output.open("wb") as out:
         process = subprocess.Popen(
-            [ADAMEM, "serve", "--no-access-log"],
+            [ADAMEM, "serve", "--no-access-log", *flags],
             cwd=folder,
             env=clean,
             stdout=out,

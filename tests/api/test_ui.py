@@ -26,10 +26,11 @@ from tests.api.conftest import embedder as _embedder
 from tests.conftest import serving
 
 
-def _app(built: tuple[Settings, str], keys: str) -> Iterator[httpx.Client]:
+def _app(built: tuple[Settings, str], keys: str, with_log: bool = True) -> Iterator[httpx.Client]:
     settings, store = built
     retriever = Retriever(open_store(store, read_only=True), _embedder())
-    app = create_app(settings, retriever, open_log(settings.log_url, settings), api_keys=keys)
+    log = open_log(settings.log_url, settings) if with_log else None
+    app = create_app(settings, retriever, log, api_keys=keys)
     with serving(app) as c:
         yield c
 
@@ -38,6 +39,12 @@ def _app(built: tuple[Settings, str], keys: str) -> Iterator[httpx.Client]:
 def open_ui(built: tuple[Settings, str]) -> Iterator[httpx.Client]:
     """The service without keys (open)."""
     yield from _app(built, "")
+
+
+@pytest.fixture
+def logless_ui(built: tuple[Settings, str]) -> Iterator[httpx.Client]:
+    """The service without keys and without a log (``adamem serve --read-only`` without ``--log``)."""
+    yield from _app(built, "", with_log=False)
 
 
 @pytest.fixture
@@ -108,15 +115,32 @@ def test_persona_strength_and_mentions_are_as_of_the_point(open_ui: httpx.Client
     now = open_ui.get("/ui/owners/alice/persona").text
     spicy = _trait_row(now, "spicy food")
     assert spicy[3].startswith("1.007") and "at or above 0.65" in spicy[3] and spicy[4] == "3" and spicy[5] == "stable"
+    # the fold replayed to the point: a message is evidence once consolidated (its session over)
     early = open_ui.get("/ui/owners/alice/persona", params={"as_of": "2024-03-05T00:00:00Z"}).text
+    assert "folded again from the log" in early and "approximate" not in early.split('id="stability"')[0]
+    assert "spicy food" not in early  # said on 2024-03-04, consolidated when the next session began
+    mid = open_ui.get("/ui/owners/alice/persona", params={"as_of": "2024-03-12T00:00:00Z"}).text
+    spicy = _trait_row(mid, "spicy food")  # one mention by then, below the threshold
+    assert spicy[3].startswith("0.588 ") and "below 0.65" in spicy[3] and spicy[4] == "1"
+    assert spicy[5].startswith("not stable") and "</span>*" not in mid
+    assert spicy[6] == "2024-03-04T09:03:00Z → 2024-03-04T09:03:00Z"  # its last mention by then
+    later = open_ui.get("/ui/owners/alice/persona", params={"as_of": "2024-03-20T00:00:00Z"}).text
+    spicy = _trait_row(later, "spicy food")  # the mention of 2024-03-18 is in working memory still
+    assert spicy[4] == "1" and spicy[5].startswith("not stable")
+
+
+def test_persona_without_a_log_is_recomputed_and_says_it_is_approximate(logless_ui: httpx.Client) -> None:
+    early = logless_ui.get("/ui/owners/alice/persona", params={"as_of": "2024-03-05T00:00:00Z"}).text
+    assert '<p class="notice" id="approximate">approximate: no log to replay</p>' in early
     spicy = _trait_row(early, "spicy food")  # one mention by then: recomputed from that evidence, below the threshold
     assert spicy[3].startswith("0.621 *") and "below 0.65" in spicy[3] and spicy[4] == "1"
     assert spicy[5].startswith("not stable")
     assert spicy[6] == "2024-03-04T09:03:00Z → 2024-03-04T09:03:00Z"  # its last mention by then
     assert "recomputed with the fold's formula from the evidence dated by then" in early
-    later = open_ui.get("/ui/owners/alice/persona", params={"as_of": "2024-03-20T00:00:00Z"}).text
+    later = logless_ui.get("/ui/owners/alice/persona", params={"as_of": "2024-03-20T00:00:00Z"}).text
     spicy = _trait_row(later, "spicy food")  # strong enough, but two mentions of the three needed
     assert "at or above 0.65" in spicy[3] and spicy[4] == "2" and spicy[5].startswith("not stable")
+    assert "approximate: no log to replay" not in logless_ui.get("/ui/owners/alice/persona").text  # now: the rows
 
 
 def test_the_stability_index_is_charted_week_by_week_up_to_the_point(open_ui: httpx.Client) -> None:

@@ -170,14 +170,18 @@ def test_persona_shows_strength_against_the_threshold(browser: WebDriver, inspec
     peanuts = next(r for r in rows if r[2] == "peanuts")
     assert "below 0.65" in peanuts[3] and peanuts[5] == "not stable"
     assert browser.find_element(By.ID, "habits").text.startswith("Habits")
-    # before the second mention of spicy food, the cluster had fewer mentions
+    # the persona fold replayed to the point: before the first mention was consolidated, no trait yet
     _open(browser, inspector, "/ui/owners/alice/persona?as_of=2024-03-05T00:00:00Z")
+    assert not browser.find_elements(By.CSS_SELECTOR, "table.traits tr.trait")
+    assert "folded again from the log" in browser.find_element(By.TAG_NAME, "main").text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.stability circle.pt")) == 1  # its first week only
+    # before the second mention of spicy food, the cluster had fewer mentions
+    _open(browser, inspector, "/ui/owners/alice/persona?as_of=2024-03-12T00:00:00Z")
     early = _texts(browser, "table.traits tr.trait")
-    assert not any("peanuts" in r for r in early), early
+    assert not any("peanuts" in r for r in early), early  # said on 2024-03-11, in working memory still
     rows = [_texts(row, "td") for row in browser.find_elements(By.CSS_SELECTOR, "table.traits tr.trait")]
     spicy = next(r for r in rows if r[0] == "preference" and r[2].startswith("spicy food"))
     assert "below 0.65" in spicy[3] and spicy[4] == "1" and spicy[5].startswith("not stable")  # one mention then
-    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.stability circle.pt")) == 1  # its first week only
 
 
 def test_the_stability_chart_has_a_point_a_week(browser: WebDriver, inspector: Inspector) -> None:

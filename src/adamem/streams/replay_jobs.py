@@ -38,7 +38,7 @@ from adamem.streams.keys import keystore_for
 from adamem.streams.log import EventLog
 from adamem.streams.processes import Channel, JobFailed, reopenable, run_jobs
 
-__all__ = ["REBUILD_BATCH", "FoldPlan", "FoldRunner", "Step", "collector_paused", "fold_plan"]
+__all__ = ["REBUILD_BATCH", "FoldPlan", "FoldRunner", "Step", "collector_paused", "fold_plan", "folded_until"]
 
 REBUILD_BATCH = 10_000
 """Events folded per commit of a rebuild: few commits, while the decoded batch stays a few hundred MB at most."""
@@ -75,7 +75,7 @@ class FoldPlan:
         return replace(self, forgets_to=other.forgets_to, catch_up=other.catch_up, optimize=other.optimize)
 
 
-def _keep(event: Event, until_time: int | None) -> bool:
+def folded_until(event: Event, until_time: int | None) -> bool:
     """Whether a view as of ``until_time`` folds the event: every forget is, whenever it was asked for."""
     if until_time is None or isinstance(event, MemoryForgotten):
         return True
@@ -111,7 +111,7 @@ async def _fold_range(
                 event = decode_event(rec.value, keys)  # a forgotten message comes back shredded
             except AdaMemError:
                 continue  # dead-lettered when it was first projected
-            if isinstance(event, ChatMessage) or not _keep(event, until_time):
+            if isinstance(event, ChatMessage) or not folded_until(event, until_time):
                 continue
             events.append(Positioned(event, rec.topic, rec.partition, rec.offset))
         if forgets_only:

@@ -1,11 +1,11 @@
 """The memory inspector: server-rendered HTML pages under ``/ui`` over the same service as the API.
 
 Pages: the tenant's owners (``/ui``, filtered by a substring); per owner, the timeline (messages and
-episodic records with their validity), persona (traits as of the point and the weekly stability
-index as a chart), graph neighbourhood, query playground, and the store's views with one view's
-per-layer diff against the active one (``/ui/owners/{user}/{panel}``); an item's provenance; and
-forgetting a message or an item, confirmed on a page of its own and done by the same code as
-``POST /v1/users/{user}/forget``.
+episodic records with their validity), persona (traits as of the point — at a past point the
+persona fold replayed from the log, ``api.ui.replay`` — and the weekly stability index as a chart),
+graph neighbourhood, query playground, and the store's views with one view's per-layer diff against
+the active one (``/ui/owners/{user}/{panel}``); an item's provenance; and forgetting a message or an
+item, confirmed on a page of its own and done by the same code as ``POST /v1/users/{user}/forget``.
 Every owner page takes ``as_of`` (an ISO-8601 time, integer milliseconds, or ``offset:N``), the
 point a query's ``as_of`` names, and shows memory as it stood then; its as-of form (a slider over
 the owner's message times and a text box) is a GET form that redirects to the page's canonical URL.
@@ -46,6 +46,7 @@ from adamem.api.ui.inspect import (
     as_of_text,
     parse_as_of,
 )
+from adamem.api.ui.replay import PersonaReplays
 from adamem.errors import AdaMemError
 from adamem.owners import owner_key, split_owner
 from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow
@@ -149,6 +150,7 @@ def ui_router(service: Service) -> APIRouter:
     router = APIRouter(include_in_schema=False)
     messages_of = MessageCache()
     settings = service.settings
+    replays = PersonaReplays(service.log, settings) if service.log is not None else None
 
     # --- who is asking ------------------------------------------------------------------------
 
@@ -432,12 +434,16 @@ def ui_router(service: Service) -> APIRouter:
     async def persona(ctx: Ctx, insp: Inspection) -> str:
         params = insp.snap.params
         threshold, needed = params.persona_stable_strength, params.persona_min_evidence
-        standing = [t for t in insp.snap.traits.values() if insp.trait(t)]
-        history = [
-            t
-            for t in insp.snap.traits.values()
-            if not insp.trait(t) and (insp.time is None or t.first_seen <= insp.time)
-        ]
+        unreplayed = "no log to replay"
+        if insp.point is not None and replays is not None:
+            try:
+                insp.replayed = await replays.at(
+                    service.retriever.store, insp.owner_id, insp.point, params, insp.all_messages
+                )
+            except AdaMemError as exc:  # the log unreachable, or no keystore to open it: the rows, said so
+                log.warning("inspector could not replay the persona of %s: %s", insp.owner_id, exc)
+                unreplayed = f"the log could not be replayed ({exc.public_detail()})"
+        standing, history = insp.traits_at()
         at = {t.id: insp.trait_at(t) for t in (*standing, *history)}
 
         def rows(traits: list[PersonaRow]) -> list[Row]:
@@ -449,7 +455,7 @@ def ui_router(service: Service) -> APIRouter:
                     tags.append(_tag("disputed", "bad"))
                 elif state.disputed is None:
                     tags.append(_tag("dispute flag not known", "warn"))
-                if not insp.trait(t) and t.status != "active":
+                if t.status != "active" and (insp.replayed is not None or not insp.trait(t)):
                     tags.append(_tag(t.status, "warn"))
                 value = t.value + (f" ({', '.join(t.members)})" if t.cluster and t.members else "")
                 above = "at or above" if state.strength >= threshold else "below"
@@ -458,9 +464,16 @@ def ui_router(service: Service) -> APIRouter:
                     if state.exact
                     else " <span class='muted' title='recomputed from the evidence dated by then'>*</span>"
                 )
+                standing_then = t.status == "active" if insp.replayed is not None else insp.trait(t)
+                links = (
+                    f'<a href="{item_url(ctx, t.id)}">provenance</a> · '
+                    + forget_link(ctx, "item", t.id, _short(value, 40))
+                    if t.id in insp.snap.traits
+                    else "<span class='muted'>not in memory now</span>"
+                )
                 out.append(
                     Row(
-                        "trait" + ("" if insp.trait(t) else " superseded"),
+                        "trait" + ("" if standing_then else " superseded"),
                         (
                             td(t.kind),
                             td(t.key),
@@ -473,11 +486,7 @@ def ui_router(service: Service) -> APIRouter:
                             td(state.mentions, "num"),
                             td(" ".join(tags), raw=True),
                             td(f"{when(t.first_seen)} → {when(state.last_seen)}", "time"),
-                            td(
-                                f'<a href="{item_url(ctx, t.id)}">provenance</a> · '
-                                + forget_link(ctx, "item", t.id, _short(value, 40)),
-                                raw=True,
-                            ),
+                            td(links, raw=True),
                         ),
                     )
                 )
@@ -487,9 +496,20 @@ def ui_router(service: Service) -> APIRouter:
         traits = [t for t in standing if t.kind != "habit"]
         habits = [t for t in standing if t.kind == "habit"]
         disputed = [t for t in standing if at[t.id].disputed]
+        approximate = ""
         if insp.point is None:
             shown = "Strength, mentions and flags are as the fold last computed them."
+        elif insp.replayed is not None:
+            shown = (
+                "Traits, values, strength, mentions and flags are the persona fold's own at this point: the "
+                f"owner's {insp.replayed.events} events up to it folded again from the log, as a replay to this "
+                "point folds them (a forget asked for later is folded too: what was forgotten stays forgotten), "
+                "each strength decayed to this point. A message is evidence once the fold has consolidated it "
+                "(it left working memory, or its session ended), so the newest messages by then may count for "
+                "nothing yet."
+            )
         else:
+            approximate = f'<p class="notice" id="approximate">approximate: {esc(unreplayed)}</p>'
             shown = (
                 "Strength, mentions and flags are as they stood at this point: a trait the fold last computed "
                 "by then shows its strength decayed to this point; an earlier one (marked *) shows its strength "
@@ -497,7 +517,8 @@ def ui_router(service: Service) -> APIRouter:
                 "replayed), and a dispute flag changed after this point is not known."
             )
         out = (
-            f"<p>A trait is stable once its evidence strength is at or above <strong>{threshold}</strong> "
+            approximate
+            + f"<p>A trait is stable once its evidence strength is at or above <strong>{threshold}</strong> "
             f"(<code>persona_stable_strength</code>) with at least {needed} mentions; the red mark on each bar is "
             f"that threshold. {shown}</p>"
             + stability_chart(insp)
@@ -520,7 +541,9 @@ def ui_router(service: Service) -> APIRouter:
         low, high = params.stability_healthy_low, params.stability_healthy_high
         intro = (
             '<h2 id="stability">Stability index</h2><p>Each week\'s share of core traits that changed (value, '
-            f"stability or dispute flag); healthy between {low:.0%} and {high:.0%} (shaded).</p>"
+            f"stability or dispute flag); healthy between {low:.0%} and {high:.0%} (shaded). The chart is "
+            "approximate: each week's traits are recomputed from the rows as they stand now and the evidence "
+            "dated by then, not folded again week by week, so a conflict's damping is not replayed in it.</p>"
         )
         if not weeks:
             return intro + "<p>No messages yet.</p>"

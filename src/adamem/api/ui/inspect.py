@@ -3,7 +3,9 @@
 The point means what it means to a query (``retrieval.snapshot.View``): at event time T, messages
 said by T, records valid at T, traits first seen by T and not superseded before T; at log offset O,
 messages below O on the owner's analyses partition and everything else as at the event time of the
-newest such message. A long-lived owner's snapshot holds its newest messages only; the inspector
+newest such message. The persona panel's traits at a point are the persona fold replayed to it
+from the log instead (``api.ui.replay``; ``Inspection.replayed``) when the service has a log. A
+long-lived owner's snapshot holds its newest messages only; the inspector
 reads every message of the owner from the store (kept while the owner's shard does not change), so
 that the timeline, the slider and an offset's time cover them all.
 """
@@ -18,6 +20,7 @@ from functools import cached_property
 from typing import cast
 
 from adamem.api.models import MAX_OFFSET, MAX_TIME_MS, MIN_TIME_MS
+from adamem.api.ui.replay import PersonaAt
 from adamem.events import ms_to_iso
 from adamem.ingest import parse_time
 from adamem.projections.folds.params import DAY_MS, MemoryParameters
@@ -122,10 +125,11 @@ class TraitAt:
     """A persona trait as it stood at a point.
 
     ``exact``: the strength is the fold's own (as last computed, or decayed from it with ``strength_at``
-    when the point is at or after the fold's last computation); otherwise it is recomputed with the
-    fold's formula from the evidence dated by the point, which does not replay the damping of a
-    conflict. ``disputed`` is None when the flags changed after the point: the rows keep a trait's
-    latest change only, so its dispute flag before that change is not known.
+    when the point is at or after the fold's last computation, or the row of the fold replayed to the
+    point: ``Inspection.replayed``); otherwise it is recomputed with the fold's formula from the
+    evidence dated by the point, which does not replay the damping of a conflict. ``disputed`` is None
+    when the flags changed after the point: the rows keep a trait's latest change only, so its dispute
+    flag before that change is not known.
     """
 
     strength: float
@@ -153,12 +157,19 @@ class StabilityWeek:
 
 @dataclass
 class Inspection:
-    """One owner's rows and the as-of point they are shown at."""
+    """One owner's rows and the as-of point they are shown at.
+
+    ``replayed``: the owner's persona folded again from the log up to the point
+    (``api.ui.replay.PersonaReplays``), when a service with a log has folded it; the persona at the
+    point is then those rows (``traits_at``, ``trait_at``), else it is recomputed from the rows as
+    they stand now.
+    """
 
     owner_id: str
     snap: OwnerSnapshot
     all_messages: tuple[MessageRow, ...]
     point: AsOf | None
+    replayed: PersonaAt | None = None
 
     @cached_property
     def time(self) -> int | None:
@@ -255,12 +266,27 @@ class Inspection:
         ends = (self.snap.nodes.get(e.src), self.snap.nodes.get(e.dst))
         return all(n is not None and self.node(n) for n in ends)
 
+    def traits_at(self) -> tuple[list[PersonaRow], list[PersonaRow]]:
+        """The persona at the point: the traits standing then, and those superseded or not standing.
+
+        Replayed: the fold's active rows, and its superseded ones. Otherwise the rows as they stand
+        now: those standing at the point (``trait``), and the others first seen by then.
+        """
+        if self.replayed is not None:
+            rows = sorted(self.replayed.traits.values(), key=lambda t: t.id)
+            return [t for t in rows if t.status == "active"], [t for t in rows if t.status != "active"]
+        now = self.snap.traits.values()
+        standing = [t for t in now if self.trait(t)]
+        history = [t for t in now if not self.trait(t) and (self.time is None or t.first_seen <= self.time)]
+        return standing, history
+
     def trait_at(self, t: PersonaRow, time: int | None = None) -> TraitAt:
         """A trait's strength, mentions and flags at the point (or at event ``time``, with the point's messages).
 
-        Now: the row as the fold last wrote it. At or after the row's ``updated_at``: its strength
-        decayed to the time (``strength_at``), its mentions and flags. Before it: the mentions are the
-        row's count less the kept evidence not yet there, the strength is
+        Now: the row as the fold last wrote it. A row of the fold replayed to the point
+        (``replayed``, asked without ``time``): its strength decayed to the point (``strength_at``), its
+        mentions and flags. Otherwise, at or after the row's ``updated_at``: the same. Before it: the
+        mentions are the row's count less the kept evidence not yet there, the strength is
         ``evidence_strength`` over the evidence dated by then, stable is strength ≥
         ``persona_stable_strength`` with ``persona_min_evidence`` mentions, and the flags are the row's
         when its latest change (``changed_at``) came by then.
@@ -269,7 +295,7 @@ class Inspection:
         params: MemoryParameters = self.snap.params
         if at is None:
             return TraitAt(t.strength, t.mention_count, t.stable, t.disputed, True, t.last_seen)
-        if at >= t.updated_at:
+        if (self.replayed is not None and time is None) or at >= t.updated_at:
             return TraitAt(strength_at(t, at, params), t.mention_count, t.stable, t.disputed, True, t.last_seen)
         kept = [e for e in self._evidence_of(t) if e[2] <= at]
         mentions = max(len(kept), t.mention_count - (len(t.evidence_message_ids) - len(kept)))
