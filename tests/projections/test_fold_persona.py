@@ -16,6 +16,7 @@ from adamem.projections.folds import (
     stability_index,
     strength_at,
 )
+from adamem.projections.folds.keys import trait_slot
 from adamem.projections.folds.testing import DAY, HOUR, T0, WEEK, Chat, attr, event, fold
 
 HALF_LIFE = SEED_DEFAULT.half_life_ms
@@ -92,6 +93,27 @@ def test_similar_preferences_merge_into_a_cluster_trait() -> None:
     assert cluster.members == ["sichuan food", "spicy hotpot", "湖南菜"]
     assert cluster.mention_count == 3 and cluster.stable
     assert len(cluster.evidence_message_ids) == 3
+
+
+def test_a_cluster_of_preferences_said_in_chinese_is_shown_in_chinese() -> None:
+    chat = Chat(user="xiaoming")
+    says = [
+        ("我特别喜欢吃辣的川菜。", [attr("喜欢", "辣的川菜", 0.9)]),
+        ("辣的湖南菜也不错。", [attr("喜欢", "辣的湖南菜", 0.9)]),
+    ]
+    state, _ = fold(weekly(chat, says), user="xiaoming")
+    (cluster,) = traits(state, "preference_cluster").values()
+    assert (cluster.key, cluster.value, cluster.cluster) == ("likes", "重口味", "strong flavours")
+    english, _ = fold(
+        weekly(
+            Chat(),
+            [("I love Sichuan food.", [attr("likes", "Sichuan food", 0.9)])] * 1
+            + [("Hunan food too.", [attr("likes", "Hunan food", 0.9)])],
+        )
+    )
+    (same,) = traits(english, "preference_cluster").values()
+    assert (same.value, same.cluster) == ("strong flavours", "strong flavours")
+    assert trait_slot(cluster) == trait_slot(same)  # one slot whichever language shows it
 
 
 def test_values_outside_the_lexicon_cluster_by_shared_tokens() -> None:
@@ -206,7 +228,8 @@ def test_a_chinese_recurring_event_becomes_a_habit_with_a_looser_label() -> None
     ]
     state, _ = fold([*msgs, chat.say("嗨", at=T0 + 30 * DAY, conv="end", speaker="小明")], user="xm")
     (habit,) = traits(state, "habit").values()
-    assert habit.value == "gym every Wednesday"
+    assert habit.value == "每周三健身"  # told in Chinese, shown in Chinese
+    assert habit.members == ["gym"]
 
 
 def test_strength_decays_by_event_time() -> None:

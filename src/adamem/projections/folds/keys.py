@@ -57,7 +57,7 @@ def trait_slot(row: PersonaRow) -> str:
     if row.kind == "preference":
         return f"pref:{row.value}"
     if row.kind == "preference_cluster":
-        return f"cluster:{row.value}"
+        return f"cluster:{row.cluster}"
     if row.kind == "trait" and is_single_valued(row.key):
         return f"trait:{row.key}"
     return ""

@@ -22,6 +22,8 @@ from functools import lru_cache
 
 __all__ = [
     "ACTIVITIES",
+    "ACTIVITY_LABELS_ZH",
+    "CLUSTER_LABELS_ZH",
     "PREFERENCE_CLUSTERS",
     "SINGLE_VALUED_KEYS",
     "activity_of",
@@ -167,6 +169,19 @@ PREFERENCE_CLUSTERS: dict[str, tuple[str, ...]] = {
 }
 """Preference cluster label → terms (first matching cluster wins, in this order)."""
 
+CLUSTER_LABELS_ZH: dict[str, str] = {
+    "strong flavours": "重口味",
+    "sweets": "甜食",
+    "light food": "清淡饮食",
+    "coffee and tea": "咖啡和茶",
+    "fitness": "运动健身",
+    "reading": "阅读",
+    "travel": "旅行",
+    "films and series": "影视",
+    "music": "音乐",
+}
+"""Each cluster label in Chinese: the value a cluster shows when its members were said in Chinese."""
+
 ACTIVITIES: dict[str, tuple[str, ...]] = {
     "gym": ("gym", "workout", "work out", "worked out", "weightlifting", "健身", "健身房", "撸铁"),
     "running": ("run", "running", "jog", "jogging", "jogged", "跑步", "慢跑", "夜跑", "晨跑"),
@@ -182,6 +197,22 @@ ACTIVITIES: dict[str, tuple[str, ...]] = {
     "piano practice": ("piano", "钢琴"),
 }
 """Activity label → terms; an event whose content contains a term is an occurrence of the activity."""
+
+ACTIVITY_LABELS_ZH: dict[str, str] = {
+    "gym": "健身",
+    "running": "跑步",
+    "swimming": "游泳",
+    "yoga": "练瑜伽",
+    "cycling": "骑行",
+    "hiking": "徒步",
+    "badminton": "打羽毛球",
+    "basketball": "打篮球",
+    "football": "踢足球",
+    "tennis": "打网球",
+    "cooking": "做饭",
+    "piano practice": "练钢琴",
+}
+"""Each activity label in Chinese: what a habit shows when its occurrences were told in Chinese."""
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]+")

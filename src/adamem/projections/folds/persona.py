@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import repeat
@@ -38,7 +39,7 @@ from typing import TypeVar
 
 from adamem.projections.folds.ids import trait_id
 from adamem.projections.folds.keys import attribute_identity, trait_slot
-from adamem.projections.folds.lexicon import lexicon_cluster, tokens
+from adamem.projections.folds.lexicon import ACTIVITY_LABELS_ZH, CLUSTER_LABELS_ZH, lexicon_cluster, tokens
 from adamem.projections.folds.params import DAY_MS, MemoryParameters
 from adamem.projections.folds.rows import PersonaRow, Row, evolve, float32_vector
 from adamem.projections.folds.state import Transaction
@@ -58,6 +59,15 @@ __all__ = [
 
 _T = TypeVar("_T", int, str)
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_WEEKDAYS_ZH = ("周一", "周二", "周三", "周四", "周五", "周六", "周日")
+_PARTS_ZH = {"morning": "早上", "afternoon": "下午", "evening": "晚上", "night": "夜里"}
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def _mostly_chinese(texts: Iterable[str]) -> bool:
+    """Whether more of ``texts`` hold Chinese characters than do not: the language a label is shown in."""
+    said = [bool(_CJK.search(t)) for t in texts]
+    return sum(said) * 2 > len(said)
 
 
 def _decay(now: int, t: int, params: MemoryParameters) -> float:
@@ -265,10 +275,12 @@ def refresh_cluster(tx: Transaction, polarity: str, label: str, params: MemoryPa
     confs, times = [e[2] for e in evidence], [e[0] for e in evidence]
     first_seen = min(t.first_seen for t in members)
     old = before or _blank(state.owner_id, aid, "preference_cluster", polarity, label, label, first_seen)
+    shown = CLUSTER_LABELS_ZH.get(label, label) if _mostly_chinese(values) else label
     # members asserted only by corrections carry no evidence list: fall back to their confidences
     base = sum(confs) / len(confs) if confs else sum(t.base_confidence for t in members) / len(members)
     row = evolve(
         old,
+        value=shown,
         members=values,
         evidence_message_ids=[e[1] for e in evidence],
         evidence_confidences=confs,
@@ -285,11 +297,14 @@ def refresh_cluster(tx: Transaction, polarity: str, label: str, params: MemoryPa
     tx.put(_finish(before, _settle(tx, row, current, prev, now, params), now, params))
 
 
-def habit_label(activity: str, times: Sequence[int], utc_offset_minutes: int = 0) -> str:
-    """ "gym every Wednesday evening" style label of an activity's occurrence times."""
+def habit_label(activity: str, times: Sequence[int], utc_offset_minutes: int = 0, *, chinese: bool = False) -> str:
+    """ "gym every Wednesday evening" style label of an activity's occurrence times ("每周三晚上健身" in Chinese)."""
     shifted = [t + utc_offset_minutes * 60_000 for t in times]
     weekday = _agreeing([(s // DAY_MS + 3) % 7 for s in shifted])  # 1970-01-01 was a Thursday
     part = _agreeing([_part_of_day((s % DAY_MS) // 3_600_000) for s in shifted])
+    if chinese:
+        when = f"每{_WEEKDAYS_ZH[weekday]}" if weekday is not None else "经常"
+        return when + (_PARTS_ZH[part] if part is not None else "") + ACTIVITY_LABELS_ZH.get(activity, activity)
     if weekday is not None:
         return f"{activity} every {_WEEKDAYS[weekday]}" + (f" {part}" if part is not None else "")
     return f"{activity} regularly" + (f" in the {part}" if part is not None else "")
@@ -328,7 +343,9 @@ def refresh_habit(tx: Transaction, activity: str, params: MemoryParameters) -> N
     confs = [r.confidence for r in kept]
     msgs = [r.source_message_ids[0] if r.source_message_ids else r.id for r in kept]
     old = before or _blank(state.owner_id, hid, "habit", "habit", activity, "", times[0])
-    value = habit_label(activity, times, params.habit_utc_offset_minutes) if old.status == "active" else old.value
+    chinese = _mostly_chinese(r.content for r in kept)
+    label = habit_label(activity, times, params.habit_utc_offset_minutes, chinese=chinese)
+    value = label if old.status == "active" else old.value
     row = evolve(
         old,
         value=value,
