@@ -133,6 +133,21 @@ class ShardReads(ShardHandle):
         data: pa.Table = self._dataset(name, table).to_table(columns=list(columns), filter=where)
         return data
 
+    def search(self, name: str, where: str, limit: int, **query: Any) -> pa.Table | None:
+        """A vector (``nearest``) or full-text (``full_text_query``) search of a table's rows matching a
+        filter (prefiltered), as readers may see them, as Arrow with ``_distance`` or ``_score``; None
+        when readers see no such table.
+
+        Run on the Lance dataset of the table's version, as ``select`` reads: the same plan and rows as
+        LanceDB's query builder, without its Python (three schema reads and a trip through its event
+        loop a search: 5-8 ms of a warm question's CPU on a 100k-message owner).
+        """
+        table = self.visible(name)
+        if table is None:
+            return None
+        found: pa.Table = self._dataset(name, table).to_table(filter=where, prefilter=True, limit=limit, **query)
+        return found
+
     def _dataset(self, name: str, table: Any) -> Any:
         """The Lance dataset of a table at the version its handle shows, opened once per version."""
         version = table.version
