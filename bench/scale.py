@@ -10,7 +10,10 @@ Two series: messages per owner (one owner: 1k → 10k → 100k) and owners (10 m
 memory figures are a query process's: cold = an owner's first query (its snapshot loaded from the
 store), warm = new questions on a loaded owner, p50/p95 and CPU ms per query. The question
 embedder is a deterministic stand-in (a hashed random vector): e5's ≈ 19 ms per question is not
-included (see ``adamem bench latency``).
+included (see ``adamem bench latency``). The query process runs NumPy's BLAS and OpenMP one thread
+each, as ``adamem serve`` and ``adamem query`` run them (``SERVICE_THREADS``; a value in the
+environment wins): with OpenBLAS's own worker, its spinning took about 50 ms of CPU a warm question
+from the store's searches on 2 cores.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from adamem.cli import SERVICE_THREADS
 from adamem.retrieval.config import SEED_DEFAULT
 from bench.common import RESULTS, measure_and_record, print_table, standalone_main
 
@@ -227,6 +231,7 @@ def measure(folder: str, owners: int, seed: int, hot: int) -> dict[str, Any]:
         "query_rss_end_mb": _vmrss_mb(),
         "query_peak_rss_mb": _rss_mb(),
         "owners_loaded": len(chosen),
+        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -235,6 +240,7 @@ def one(owners: int, per_owner: int, seed: int, hots: Sequence[int], whole_max: 
     """Build one configuration in a child process, then measure it in another per hot window (a query process's
     memory); the whole-owner baseline (hot 0) only up to ``whole_max`` messages per owner."""
     out = []
+    served = {**os.environ, **{name: os.environ.get(name, "1") for name in SERVICE_THREADS}}
     with tempfile.TemporaryDirectory(prefix="adamem-bench-scale-") as folder:
         me = [sys.executable, "-m", "bench.scale", "--seed", str(seed)]
         done = subprocess.run([*me, "--build", folder, str(owners), str(per_owner)], capture_output=True, text=True)
@@ -244,8 +250,8 @@ def one(owners: int, per_owner: int, seed: int, hots: Sequence[int], whole_max: 
         for hot in hots:
             if hot == 0 and per_owner > whole_max:
                 continue
-            done = subprocess.run(
-                [*me, "--measure", folder, str(owners), "--hot", str(hot)], capture_output=True, text=True
+            done = subprocess.run(  # a query process as `adamem serve` runs one: one thread per numeric library
+                [*me, "--measure", folder, str(owners), "--hot", str(hot)], capture_output=True, text=True, env=served
             )
             if done.returncode:
                 raise RuntimeError(f"measure failed: {done.stderr[-3000:]}")
