@@ -10,17 +10,22 @@ Two series: messages per owner (one owner: 1k → 10k → 100k) and owners (10 m
 memory figures are a query process's: cold = an owner's first query (its snapshot loaded from the
 store), warm = new questions on a loaded owner, p50/p95 and CPU ms per query. The question
 embedder is a deterministic stand-in (a hashed random vector): e5's ≈ 19 ms per question is not
-included (see ``adamem bench latency``).
+included (see ``adamem bench latency``). The query process runs NumPy's BLAS and OpenMP one thread
+each, as ``adamem serve`` and ``adamem query`` run them (``SERVICE_THREADS``; a value in the
+environment wins): with OpenBLAS's own worker, its spinning took about 50 ms of CPU a warm question
+from the store's searches on 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from adamem.cli import SERVICE_THREADS
 from adamem.retrieval.config import SEED_DEFAULT
 from bench.common import RESULTS, measure_and_record, print_table, standalone_main
 
@@ -227,25 +233,44 @@ def measure(folder: str, owners: int, seed: int, hot: int) -> dict[str, Any]:
         "query_rss_end_mb": _vmrss_mb(),
         "query_peak_rss_mb": _rss_mb(),
         "owners_loaded": len(chosen),
+        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
 
 
-def one(owners: int, per_owner: int, seed: int, hots: Sequence[int], whole_max: int) -> list[dict[str, Any]]:
+def one(
+    owners: int, per_owner: int, seed: int, hots: Sequence[int], whole_max: int, work: str | None = None
+) -> list[dict[str, Any]]:
     """Build one configuration in a child process, then measure it in another per hot window (a query process's
-    memory); the whole-owner baseline (hot 0) only up to ``whole_max`` messages per owner."""
+    memory); the whole-owner baseline (hot 0) only up to ``whole_max`` messages per owner. ``work``: keep the
+    store in ``work/<owners>x<per_owner>-seed<seed>`` and measure the one found there instead of building it."""
     out = []
-    with tempfile.TemporaryDirectory(prefix="adamem-bench-scale-") as folder:
+    served = {**os.environ, **{name: os.environ.get(name, "1") for name in SERVICE_THREADS}}
+    with contextlib.ExitStack() as stack:
+        if work is None:
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="adamem-bench-scale-"))
+        else:
+            folder = str(Path(work) / f"{owners}x{per_owner}-seed{seed}")
         me = [sys.executable, "-m", "bench.scale", "--seed", str(seed)]
-        done = subprocess.run([*me, "--build", folder, str(owners), str(per_owner)], capture_output=True, text=True)
-        if done.returncode:
-            raise RuntimeError(f"build failed: {done.stderr[-3000:]}")
-        built = json.loads(done.stdout.strip().splitlines()[-1])
+        record = Path(folder) / "built.json"
+        if record.exists():
+            built = json.loads(record.read_text())
+        else:
+            if work is not None:  # a build cut short leaves no record: build it again
+                shutil.rmtree(folder, ignore_errors=True)
+                Path(folder).mkdir(parents=True)
+            cmd = [*me, "--build", folder, str(owners), str(per_owner)]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode:
+                raise RuntimeError(f"build failed: {done.stderr[-3000:]}")
+            built = json.loads(done.stdout.strip().splitlines()[-1])
+            if work is not None:
+                record.write_text(json.dumps(built))
         for hot in hots:
             if hot == 0 and per_owner > whole_max:
                 continue
-            done = subprocess.run(
-                [*me, "--measure", folder, str(owners), "--hot", str(hot)], capture_output=True, text=True
+            done = subprocess.run(  # a query process as `adamem serve` runs one: one thread per numeric library
+                [*me, "--measure", folder, str(owners), "--hot", str(hot)], capture_output=True, text=True, env=served
             )
             if done.returncode:
                 raise RuntimeError(f"measure failed: {done.stderr[-3000:]}")
@@ -257,14 +282,19 @@ def one(owners: int, per_owner: int, seed: int, hots: Sequence[int], whole_max: 
 
 
 def run(
-    per_owner: Sequence[int], owners: Sequence[int], seed: int, hots: Sequence[int] = (HOT,), whole_max: int = 100_000
+    per_owner: Sequence[int],
+    owners: Sequence[int],
+    seed: int,
+    hots: Sequence[int] = (HOT,),
+    whole_max: int = 100_000,
+    work: str | None = None,
 ) -> dict[str, Any]:
     """Each configuration in a fresh process (``--one``), both series, each hot window."""
     configs = [("messages_per_owner", 1, n) for n in per_owner] + [("owners", k, 10) for k in owners]
     out: dict[str, Any] = {"seed": seed, "series": {"messages_per_owner": [], "owners": []}}
     for series, k, n in configs:
         print(f"scale: {k} owner(s) × {n} messages …", file=sys.stderr, flush=True)
-        out["series"][series] += one(k, n, seed, hots, whole_max)
+        out["series"][series] += one(k, n, seed, hots, whole_max, work)
     return out
 
 
@@ -350,6 +380,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=100_000,
         help="largest owner measured held whole (hot 0): a 1M-message owner does not fit in memory (default 100000)",
     )
+    p.add_argument(
+        "--work",
+        help="keep the built stores in this folder and measure the ones already there (default: build each in a "
+        "temporary folder and remove it)",
+    )
     p.add_argument("--build", nargs=3, metavar=("FOLDER", "OWNERS", "PER_OWNER"), help=argparse.SUPPRESS)
     p.add_argument("--measure", nargs=2, metavar=("FOLDER", "OWNERS"), help=argparse.SUPPRESS)
     p.add_argument("--json", dest="out", help="result file (default bench/results/scale.json)")
@@ -367,7 +402,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "scale",
         argv,
         args.out,
-        lambda: run(args.per_owner, args.owners, args.seed, args.hot, args.whole_max),
+        lambda: run(args.per_owner, args.owners, args.seed, args.hot, args.whole_max, args.work),
         lambda r: print_report(r, Path(args.out).with_suffix(".png") if args.out else RESULTS / "scale.png"),
     )
 

@@ -588,6 +588,35 @@ def test_lancedb_readers_see_a_commit_in_the_change_token_at_once(
     assert seen == [f"main/{n}" for n in range(1, 6)]
 
 
+def test_lancedb_readers_searches_see_a_new_message_and_a_forget_with_the_checkpoint_held(tmp_path: Path) -> None:
+    """A reader keeps the checkpoint row it read while the checkpoint's version folder is unchanged: a
+    commit after it (a new message, a forget) is still seen by the very next search and read."""
+    root = str(tmp_path / "store")
+    writer = LanceStore(root)
+    writer.bind(1)
+    near = (1.0, 0.0, 0.0)
+    writer.commit(0, [Upsert("messages", message("default:alice", "m1", "hiking", near))], {"analyses": 1})
+    reader = LanceStore(root, read_only=True)
+    folder = tmp_path / "store" / "views" / "main" / "p0" / "checkpoints.lance" / "_versions"
+
+    def searched() -> tuple[list[str], list[str], list[str]]:
+        old = folder.stat().st_mtime_ns - 10**10  # the folder as if written 10 s ago: its stamp is trusted
+        os.utime(folder, ns=(old, old))
+        vector = [h.row.id for h in reader.vector_search("messages", "default:alice", near, 5)]
+        text = [h.row.id for h in reader.text_search("messages", "default:alice", "hiking", 5)]
+        return vector, text, sorted(r.id for r in reader.load_owner("default:alice"))
+
+    assert searched() == (["m1"], ["m1"], ["m1"])
+    shard = reader._owner_shard("default:alice")
+    assert shard is not None and shard._checkpoint_seen is not None  # held, and used by the next pin
+    writer.commit(0, [Upsert("messages", message("default:alice", "m2", "hiking again", near))], {"analyses": 2})
+    assert searched() == (["m1", "m2"], ["m1", "m2"], ["m1", "m2"])
+    assert searched() == (["m1", "m2"], ["m1", "m2"], ["m1", "m2"])  # from the held checkpoint
+    writer.commit(0, [Delete("messages", "m1")], {"analyses": 3})  # a forget
+    assert searched() == (["m2"], ["m2"], ["m2"])
+    assert reader.change_token(0) == writer.change_token(0) == "main/3"
+
+
 def test_lancedb_owner_changes_do_not_cross_a_view_switch(tmp_path: Path) -> None:
     root = str(tmp_path / "store")
     for view in ("main", "rebuilt"):

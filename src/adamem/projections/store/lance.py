@@ -30,7 +30,7 @@ from adamem.partitioning import owner_partition
 from adamem.projections.folds.changes import Change, Upsert
 from adamem.projections.folds.rows import TABLES, MessageRow, Row
 from adamem.projections.store.base import TEXT_FIELDS, ArchiveSplit, Hit, OwnerChanges, check_below_seq
-from adamem.projections.store.lance_arrow import has_vector, row_from_dict
+from adamem.projections.store.lance_arrow import has_vector, rows_from_arrow
 from adamem.projections.store.lance_reads import read_pool
 from adamem.projections.store.lance_tables import CHECKPOINTS, LegacyStore, quote, writer_name
 from adamem.projections.store.lance_views import current_view, list_views, remove_other_views, switch_view
@@ -414,24 +414,20 @@ class LanceStore:
         if shard is None or not has_vector(table):
             return []
         where = _seq_filter(f"owner_id = {quote(owner_id)}", below_seq)
-
-        def read() -> list[dict[str, Any]]:
-            t = shard.visible(table)
-            if t is None:
-                return []
-            return list(
-                t.search(list(vector), vector_column_name="vector")
-                .metric("cosine")
-                .where(where, prefilter=True)
-                .minimum_nprobes(VECTOR_NPROBES)
-                .refine_factor(VECTOR_REFINE)
-                .limit(k)
-                .to_arrow()
-                .to_pylist()
-            )
-
-        res = shard.reading(read)
-        hits = [Hit(row_from_dict(table, r), 1.0 - float(r["_distance"])) for r in res if any(r["vector"])]
+        nearest = {
+            "column": "vector",
+            "q": np.asarray(vector, dtype=np.float32),
+            "k": k,
+            "metric": "cosine",
+            "minimum_nprobes": VECTOR_NPROBES,
+            "refine_factor": VECTOR_REFINE,
+        }
+        found = shard.reading(lambda: shard.search(table, where, k, nearest=nearest))
+        if found is None:
+            return []
+        rows = rows_from_arrow(table, found)
+        distances = found.column("_distance").to_pylist()
+        hits = [Hit(r, 1.0 - float(d)) for r, d in zip(rows, distances, strict=True) if getattr(r, "vector", ())]
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits
 
@@ -446,21 +442,12 @@ class LanceStore:
         if shard is None or not terms:
             return []
         where = _seq_filter(f"owner_id = {quote(owner_id)}", below_seq)
-
-        def read() -> list[dict[str, Any]]:
-            t = shard.visible(table)
-            if t is None:
-                return []
-            return list(
-                t.search(terms, query_type="fts", fts_columns="tokens")
-                .where(where, prefilter=True)
-                .limit(k)
-                .to_arrow()
-                .to_pylist()
-            )
-
-        res = shard.reading(read)
-        hits = [Hit(row_from_dict(table, r), float(r["_score"])) for r in res]
+        match = {"query": terms, "columns": ["tokens"]}
+        found = shard.reading(lambda: shard.search(table, where, k, full_text_query=match))
+        if found is None:
+            return []
+        scores = found.column("_score").to_pylist()
+        hits = [Hit(row, float(s)) for row, s in zip(rows_from_arrow(table, found), scores, strict=True)]
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits
 

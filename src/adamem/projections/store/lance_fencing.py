@@ -81,7 +81,8 @@ class ShardHandle:
         self.datasets: dict[str, tuple[int, Any]] = {}  # table -> (version, its Lance dataset)
         self.fts_ready: set[str] = set()
         self.commits = 0
-        self._stamp: tuple[int, int] | None = None  # readers: the checkpoint folder's state when last read
+        # readers: the checkpoint folder's state when last read, and the checkpoint row read then
+        self._checkpoint_seen: tuple[tuple[int, int], dict[str, Any] | None] | None = None
         # writers: the owner epoch claimed, the checkpoint row last written and its table version
         self.epoch = 0
         self.ckpt: dict[str, Any] | None = None
