@@ -20,7 +20,16 @@ from adamem.errors import AdaMemError, InputError, InvalidArgument, NotFound, No
 from adamem.settings import Settings
 
 if TYPE_CHECKING:
-    from adamem.memory import AsyncMemory, Memory, RebuildReport, Remembered, UnknownUser
+    from adamem.memory import (
+        AsyncMemory,
+        Memory,
+        PersonaTrait,
+        RebuildReport,
+        Remembered,
+        TimelineEntry,
+        TraitEvidence,
+        UnknownUser,
+    )
     from adamem.retrieval.answer import Answer
     from adamem.retrieval.research import Research
 
@@ -35,10 +44,13 @@ __all__ = [
     "Memory",
     "NotFound",
     "NotVisible",
+    "PersonaTrait",
     "RebuildReport",
     "Remembered",
     "Research",
     "Settings",
+    "TimelineEntry",
+    "TraitEvidence",
     "UnknownUser",
 ]
 
@@ -50,6 +62,9 @@ _LAZY = {
     "Answer": "adamem.retrieval.answer",
     "Research": "adamem.retrieval.research",
     "RebuildReport": "adamem.memory",
+    "PersonaTrait": "adamem.memory",
+    "TraitEvidence": "adamem.memory",
+    "TimelineEntry": "adamem.memory",
 }
 
 

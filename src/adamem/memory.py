@@ -46,7 +46,17 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-__all__ = ["AsyncMemory", "InvalidArgument", "Memory", "RebuildReport", "Remembered", "UnknownUser"]
+__all__ = [
+    "AsyncMemory",
+    "InvalidArgument",
+    "Memory",
+    "PersonaTrait",
+    "RebuildReport",
+    "Remembered",
+    "TimelineEntry",
+    "TraitEvidence",
+    "UnknownUser",
+]
 
 
 class UnknownUser(NotFound):
@@ -76,6 +86,107 @@ class Remembered:
             "positions": {t: {str(p): o for p, o in ps.items()} for t, ps in self.positions.items()},
             "visible": True,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class TraitEvidence:
+    """A message that supports a persona trait.
+
+    :ivar message_event_id: The event id of the message on the log.
+    :ivar text: What the message says.
+    :ivar occurred_at: When it was said, ISO-8601 UTC (``2024-03-04T09:03:00Z``).
+    """
+
+    message_event_id: str
+    text: str
+    occurred_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``message_event_id``, ``text``, ``occurred_at``."""
+        return {"message_event_id": self.message_event_id, "text": self.text, "occurred_at": self.occurred_at}
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaTrait:
+    """An active persona trait of an owner, as ``Memory.persona`` returns it.
+
+    :ivar id: The trait's id in the persona layer.
+    :ivar kind: ``preference``, ``preference_cluster``, ``trait`` or ``habit``.
+    :ivar key: ``likes`` or ``dislikes`` for a preference; the attribute (``allergy``…) for a trait;
+        ``habit`` for a habit.
+    :ivar value: What is liked, the attribute's value, or the habit, in the language it was said in.
+    :ivar strength: How strongly the evidence supports it (mean confidence × ln(mentions + 1) × time
+        decay), as of its last update, rounded to 4 decimals.
+    :ivar mentions: How many messages mention it.
+    :ivar stable: Whether it is a core trait: strong enough (0.65 by default) and mentioned often
+        enough (3 times by default).
+    :ivar disputed: Whether a rival in its slot is about as strong (``likes X`` against ``dislikes X``,
+        two values of a single-valued key); both are kept and both disputed.
+    :ivar first_seen: Event time of its first evidence, ISO-8601 UTC.
+    :ivar last_seen: Event time of its latest evidence, ISO-8601 UTC.
+    :ivar evidence: Its most recent supporting messages still in memory, oldest first (capped).
+    """
+
+    id: str
+    kind: str
+    key: str
+    value: str
+    strength: float
+    mentions: int
+    stable: bool
+    disputed: bool
+    first_seen: str
+    last_seen: str
+    evidence: tuple[TraitEvidence, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, with the field names as keys and ``evidence`` a list of dicts."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "key": self.key,
+            "value": self.value,
+            "strength": self.strength,
+            "mentions": self.mentions,
+            "stable": self.stable,
+            "disputed": self.disputed,
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
+            "evidence": [e.to_dict() for e in self.evidence],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    """A message or an episodic record of an owner's timeline, as ``Memory.timeline`` returns it.
+
+    :ivar time: Its event time, ISO-8601 UTC: when a message was said, when an episodic record happened.
+    :ivar source: ``message``, or ``episodic/<type>`` for an episodic record (``episodic/event``,
+        ``episodic/fact``…).
+    :ivar id: The message's event id, or the episodic record's id.
+    :ivar text: The message's text, or the episodic record's content.
+    :ivar speaker: Who said the message; ``None`` for an episodic record.
+    :ivar from_ids: The event ids of the messages an episodic record was drawn from (``from`` in
+        ``to_dict``); ``None`` for a message.
+    """
+
+    time: str
+    source: str
+    id: str
+    text: str
+    speaker: str | None = None
+    from_ids: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``time``, ``source``, ``id``, then ``speaker`` and ``text`` for a message,
+        ``text`` and ``from`` (a list) for an episodic record."""
+        out: dict[str, Any] = {"time": self.time, "source": self.source, "id": self.id}
+        if self.speaker is not None:
+            out["speaker"] = self.speaker
+        out["text"] = self.text
+        if self.from_ids is not None:
+            out["from"] = list(self.from_ids)
+        return out
 
 
 def _message_records(
@@ -405,52 +516,60 @@ class Memory:
         owner = self.require(user_id, tenant)
         return research(self.retriever, owner, request, as_of=_as_of(as_of))
 
-    def persona(self, user_id: str, *, tenant: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
-        """Active persona traits, strongest first, each with its evidence messages."""
+    def persona(self, user_id: str, *, tenant: str | None = None, limit: int = 20) -> list[PersonaTrait]:
+        """Active persona traits, strongest first, each with its evidence messages (at most ``limit``)."""
         owner = self.require(user_id, tenant)
         texts = {r.id: r for r in self.store.rows("messages", owner) if isinstance(r, MessageRow)}
         traits = [r for r in self.store.rows("persona", owner) if isinstance(r, PersonaRow) and r.status == "active"]
         traits.sort(key=lambda t: (-t.strength, t.id))
         return [
-            {
-                "id": t.id,
-                "kind": t.kind,
-                "key": t.key,
-                "value": t.value,
-                "strength": round(t.strength, 4),
-                "mentions": t.mention_count,
-                "stable": t.stable,
-                "disputed": t.disputed,
-                "first_seen": ms_to_iso(t.first_seen),
-                "last_seen": ms_to_iso(t.last_seen),
-                "evidence": [
-                    {"message_event_id": mid, "text": texts[mid].text, "occurred_at": ms_to_iso(texts[mid].occurred_at)}
+            PersonaTrait(
+                id=t.id,
+                kind=t.kind,
+                key=t.key,
+                value=t.value,
+                strength=round(t.strength, 4),
+                mentions=t.mention_count,
+                stable=t.stable,
+                disputed=t.disputed,
+                first_seen=ms_to_iso(t.first_seen),
+                last_seen=ms_to_iso(t.last_seen),
+                evidence=tuple(
+                    TraitEvidence(mid, texts[mid].text, ms_to_iso(texts[mid].occurred_at))
                     for mid in t.evidence_message_ids
                     if mid in texts
-                ],
-            }
+                ),
+            )
             for t in traits[:limit]
         ]
 
     def timeline(
         self, user_id: str, start: int, end: int, *, tenant: str | None = None, limit: int = 200
-    ) -> list[dict[str, Any]]:
-        """The owner's messages and episodic records whose event time is in ``[start, end]`` (ms), in time order."""
+    ) -> list[TimelineEntry]:
+        """The owner's messages and episodic records whose event time is in ``[start, end]`` (ms), in time order.
+
+        At most ``limit`` entries; at the same time, messages come before episodic records. ``history``
+        is another name for it.
+        """
         if end < start:
             raise InvalidArgument(f"the timeline ends ({ms_to_iso(end)}) before it starts ({ms_to_iso(start)})")
         owner = self.require(user_id, tenant)
-        out: list[tuple[int, int, dict[str, Any]]] = []
+        out: list[tuple[int, int, TimelineEntry]] = []
         for m in self.store.rows("messages", owner):
             if isinstance(m, MessageRow) and start <= m.occurred_at <= end:
-                entry: dict[str, Any] = {"source": "message", "id": m.id, "speaker": m.speaker, "text": m.text}
-                out.append((m.occurred_at, 0, {"time": ms_to_iso(m.occurred_at), **entry}))
+                said = TimelineEntry(ms_to_iso(m.occurred_at), "message", m.id, m.text, speaker=m.speaker)
+                out.append((m.occurred_at, 0, said))
         for e in self.store.rows("episodic", owner):
             when = e.event_time if isinstance(e, EpisodicRow) and e.event_time >= 0 else getattr(e, "occurred_at", -1)
             if isinstance(e, EpisodicRow) and e.status == "active" and start <= when <= end:
-                found = {"source": f"episodic/{e.type}", "id": e.id, "text": e.content, "from": e.source_message_ids}
-                out.append((when, 1, {"time": ms_to_iso(when), **found}))
-        out.sort(key=lambda x: (x[0], x[1], x[2]["id"]))
+                found = TimelineEntry(
+                    ms_to_iso(when), f"episodic/{e.type}", e.id, e.content, from_ids=tuple(e.source_message_ids)
+                )
+                out.append((when, 1, found))
+        out.sort(key=lambda x: (x[0], x[1], x[2].id))
         return [x[2] for x in out[:limit]]
+
+    history = timeline
 
     def working(self, user_id: str, *, tenant: str | None = None) -> list[MessageRow]:
         """The owner's working memory, oldest first."""
@@ -668,13 +787,15 @@ class AsyncMemory:
         """``Memory.research``."""
         return await asyncio.to_thread(self.sync.research, user_id, query, **options)
 
-    async def persona(self, user_id: str, **options: Any) -> list[dict[str, Any]]:
+    async def persona(self, user_id: str, **options: Any) -> list[PersonaTrait]:
         """``Memory.persona``."""
         return await asyncio.to_thread(self.sync.persona, user_id, **options)
 
-    async def timeline(self, user_id: str, start: int, end: int, **options: Any) -> list[dict[str, Any]]:
-        """``Memory.timeline``."""
+    async def timeline(self, user_id: str, start: int, end: int, **options: Any) -> list[TimelineEntry]:
+        """``Memory.timeline``; ``history`` is another name for it."""
         return await asyncio.to_thread(self.sync.timeline, user_id, start, end, **options)
+
+    history = timeline
 
     async def working(self, user_id: str, **options: Any) -> list[MessageRow]:
         """``Memory.working``."""

@@ -20,10 +20,13 @@ PUBLIC = [
     "Memory",
     "NotFound",
     "NotVisible",
+    "PersonaTrait",
     "RebuildReport",
     "Remembered",
     "Research",
     "Settings",
+    "TimelineEntry",
+    "TraitEvidence",
     "UnknownUser",
 ]
 

@@ -385,14 +385,15 @@ def build_server(memory: Memory, *, tenant: str | None = None, api_keys: str = "
         except AdaMemError as exc:
             raise failed(exc) from exc
         lines = [
-            f"- {t['kind']} {t['key']}={t['value']} strength {t['strength']:.2f}, {t['mentions']} mention(s)"
-            + (", stable" if t["stable"] else "")
-            + (", disputed" if t["disputed"] else "")
-            + (f'; e.g. "{t["evidence"][-1]["text"]}"' if t["evidence"] else "")
+            f"- {t.kind} {t.key}={t.value} strength {t.strength:.2f}, {t.mentions} mention(s)"
+            + (", stable" if t.stable else "")
+            + (", disputed" if t.disputed else "")
+            + (f'; e.g. "{t.evidence[-1].text}"' if t.evidence else "")
             for t in traits
         ]
         return _result(
-            "\n".join(lines) or f"{user_id} has no persona traits yet", {"user_id": user_id, "traits": traits}
+            "\n".join(lines) or f"{user_id} has no persona traits yet",
+            {"user_id": user_id, "traits": [t.to_dict() for t in traits]},
         )
 
     @server.tool(
@@ -412,9 +413,10 @@ def build_server(memory: Memory, *, tenant: str | None = None, api_keys: str = "
             entries = await asyncio.to_thread(memory.timeline, user_id, lo, hi, tenant=tenant_of(ctx), limit=limit)
         except AdaMemError as exc:
             raise failed(exc) from exc
-        lines = [f"{e['time']} [{e['source']}] {e['text']}" for e in entries]
+        lines = [f"{e.time} [{e.source}] {e.text}" for e in entries]
         text = "\n".join(lines) or f"nothing for {user_id} between {ms_to_iso(lo)} and {ms_to_iso(hi)}"
-        return _result(text, {"user_id": user_id, "start": ms_to_iso(lo), "end": ms_to_iso(hi), "entries": entries})
+        found = [e.to_dict() for e in entries]
+        return _result(text, {"user_id": user_id, "start": ms_to_iso(lo), "end": ms_to_iso(hi), "entries": found})
 
     @server.tool(
         description="Forget, at the user's request: one memory item (item_id from recall), one message "
@@ -456,7 +458,7 @@ def build_server(memory: Memory, *, tenant: str | None = None, api_keys: str = "
             traits = await asyncio.to_thread(memory.persona, user_id, tenant=tenant_of(ctx))
         except UnknownUser as exc:
             raise ResourceNotFoundError(str(exc)) from exc
-        return json.dumps({"user_id": user_id, "traits": traits}, ensure_ascii=False)
+        return json.dumps({"user_id": user_id, "traits": [t.to_dict() for t in traits]}, ensure_ascii=False)
 
     @server.resource(
         "adamem://users/{user_id}/working",
