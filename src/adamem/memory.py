@@ -801,17 +801,9 @@ class AsyncMemory:
         """``Memory.working``."""
         return await asyncio.to_thread(self.sync.working, user_id, **options)
 
-    async def replay(
-        self,
-        user_id: str | None = None,
-        *,
-        tenant: str | None = None,
-        verify: bool = False,
-        until: str | int | None = None,
-        jobs: int | None = 1,
-    ) -> RebuildReport:
+    async def replay(self, user_id: str | None = None, **options: Any) -> RebuildReport:
         """``Memory.replay``: rebuild one owner in place, or the whole store into a new view and switch to it."""
-        return await self.sync.areplay(user_id, tenant=tenant, verify=verify, until=until, jobs=jobs)
+        return await self.sync.areplay(user_id, **options)
 
     async def close(self) -> None:
         """``Memory.close``."""
