@@ -30,13 +30,13 @@
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import truediv
 from typing import TypeVar
 
+from adamem.analysis.timeexpr_zh import has_cjk
 from adamem.projections.folds.ids import trait_id
 from adamem.projections.folds.keys import attribute_identity, trait_slot
 from adamem.projections.folds.lexicon import ACTIVITY_LABELS_ZH, CLUSTER_LABELS_ZH, lexicon_cluster, tokens
@@ -61,12 +61,11 @@ _T = TypeVar("_T", int, str)
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _WEEKDAYS_ZH = ("周一", "周二", "周三", "周四", "周五", "周六", "周日")
 _PARTS_ZH = {"morning": "早上", "afternoon": "下午", "evening": "晚上", "night": "夜里"}
-_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def _mostly_chinese(texts: Iterable[str]) -> bool:
     """Whether more of ``texts`` hold Chinese characters than do not: the language a label is shown in."""
-    said = [bool(_CJK.search(t)) for t in texts]
+    said = [has_cjk(t) for t in texts]
     return sum(said) * 2 > len(said)
 
 
