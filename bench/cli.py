@@ -37,6 +37,7 @@ EXAMPLES = {
     "ingest": "adamem bench ingest --log kafka://127.0.0.1:9092 --messages 500",
     "replay": "adamem bench replay --repeat 4",
     "replay_jobs": "adamem bench replay_jobs --samples conv-26 --repeat 4 --rounds 1   # a quick look",
+    "reanalysis_group": "adamem bench reanalysis_group --samples conv-26 --members 1 2   # a broker at 9092",
     "research": "adamem bench research --work /tmp/loc-base --depths 1 2 3   # reuses bench locomo's store",
     "latency": "adamem bench latency --per-route 20 --no-http",
     "concurrency": "adamem bench concurrency --baseline-commit 1b50de1 --clients 1 8",
@@ -68,6 +69,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         locomo,
         metrics_overhead,
         objectstore,
+        reanalysis_group,
         replay,
         replay_jobs,
         research,
@@ -84,6 +86,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ("ingest", ingest, "end-to-end throughput through a real broker and worker vs. raw Kafka and the embedder"),
         ("replay", replay, "rebuild all layers from recorded analyses: events/s and ratio to live ingest"),
         ("replay_jobs", replay_jobs, "replay events/s by fold processes (--jobs) and log partitions"),
+        (
+            "reanalysis_group",
+            reanalysis_group,
+            "reanalysis messages/s by members of a group on Kafka (worker --reanalyze), beside one process",
+        ),
         ("research", research, "the Research Agent's recall on LoCoMo by depth, per conversation, and its latency"),
         ("latency", latency, "query latency per route, in-process and over HTTP with concurrent clients"),
         (

@@ -4,7 +4,10 @@
 
 Each variant is ``base`` (the shipped ``SEED_DEFAULT``) or ``;``-separated ``field=value`` changes of it
 (``bench/locomo_quick.py``'s ``--set`` syntax); a ``messages-only:`` prefix asks over the messages alone, without
-graph expansion (the ``messages-only`` ablation of ``adamem bench locomo``), ``no-graph:`` without expansion.
+graph expansion (the ``messages-only`` ablation of ``adamem bench locomo``), ``no-graph:`` without expansion;
+``compression:`` asks a copy of the store whose episodic records were compressed (``WORK/compressed``, made by
+``bench/locomo_compression.py``: its sizes before and after are printed first), ``no-compression:`` the store as
+built (the same as no prefix).
 ``--fold FIELD=VALUE`` builds a missing store with those ``MemoryParameters`` (a fold change needs its own store).
 The store under ``--work`` is the one ``adamem bench locomo --work`` builds (built here the same way when
 missing). Every question of categories 1–4 with evidence is asked once per variant with the answer cache
@@ -28,15 +31,53 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from typing import Any
+
 from adamem.analysis.e5 import E5Embedder
 from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
 from bench.locomo import MessagesOnly
+from bench.locomo_compression import compressed_copy
 from bench.locomo_quick import CATEGORIES, CachedQueries, build, evidence_ids, parse_set, recall
 
 SHORT = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+def measure(
+    store: Any, data: list[dict[str, Any]], queries: CachedQueries, variant: str, label: str = ""
+) -> dict[str, object]:
+    """One variant's row (named ``label``, default the variant): R@10 per conversation, pooled per category,
+    and the ranking CPU per question."""
+    ablation, _, changes = variant.rpartition(":")
+    config = parse_set([] if changes == "base" else [v for v in changes.split(";") if v])
+    if ablation in ("messages-only", "no-graph"):
+        config = dataclasses.replace(config, graph_seeds=0)
+    retriever = Retriever(store if ablation != "messages-only" else MessagesOnly(store), queries, config)
+    found: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    asked, started = 0, time.process_time()
+    for sample in data:
+        owner = f"default:{sample['sample_id']}"
+        turns = {m.message_id for m in store.rows("messages", owner) if isinstance(m, MessageRow)}
+        retriever.query(owner, "warm up")
+        for qa in sample["qa"]:
+            cat, gold = qa.get("category"), evidence_ids(qa, turns)
+            if cat not in CATEGORIES or not gold:
+                continue
+            answer = retriever.query(owner, str(qa["question"]), top_k=10)
+            found[sample["sample_id"]][cat].append(recall(answer.message_ids(), gold))
+            asked += 1
+    cpu = (time.process_time() - started) / max(1, asked) * 1000
+    convs = sorted(found)
+    row: dict[str, object] = {"variant": label or variant}
+    row.update({c: round(100 * statistics.fmean([x for k in CATEGORIES for x in found[c][k]]), 1) for c in convs})
+    row["1-4"] = round(100 * statistics.fmean([x for c in convs for k in CATEGORIES for x in found[c][k]]), 1)
+    for k, name in SHORT.items():
+        row[name] = round(100 * statistics.fmean([x for c in convs for x in found[c][k]]), 1)
+    row["cpu_ms_per_question"] = round(cpu, 1)
+    retriever.close()
+    return row
 
 
 def main() -> int:
@@ -54,39 +95,18 @@ def main() -> int:
         MEMORY_DEFAULT, **{k: type(getattr(MEMORY_DEFAULT, k))(v) for k, _, v in (f.partition("=") for f in args.fold)}
     )
     build(data, work, embedder, params)
-    store = open_store(str(work / "store"), read_only=True)
+    stores = {"": open_store(str(work / "store"), read_only=True)}
+    if any(v.rpartition(":")[0] == "compression" for v in args.variants):
+        report = compressed_copy(work, embedder, params)
+        print(json.dumps({"compression": report}), flush=True)
+        stores["compression"] = open_store(str(work / "compressed" / "store"), read_only=True)
     queries = CachedQueries(embedder, work / "questions.json")
     for variant in args.variants:
-        ablation, _, changes = variant.rpartition(":")
-        config = parse_set([] if changes == "base" else [v for v in changes.split(";") if v])
-        if ablation:
-            config = dataclasses.replace(config, graph_seeds=0)
-        retriever = Retriever(store if ablation != "messages-only" else MessagesOnly(store), queries, config)
-        found: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-        asked, started = 0, time.process_time()
-        for sample in data:
-            owner = f"default:{sample['sample_id']}"
-            turns = {m.message_id for m in store.rows("messages", owner) if isinstance(m, MessageRow)}
-            retriever.query(owner, "warm up")
-            for qa in sample["qa"]:
-                cat, gold = qa.get("category"), evidence_ids(qa, turns)
-                if cat not in CATEGORIES or not gold:
-                    continue
-                answer = retriever.query(owner, str(qa["question"]), top_k=10)
-                found[sample["sample_id"]][cat].append(recall(answer.message_ids(), gold))
-                asked += 1
-        cpu = (time.process_time() - started) / max(1, asked) * 1000
-        convs = sorted(found)
-        row: dict[str, object] = {"variant": variant}
-        row.update({c: round(100 * statistics.fmean([x for k in CATEGORIES for x in found[c][k]]), 1) for c in convs})
-        row["1-4"] = round(100 * statistics.fmean([x for c in convs for k in CATEGORIES for x in found[c][k]]), 1)
-        for k, name in SHORT.items():
-            row[name] = round(100 * statistics.fmean([x for c in convs for x in found[c][k]]), 1)
-        row["cpu_ms_per_question"] = round(cpu, 1)
-        print(json.dumps(row), flush=True)
-        retriever.close()
+        ablation = variant.rpartition(":")[0]
+        print(json.dumps(measure(stores.get(ablation, stores[""]), data, queries, variant)), flush=True)
     queries.save()
-    store.close()
+    for store in stores.values():
+        store.close()
     return 0
 
 

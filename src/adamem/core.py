@@ -18,8 +18,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from adamem.errors import InvalidArgument, NotVisible
-from adamem.events import ChatMessage, MemoryForgotten
+from adamem.errors import InvalidArgument, ItemNotFound, NotVisible
+from adamem.events import AnswerFeedback, ChatMessage, JudgedItem, MemoryForgotten
 from adamem.projections.store.base import MemoryStore
 from adamem.retrieval.config import SEED_DEFAULT
 from adamem.retrieval.service import Retriever
@@ -31,6 +31,7 @@ __all__ = [
     "WORKERS_ADVICE",
     "append_and_wait",
     "catch_up",
+    "feedback_event",
     "forget_event",
     "open_retriever",
     "publish_and_wait",
@@ -89,6 +90,62 @@ def forget_event(
         target_id=item or message,
         reason=reason,
         tenant=tenant,
+    )
+
+
+MAX_JUDGED = 200
+"""Items one feedback event may judge (an HTTP body names at most 100 helped and 100 unhelpful)."""
+
+
+def feedback_event(
+    store: MemoryStore,
+    owner_id: str,
+    helped: Sequence[str] = (),
+    unhelpful: Sequence[str] = (),
+    *,
+    at_ms: int,
+) -> AnswerFeedback:
+    """The control event saying which answer items helped ``owner_id`` and which did not.
+
+    Each id is an item of an answer: a message event id, an episodic record or a persona trait of the
+    owner; its layer and kind are read from the owner's memory and recorded on the event, so the fold
+    needs nothing else (``projections.folds.style``). ``InvalidArgument`` when no item is named, more
+    than ``MAX_JUDGED`` are, or one of the owner's items is named twice; ``ItemNotFound`` for an
+    id the owner's memory does not hold. ``at_ms`` is stamped by the caller, at the edge.
+    """
+    from adamem.owners import split_owner
+    from adamem.projections.folds.rows import EpisodicRow, PersonaRow
+    from adamem.projections.folds.style import STYLE_KIND
+
+    named = [*helped, *unhelpful]
+    if not named:
+        raise InvalidArgument("name at least one answer item that helped or did not")
+    if len(named) > MAX_JUDGED:
+        raise InvalidArgument(f"one feedback judges at most {MAX_JUDGED} items, not {len(named)}")
+    found: dict[str, tuple[str, str]] = {}
+    wanted = set(named)
+    for message in store.messages_by_id(owner_id, sorted(wanted)):  # by id: a long-lived owner is not loaded
+        found[message.id] = ("archive", "message")
+    for record in store.rows("episodic", owner_id):
+        if isinstance(record, EpisodicRow) and record.id in wanted:
+            found[record.id] = ("episodic", record.type)
+    for trait in store.rows("persona", owner_id):
+        if isinstance(trait, PersonaRow) and trait.id in wanted and trait.kind != STYLE_KIND:
+            found[trait.id] = ("persona", trait.kind)
+    for item in named:
+        if item not in found:
+            raise ItemNotFound(owner_id, item)
+    if len(set(named)) != len(named):
+        twice = sorted({i for i in named if named.count(i) > 1})
+        raise InvalidArgument(f"an item is judged once per feedback: {', '.join(map(repr, twice))} named twice")
+    tenant, user = split_owner(owner_id)
+    good = set(helped)
+    return AnswerFeedback(
+        event_id=str(uuid.uuid4()),
+        user_id=user,
+        tenant=tenant,
+        items=tuple(JudgedItem(i, *found[i], i in good) for i in named),
+        occurred_at=at_ms,
     )
 
 

@@ -17,6 +17,7 @@
     ├── ServiceUnavailable      a query service (``--url``) cannot be reached or does not answer
     ├── NotFound                a log, store, file, item or message that was named does not exist
     │   ├── UnknownOwner        a query named an owner with no memory (HTTP 404)
+    │   │   └── ItemNotFound    the owner's memory holds no item with that id (HTTP 404)
     │   └── NotWritten          a log position that holds no message: waiting for it would not help
     └── ModelError              an extractor or embedder model failed
         ├── ModelUnavailable    an OpenAI-compatible endpoint could not be reached or kept failing
@@ -42,6 +43,7 @@ __all__ = [
     "Forbidden",
     "InputError",
     "InvalidArgument",
+    "ItemNotFound",
     "LogError",
     "LogFenced",
     "MalformedModelAnswer",
@@ -215,6 +217,21 @@ class UnknownOwner(NotFound):
     def public_detail(self) -> str:
         """The user asked for, and nothing of other owners."""
         return f"no memory for user {self.user_id!r}"
+
+
+class ItemNotFound(UnknownOwner):
+    """No memory item with that id for the owner (answered as 404)."""
+
+    kind = "unknown_item"
+
+    def __init__(self, owner_id: str, item: str) -> None:
+        self.owner_id = owner_id
+        self.tenant, _, self.user_id = owner_id.partition(":")
+        AdaMemError.__init__(self, f"user {self.user_id!r} has no memory item {item!r}")
+
+    def public_detail(self) -> str:
+        """The item asked for: it names nothing of other owners."""
+        return str(self)
 
 
 class NotWritten(NotFound):

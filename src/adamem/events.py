@@ -16,6 +16,7 @@ from adamem.owners import owner_key
 
 __all__ = [
     "Analyzer",
+    "AnswerFeedback",
     "ChatMessage",
     "ControlEvent",
     "Embedding",
@@ -24,12 +25,18 @@ __all__ = [
     "ExtractedEvent",
     "ExtractedFact",
     "Float32Vector",
+    "GrantAction",
+    "GrantChanged",
+    "JudgedItem",
+    "MemoryCompressed",
     "MemoryCorrected",
     "MemoryForgotten",
+    "MemoryRead",
     "MessageAnalyzed",
     "Sealed",
     "Speaker",
     "analysis_event_id",
+    "grant_event_id",
     "message_event_id",
     "ms_to_iso",
 ]
@@ -48,9 +55,18 @@ def analysis_event_id(message_event: str, analyzer: str, version: str, generatio
     return str(uuid.uuid5(NAMESPACE, "\x1f".join(("ana", message_event, analyzer, version, generation))))
 
 
-def ms_to_iso(ms: int) -> str:
-    """Milliseconds since the epoch as an ISO-8601 UTC string."""
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat().replace("+00:00", "Z")
+def grant_event_id(tenant: str, user_id: str, action: str, grant_id: str, detail: str = "") -> str:
+    """Deterministic event id of a grant's change: the same request twice is the same event."""
+    return str(uuid.uuid5(NAMESPACE, "\x1f".join(("grant", tenant, user_id, action, grant_id, detail))))
+
+
+def ms_to_iso(ms: int, utc_offset_minutes: int | None = None) -> str:
+    """Milliseconds since the epoch as an ISO-8601 string: in UTC (``Z``), or on the clock of ``utc_offset_minutes``.
+
+    ``ms_to_iso(1709254800000, 480)`` is ``2024-03-01T09:00:00+08:00``; an offset of None or 0 gives ``…Z``.
+    """
+    zone = dt.UTC if not utc_offset_minutes else dt.timezone(dt.timedelta(minutes=utc_offset_minutes))
+    return dt.datetime.fromtimestamp(ms / 1000, tz=zone).isoformat().replace("+00:00", "Z")
 
 
 def _ms(value: Any) -> int:
@@ -107,6 +123,8 @@ class ChatMessage:
     # Sealed, and its key was not there to open it (forgotten, lost, or no keystore given): the
     # text, speaker name and metadata are empty and unknowable.
     shredded: bool = False
+    # The speaker's offset from UTC in minutes as the producer stated it; None: not stated (shown in UTC).
+    utc_offset_minutes: int | None = None
 
     @property
     def owner_id(self) -> str:
@@ -128,6 +146,7 @@ class ChatMessage:
             "occurred_at": self.occurred_at,
             "metadata": {} if sealed else dict(self.metadata),
             "sealed": None if self.sealed is None else self.sealed.to_record(),
+            "utc_offset_minutes": self.utc_offset_minutes,
         }
 
     @classmethod
@@ -147,6 +166,7 @@ class ChatMessage:
             sealed=Sealed.from_record(r.get("sealed")),
             # sealed on the log: shredded unless ``sealing.open_message_record`` opened it (and said so)
             shredded=bool(r.get("shredded", r.get("sealed") is not None)),
+            utc_offset_minutes=r.get("utc_offset_minutes"),
         )
 
 
@@ -437,5 +457,285 @@ class MemoryCorrected:
         )
 
 
-ControlEvent = MemoryForgotten | MemoryCorrected
-Event = ChatMessage | MessageAnalyzed | MemoryForgotten | MemoryCorrected
+@dataclass(frozen=True, slots=True)
+class JudgedItem:
+    """One item of an answer, and whether it helped the owner's side."""
+
+    item_id: str
+    layer: str  # working | archive | episodic | persona | graph
+    kind: str  # message | event | fact | attribute | preference | preference_cluster | trait | habit
+    helped: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerFeedback:
+    """Which items of an answer helped and which did not; the owner's answer style is folded from these."""
+
+    SCHEMA: ClassVar[str] = "adamem.events.AnswerFeedback"
+
+    event_id: str
+    user_id: str
+    items: tuple[JudgedItem, ...]
+    occurred_at: int
+    tenant: str = "default"
+    schema_version: int = 1
+
+    @property
+    def owner_id(self) -> str:
+        """The memory owner's key, ``tenant:user_id`` (see ``adamem.owners``)."""
+        return owner_key(self.tenant, self.user_id)
+
+    def to_record(self) -> dict[str, Any]:
+        """The Avro record of this event."""
+        return {
+            "schema_version": self.schema_version,
+            "event_id": self.event_id,
+            "tenant": self.tenant,
+            "user_id": self.user_id,
+            "items": [{"item_id": i.item_id, "layer": i.layer, "kind": i.kind, "helped": i.helped} for i in self.items],
+            "occurred_at": self.occurred_at,
+        }
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any]) -> AnswerFeedback:
+        """Build from a decoded Avro record."""
+        return cls(
+            event_id=str(r["event_id"]),
+            tenant=r["tenant"],
+            user_id=r["user_id"],
+            items=tuple(
+                JudgedItem(str(i["item_id"]), str(i["layer"]), str(i["kind"]), bool(i["helped"])) for i in r["items"]
+            ),
+            occurred_at=_ms(r["occurred_at"]),
+            schema_version=int(r.get("schema_version", 1)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCompressed:
+    """A cluster of the owner's episodic records was distilled into one summary record (``adamem.compression``).
+
+    Recorded like an analysis: replay folds the summary from this event and never runs the
+    compressor again. ``source_record_ids`` are the distilled records (they stay, marked
+    ``compressed``), ``source_message_ids`` the union of their messages (the summary's provenance).
+    ``occurred_at`` is the latest source record's event time, never a clock.
+    """
+
+    SCHEMA: ClassVar[str] = "adamem.events.MemoryCompressed"
+
+    event_id: str
+    user_id: str
+    key: str
+    content: str
+    source_record_ids: tuple[str, ...]
+    source_message_ids: tuple[str, ...]
+    span_from: int
+    span_to: int
+    occurred_at: int
+    compressor: str
+    compressor_version: str
+    vector: tuple[float, ...] = ()
+    embedding_model: str = ""
+    tenant: str = "default"
+    schema_version: int = 1
+    # The ciphertext of key, content and vector as on the log (None: written in the clear).
+    sealed: Sealed | None = None
+    # Sealed, and a source message's key was not there to open it: key, content and vector are empty.
+    shredded: bool = False
+
+    @property
+    def owner_id(self) -> str:
+        """The memory owner's key, ``tenant:user_id`` (see ``adamem.owners``)."""
+        return owner_key(self.tenant, self.user_id)
+
+    def to_record(self) -> dict[str, Any]:
+        """The Avro record of this event; a sealed one's key, content and vector are only in its ciphertext."""
+        sealed = self.sealed is not None
+        return {
+            "schema_version": self.schema_version,
+            "event_id": self.event_id,
+            "tenant": self.tenant,
+            "user_id": self.user_id,
+            "key": "" if sealed else self.key,
+            "content": "" if sealed else self.content,
+            "source_record_ids": list(self.source_record_ids),
+            "source_message_ids": list(self.source_message_ids),
+            "span_from": self.span_from,
+            "span_to": self.span_to,
+            "occurred_at": self.occurred_at,
+            "compressor": self.compressor,
+            "compressor_version": self.compressor_version,
+            "vector": [] if sealed else list(self.vector),
+            "embedding_model": self.embedding_model,
+            "sealed": None if self.sealed is None else self.sealed.to_record(),
+        }
+
+    def content_record(self) -> dict[str, Any]:
+        """This event with key, content and vector in the clear, ``sealed`` a flag (for display, never the wire)."""
+        opened = {**self.to_record(), "key": self.key, "content": self.content, "vector": list(self.vector)}
+        return {**opened, "sealed": self.sealed is not None}
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any]) -> MemoryCompressed:
+        """Build from a decoded Avro record."""
+        return cls(
+            event_id=str(r["event_id"]),
+            tenant=r["tenant"],
+            user_id=r["user_id"],
+            key=r["key"],
+            content=r["content"],
+            source_record_ids=tuple(r["source_record_ids"]),
+            source_message_ids=tuple(r["source_message_ids"]),
+            span_from=_ms(r["span_from"]),
+            span_to=_ms(r["span_to"]),
+            occurred_at=_ms(r["occurred_at"]),
+            compressor=r["compressor"],
+            compressor_version=r["compressor_version"],
+            vector=Float32Vector.of(r.get("vector") or ()),
+            embedding_model=r.get("embedding_model", ""),
+            schema_version=int(r.get("schema_version", 1)),
+            sealed=Sealed.from_record(r.get("sealed")),
+            # sealed on the log: shredded unless ``sealing.open_compression_record`` opened it (and said so)
+            shredded=bool(r.get("shredded", r.get("sealed") is not None)),
+        )
+
+
+GrantAction = Literal["granted", "confirmed", "revoked"]
+
+
+@dataclass(frozen=True, slots=True)
+class GrantChanged:
+    """The owner granted another tenant read access to a scope of their memory, confirmed it, or revoked it.
+
+    Only ``granted`` carries the scope (``grantee_tenant``, ``layers``, ``topics``, ``scope_from``,
+    ``scope_until``, ``include_sensitive``, ``expires_at``); the other actions name the grant alone.
+    """
+
+    SCHEMA: ClassVar[str] = "adamem.events.MemoryGrantChanged"
+
+    event_id: str
+    user_id: str
+    grant_id: str
+    action: GrantAction
+    occurred_at: int
+    grantee_tenant: str = ""
+    layers: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()
+    scope_from: int | None = None
+    scope_until: int | None = None
+    include_sensitive: bool = False
+    expires_at: int | None = None
+    reason: str = ""
+    tenant: str = "default"
+    schema_version: int = 1
+
+    @property
+    def owner_id(self) -> str:
+        """The memory owner's key, ``tenant:user_id`` (see ``adamem.owners``)."""
+        return owner_key(self.tenant, self.user_id)
+
+    def to_record(self) -> dict[str, Any]:
+        """The Avro record of this event."""
+        return {
+            "schema_version": self.schema_version,
+            "event_id": self.event_id,
+            "tenant": self.tenant,
+            "user_id": self.user_id,
+            "grant_id": self.grant_id,
+            "action": self.action,
+            "grantee_tenant": self.grantee_tenant,
+            "layers": list(self.layers),
+            "topics": list(self.topics),
+            "scope_from": self.scope_from,
+            "scope_until": self.scope_until,
+            "include_sensitive": self.include_sensitive,
+            "expires_at": self.expires_at,
+            "reason": self.reason,
+            "occurred_at": self.occurred_at,
+        }
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any]) -> GrantChanged:
+        """Build from a decoded Avro record."""
+
+        def optional(value: Any) -> int | None:
+            return None if value is None else _ms(value)
+
+        return cls(
+            event_id=str(r["event_id"]),
+            tenant=r["tenant"],
+            user_id=r["user_id"],
+            grant_id=r["grant_id"],
+            action=r["action"],
+            grantee_tenant=r.get("grantee_tenant", ""),
+            layers=tuple(r.get("layers", ())),
+            topics=tuple(r.get("topics", ())),
+            scope_from=optional(r.get("scope_from")),
+            scope_until=optional(r.get("scope_until")),
+            include_sensitive=bool(r.get("include_sensitive", False)),
+            expires_at=optional(r.get("expires_at")),
+            reason=r.get("reason", ""),
+            occurred_at=_ms(r["occurred_at"]),
+            schema_version=int(r.get("schema_version", 1)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRead:
+    """Another tenant read the owner's memory under a grant: one entry of the owner's audit trail.
+
+    Written to the audit topic keyed by the owner, never folded into memory; ``occurred_at`` is the
+    service's clock when the read was answered.
+    """
+
+    SCHEMA: ClassVar[str] = "adamem.events.MemoryRead"
+
+    event_id: str
+    user_id: str
+    grant_id: str
+    grantee_tenant: str
+    endpoint: str
+    occurred_at: int
+    item_ids: tuple[str, ...] = ()
+    tenant: str = "default"
+    schema_version: int = 1
+
+    @property
+    def owner_id(self) -> str:
+        """The memory owner's key, ``tenant:user_id`` (see ``adamem.owners``)."""
+        return owner_key(self.tenant, self.user_id)
+
+    def to_record(self) -> dict[str, Any]:
+        """The Avro record of this event."""
+        return {
+            "schema_version": self.schema_version,
+            "event_id": self.event_id,
+            "tenant": self.tenant,
+            "user_id": self.user_id,
+            "grant_id": self.grant_id,
+            "grantee_tenant": self.grantee_tenant,
+            "endpoint": self.endpoint,
+            "item_ids": list(self.item_ids),
+            "occurred_at": self.occurred_at,
+        }
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any]) -> MemoryRead:
+        """Build from a decoded Avro record."""
+        return cls(
+            event_id=str(r["event_id"]),
+            tenant=r["tenant"],
+            user_id=r["user_id"],
+            grant_id=r["grant_id"],
+            grantee_tenant=r["grantee_tenant"],
+            endpoint=r["endpoint"],
+            item_ids=tuple(r.get("item_ids", ())),
+            occurred_at=_ms(r["occurred_at"]),
+            schema_version=int(r.get("schema_version", 1)),
+        )
+
+
+ControlEvent = MemoryForgotten | MemoryCorrected | GrantChanged | AnswerFeedback | MemoryCompressed
+Event = (
+    ChatMessage | MessageAnalyzed | MemoryForgotten | MemoryCorrected | GrantChanged | AnswerFeedback | MemoryCompressed
+)

@@ -13,6 +13,10 @@ A JSON Lines message::
 
 ``speaker`` may also be an object ``{"role": …, "name": …}``. ``occurred_at`` is ISO-8601
 (naive means UTC), integer milliseconds since the epoch, or LoCoMo's "1:56 pm on 8 May, 2023".
+The offset an ISO-8601 time states (``+08:00``, ``-05:00``, ``Z``) is kept as the message's
+``utc_offset_minutes``, and answers show the time on that clock; a time without one (naive ISO,
+milliseconds, LoCoMo, RFC 3339's "unknown" ``-00:00``) keeps none and is shown in UTC. With
+milliseconds, an optional ``utc_offset_minutes`` (an integer) states the offset instead.
 """
 
 from __future__ import annotations
@@ -27,10 +31,20 @@ from pathlib import Path
 from typing import Any
 
 from adamem.errors import InputError, NotFound
-from adamem.events import ChatMessage, Speaker, message_event_id
+from adamem.events import ChatMessage, Speaker, message_event_id, ms_to_iso
 from adamem.settings import Settings
 
-__all__ = ["detect_format", "load_messages", "messages_from_records", "parse_jsonl", "parse_locomo", "parse_time"]
+__all__ = [
+    "MAX_UTC_OFFSET_MINUTES",
+    "detect_format",
+    "load_messages",
+    "messages_from_records",
+    "parse_jsonl",
+    "parse_locomo",
+    "parse_time",
+    "parse_time_offset",
+    "stated_time",
+]
 
 ROLES = ("user", "assistant", "other")
 _LOCOMO_TIME = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I)
@@ -56,14 +70,28 @@ _MONTHS = {
 }
 
 
+MAX_UTC_OFFSET_MINUTES = 23 * 60 + 59
+"""The largest offset from UTC a time may state (RFC 3339's -23:59 to +23:59)."""
+_UNKNOWN_OFFSET = re.compile(r"-00:?00$")
+
+
 def parse_time(value: Any) -> int:
     """Milliseconds since the epoch from ISO-8601, integer ms, or LoCoMo's date format."""
+    return parse_time_offset(value)[0]
+
+
+def parse_time_offset(value: Any) -> tuple[int, int | None]:
+    """Milliseconds since the epoch, and the UTC offset in minutes the time states (None: it states none).
+
+    ``"2024-03-01T09:00:00+08:00"`` gives ``(1709254800000, 480)``, ``"…Z"`` an offset of 0; integer
+    ms, a naive ISO time, LoCoMo's format and RFC 3339's "local offset unknown" ``-00:00`` give None.
+    """
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a time")
     if isinstance(value, int):
-        return value
+        return value, None
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return int(value), None
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a time (use ISO-8601 or integer milliseconds)")
     m = _LOCOMO_TIME.match(value)
@@ -74,14 +102,31 @@ def parse_time(value: Any) -> int:
             raise ValueError(f"unknown month {month_name!r} in {value!r}")
         h = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
         when = dt.datetime(int(year), month, int(day), h, int(minute), tzinfo=dt.UTC)
-        return int(when.timestamp() * 1000)
+        return int(when.timestamp() * 1000), None
     try:
         parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(f"{value!r} is not ISO-8601, integer milliseconds or 'H:MM pm on D Month, YYYY'") from None
+    offset = parsed.utcoffset()
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
-    return int(parsed.timestamp() * 1000)
+    ms = int(parsed.timestamp() * 1000)
+    if offset is None or _UNKNOWN_OFFSET.search(value.strip()):
+        return ms, None
+    minutes, rest = divmod(offset, dt.timedelta(minutes=1))
+    if rest or abs(minutes) > MAX_UTC_OFFSET_MINUTES:
+        raise ValueError(f"{value!r} has an offset that is not whole minutes between -23:59 and +23:59")
+    return ms, int(minutes)
+
+
+def stated_time(value: Any) -> int | str:
+    """A time as integer ms, or, when it states an offset, as an RFC 3339 string on that clock.
+
+    The form the ingest and the HTTP API both read with the offset kept (``"9:00 am on 1 March, 2024"``
+    gives ms; ``"2024-03-01 09:00+08:00"`` gives ``"2024-03-01T09:00:00+08:00"``); ValueError as ``parse_time``.
+    """
+    ms, offset = parse_time_offset(value)
+    return ms if offset is None else ms_to_iso(ms, offset)
 
 
 def _full_month(prefix: str) -> str:
@@ -127,14 +172,15 @@ def _message_from(obj: Any, where: str, settings: Settings, problems: list[str])
     if role not in ROLES:
         problems.append(f"{where}: 'role' is {role!r}; use one of {', '.join(ROLES)}")
     text = _check_text(obj.get("text"), where, settings, problems)
-    occurred_at = 0
+    occurred_at, offset = 0, None
     if "occurred_at" not in obj:
         problems.append(f"{where}: 'occurred_at' is missing (event time: ISO-8601 or integer ms)")
     else:
         try:
-            occurred_at = parse_time(obj["occurred_at"])
+            occurred_at, offset = parse_time_offset(obj["occurred_at"])
         except ValueError as exc:
             problems.append(f"{where}: 'occurred_at' {exc}")
+    offset = _utc_offset(obj, offset, where, problems)
     metadata = obj.get("metadata", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         problems.append(f"{where}: 'metadata' must be an object of strings")
@@ -164,7 +210,28 @@ def _message_from(obj: Any, where: str, settings: Settings, problems: list[str])
         text=text,
         occurred_at=occurred_at,
         metadata=dict(metadata),
+        utc_offset_minutes=offset,
     )
+
+
+def _utc_offset(obj: dict[str, Any], stated: int | None, where: str, problems: list[str]) -> int | None:
+    """The speaker's UTC offset: the one ``occurred_at`` states, or the record's ``utc_offset_minutes``."""
+    given = obj.get("utc_offset_minutes")
+    if given is None:
+        return stated
+    if isinstance(given, bool) or not isinstance(given, int) or abs(given) > MAX_UTC_OFFSET_MINUTES:
+        problems.append(
+            f"{where}: 'utc_offset_minutes' {given!r} is not a whole number of minutes "
+            f"between -{MAX_UTC_OFFSET_MINUTES} and {MAX_UTC_OFFSET_MINUTES}"
+        )
+        return None
+    if stated is not None and stated != given:
+        problems.append(
+            f"{where}: 'utc_offset_minutes' {given} disagrees with the offset 'occurred_at' states ({stated}); "
+            "give one of them"
+        )
+        return None
+    return given
 
 
 def parse_jsonl(data: bytes, settings: Settings, source: str = "<input>") -> list[ChatMessage]:

@@ -458,6 +458,39 @@ class Memory:
         written = {int(p["partition"]): int(p["offset"]) for p in done["positions"]}
         return Remembered((done["event_id"],), {self.settings.topic("control"): written})
 
+    async def afeedback(
+        self,
+        user_id: str,
+        *,
+        tenant: str | None = None,
+        helped: Sequence[str] = (),
+        unhelpful: Sequence[str] = (),
+    ) -> Remembered:
+        """Publish an ``AnswerFeedback``: which items of an answer (their ``id``) helped and which did not;
+        return once projected. The owner's later answers are ranked by what their feedback says
+        (``projections.folds.style``). ``InvalidArgument`` when no item is named or one twice; ``ItemNotFound``
+        for an item the owner's memory does not hold."""
+        from adamem.core import feedback_event
+        from adamem.schemas.serde import encode_event
+
+        tenant = tenant or self.settings.default_tenant
+        owner = self.require(user_id, tenant)
+        if self._log is None:  # an `adamem serve` that writes the embedded log takes it through its API
+            from adamem.api.notice import serving_url
+
+            url = await asyncio.to_thread(serving_url, self.settings)
+            if url is not None:
+                async with self._client(url, tenant) as client:
+                    done = await client.feedback(user_id, helped=helped, unhelpful=unhelpful, wait_ms=5_000)
+                written = {int(p["partition"]): int(p["offset"]) for p in done["positions"]}
+                return Remembered((done["event_id"],), {self.settings.topic("control"): written})
+        event = await asyncio.to_thread(
+            feedback_event, self.store, owner, helped, unhelpful, at_ms=int(time.time() * 1000)
+        )
+        topic = self.settings.topic("control")
+        positions = await self._write(topic, [OutgoingRecord(user_id, encode_event(event))])
+        return Remembered((event.event_id,), positions)
+
     def add(
         self,
         user_id: str,
@@ -582,6 +615,10 @@ class Memory:
     def forget(self, user_id: str, **scope: Any) -> Remembered:
         """``aforget`` for synchronous callers."""
         return self._submit(self.aforget(user_id, **scope)).result()
+
+    def feedback(self, user_id: str, **judged: Any) -> Remembered:
+        """``afeedback`` for synchronous callers: ``helped=[ids]``, ``unhelpful=[ids]``, ``tenant``."""
+        return self._submit(self.afeedback(user_id, **judged)).result()
 
     # -- rebuilds -----------------------------------------------------------------------------
 
@@ -776,6 +813,10 @@ class AsyncMemory:
     async def forget(self, user_id: str, **scope: Any) -> Remembered:
         """``Memory.forget``."""
         return await self.sync.aforget(user_id, **scope)
+
+    async def feedback(self, user_id: str, **judged: Any) -> Remembered:
+        """``Memory.feedback``."""
+        return await self.sync.afeedback(user_id, **judged)
 
     async def query(self, user_id: str, question: str, **options: Any) -> Answer:
         """``Memory.query``."""

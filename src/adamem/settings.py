@@ -103,15 +103,29 @@ class Settings:
         True,
         "The projection publishes each committed batch's memory changes on the changes topic.",
     )
+    compression: str = _env(
+        "ADAMEM_COMPRESSION",
+        "off",
+        "After each projected batch, distil clusters of related records into summaries: off, rules or openai.",
+    )
     progress: bool = _env(
         "ADAMEM_PROGRESS", True, "Show progress (bars, status lines) on stderr; --quiet turns it off."
     )
     progress_seconds: float = _env(
         "ADAMEM_PROGRESS_SECONDS", 5.0, "Seconds between progress/status lines on stderr when it is not a terminal."
     )
+    packs: str = _env(
+        "ADAMEM_PACKS",
+        "",
+        "Domain packs of a new store's first generation, per tenant: tenant:pack[+pack],... (* = any tenant); "
+        "a pack is a shipped name (medical, ecommerce, customer-service, education) or a .toml file.",
+    )
     # Not an environment variable: the analysis generation is a property of the store's active view
     # (``streams.generations.resolve``); ``adamem reanalyze`` makes new ones.
     generation: str = field(default="g1", metadata={"env": None, "doc": "Analysis generation (from the store)."})
+    # Not an environment variable: the packs (with their text) a store's generation recorded, which its
+    # analysis and folds use instead of reading ``packs`` files again.
+    packs_record: str = field(default="", metadata={"env": None, "doc": "Recorded domain packs (from the store)."})
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -157,7 +171,7 @@ class Settings:
         return StoreLocation.parse(self.store_url, self.store_options())
 
     def topic(self, name: str) -> str:
-        """Full topic name of ``messages``, ``analyses``, ``control``, ``deadletter`` or ``changes``.
+        """Full topic name of ``messages``, ``analyses``, ``control``, ``deadletter``, ``changes`` or ``audit``.
 
         Each analysis generation has its own analyses topic: ``<prefix>.analyses`` for the first
         (``g1``), ``<prefix>.analyses.<generation>`` for the later ones.

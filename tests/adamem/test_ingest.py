@@ -8,7 +8,7 @@ import json
 import pytest
 
 from adamem.errors import InputError
-from adamem.ingest import load_messages, parse_time
+from adamem.ingest import load_messages, parse_time, parse_time_offset, stated_time
 from adamem.settings import Settings
 from tests.conftest import LOCOMO
 
@@ -85,6 +85,49 @@ def test_time_formats(value: object, ms: int) -> None:
     assert parse_time(value) == ms
 
 
+@pytest.mark.parametrize(
+    ("value", "ms", "offset"),
+    [
+        ("2024-03-02T00:30:00+08:00", 1_709_310_600_000, 480),
+        ("2024-03-01T21:00:00-05:00", 1_709_344_800_000, -300),
+        ("2024-03-01T09:30:00+05:45", 1_709_264_700_000, 345),
+        ("2024-03-01T09:30:00Z", 1_709_285_400_000, 0),
+        ("2024-03-01T09:30:00+00:00", 1_709_285_400_000, 0),
+        ("2024-03-01T09:30:00-00:00", 1_709_285_400_000, None),  # RFC 3339: the local offset is unknown
+        ("2024-03-01 09:30", 1_709_285_400_000, None),  # naive: UTC, no offset stated
+        (1_709_285_400_000, 1_709_285_400_000, None),
+        ("9:30 am on 1 March, 2024", 1_709_285_400_000, None),
+    ],
+)
+def test_the_offset_a_time_states_is_kept(value: object, ms: int, offset: int | None) -> None:
+    assert parse_time_offset(value) == (ms, offset)
+    assert parse_time_offset(stated_time(value)) == (ms, offset)  # what the CLI and MCP pass on
+
+
+def test_a_message_keeps_its_speakers_offset_or_the_one_given_with_milliseconds(settings: Settings) -> None:
+    rows = [
+        {**GOOD, "text": "我喜欢爬山", "occurred_at": "2024-03-02T00:30:00+08:00"},
+        {**GOOD, "occurred_at": 1_709_344_800_000, "utc_offset_minutes": -300},
+        {**GOOD, "occurred_at": "2024-03-01T21:00:00-05:00", "utc_offset_minutes": -300},  # the same: fine
+        GOOD,
+        {**GOOD, "occurred_at": "2024-03-01T09:30:00"},
+    ]
+    assert [m.utc_offset_minutes for m in load_messages(_jsonl(*rows), settings)] == [480, -300, -300, 0, None]
+    with pytest.raises(InputError) as caught:
+        load_messages(
+            _jsonl(
+                {**GOOD, "occurred_at": "2024-03-01T21:00:00-05:00", "utc_offset_minutes": 480},
+                {**GOOD, "utc_offset_minutes": "+08:00"},
+                {**GOOD, "utc_offset_minutes": 1440},
+            ),
+            settings,
+        )
+    problems = "\n".join(caught.value.problems)
+    assert "<input>:1: 'utc_offset_minutes' 480 disagrees with the offset 'occurred_at' states (-300)" in problems
+    assert "<input>:2: 'utc_offset_minutes' '+08:00' is not a whole number of minutes" in problems
+    assert "<input>:3: 'utc_offset_minutes' 1440 is not a whole number of minutes" in problems
+
+
 def test_locomo_each_conversation_is_one_owner(settings: Settings) -> None:
     messages = load_messages(LOCOMO.read_bytes(), settings, str(LOCOMO))
     assert len(messages) == 2760  # every turn of the split (its README says 2,740; the file has 2,760)
@@ -97,6 +140,7 @@ def test_locomo_each_conversation_is_one_owner(settings: Settings) -> None:
     per_owner = [m for m in messages if m.user_id == "conv-26"]
     same_session = [(a, b) for a, b in itertools.pairwise(per_owner) if a.conversation_id == b.conversation_id]
     assert all(a.occurred_at < b.occurred_at for a, b in same_session)
+    assert {m.utc_offset_minutes for m in messages} == {None}  # LoCoMo's dates state no offset: UTC
     assert len({m.event_id for m in messages}) == 2760
     assert any("blip_caption" in m.metadata for m in messages)
 

@@ -2,7 +2,9 @@
 
 ``built`` is that store, for services run in-process (``tests.conftest.serving``); ``service`` is a
 real ``adamem serve`` process over another such store, for what must be measured from outside:
-the fuzzer's run and the process's memory.
+the fuzzer's run and the process's memory. In both, acme's carol has granted the default tenant
+read access to her whole memory (``GRANT``, confirmed), so that a default key naming tenant acme
+reads her under a grant.
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ import pytest
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
+from adamem.events import GrantChanged, grant_event_id
 from adamem.ingest import load_messages
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_store
+from adamem.schemas.serde import encode_event
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
+from adamem.streams.log import OutgoingRecord
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
 from bench.common import wait_healthy
@@ -72,6 +77,32 @@ def tenant_lines() -> bytes:
     return "\n".join(json.dumps(r) for r in rows).encode()
 
 
+GRANT = "carol-to-default"
+
+
+def grant_events() -> list[GrantChanged]:
+    """acme's carol grants the default tenant her whole memory, sensitive data masked, and confirms it."""
+    granted = GrantChanged(
+        event_id=grant_event_id("acme", "carol", "granted", GRANT),
+        user_id="carol",
+        tenant="acme",
+        grant_id=GRANT,
+        action="granted",
+        occurred_at=1_706_781_600_000,  # 2024-02-01T10:00:00Z
+        grantee_tenant="default",
+        layers=("working", "archive", "episodic", "persona", "graph"),
+    )
+    confirmed = GrantChanged(
+        event_id=grant_event_id("acme", "carol", "confirmed", GRANT),
+        user_id="carol",
+        tenant="acme",
+        grant_id=GRANT,
+        action="confirmed",
+        occurred_at=1_706_781_660_000,
+    )
+    return [granted, confirmed]
+
+
 def build_store(root: Path) -> Settings:
     """Publish the sample and the tenants' lines to an embedded log under ``root``, and project them."""
     settings = Settings(log_url=str(root / "log"), store_url=str(root / "store"), fsync=False)
@@ -80,6 +111,7 @@ def build_store(root: Path) -> Settings:
         log = open_log(settings.log_url, settings)
         await log.start()
         await publish_messages(log, load_messages(SAMPLE, settings) + load_messages(tenant_lines(), settings), settings)
+        await log.append(settings.topic("control"), [OutgoingRecord("carol", encode_event(e)) for e in grant_events()])
         await run_pipeline(
             log, Projector(open_store(settings.store)), MemoryAgent(RuleExtractor(), embedder()), settings
         )

@@ -150,6 +150,45 @@ def test_memory_client_add_then_query_sees_the_message(served: Served) -> None:
     assert any("Ilse" in t for t in _texts(answer)), answer
 
 
+def test_an_answer_over_http_shows_when_each_speaker_said_it_on_their_own_clock(served: Served) -> None:
+    """Said just after local midnight at +08:00 and just before it at -05:00: the UTC days are others."""
+    posted = httpx.post(
+        f"{served.url}/v1/messages",
+        json={
+            "messages": [
+                _message("wen", "昨天我在杭州买了一把油纸伞。", "2024-03-02T00:30:00+08:00"),
+                _message("wen", "Yesterday I bought a red umbrella in Toronto.", "2024-03-01T21:00:00-05:00"),
+                _message("wen", "I like umbrellas, whatever the weather.", "2024-03-01T12:00:00-00:00"),  # unknown
+            ]
+        },
+    )
+    assert posted.status_code == 202, posted.text
+    items: dict[str, dict[str, Any]] = {}
+    for question in ("When did I buy an umbrella?", "我什么时候买的伞？"):
+        body = {"question": question, "min_position": posted.json()["positions"]}
+        answer = httpx.post(f"{served.url}/v1/users/wen/query", json=body, timeout=30)
+        assert answer.status_code == 200, answer.text
+        items.update({i["content"]: i for i in answer.json()["items"]})
+    # the Chinese message may be shown as the event recorded from it ("昨天Wen在杭州…"): its time is the message's
+    zh, en, unknown = (next(i for c, i in items.items() if word in c) for word in ("杭州", "Toronto", "weather"))
+    assert (zh["occurred_at"], zh["utc_offset_minutes"]) == (1_709_310_600_000, 480)  # ms: as before
+    assert zh["occurred_at_local"] == "2024-03-02T00:30:00+08:00"
+    assert (en["utc_offset_minutes"], en["occurred_at_local"]) == (-300, "2024-03-01T21:00:00-05:00")
+    assert (unknown["utc_offset_minutes"], unknown["occurred_at_local"]) == (None, "2024-03-01T12:00:00Z")
+    # "yesterday" is the day before the speaker's day (the events' days are the speaker's calendar days)
+    assert zh["event_time"] == 1_709_251_200_000  # 2024-03-01
+    assert en["event_time"] == 1_709_164_800_000  # 2024-02-29
+    traced = httpx.get(f"{served.url}/v1/users/wen/memory/{zh['id']}/provenance").json()
+    assert [(s["utc_offset_minutes"], s["occurred_at_local"]) for s in traced["messages"]] == [
+        (480, "2024-03-02T00:30:00+08:00")
+    ]
+    with MemoryClient(served.url) as m:  # the Python client passes the offset on as given
+        m.add("wen", "今天我把伞借给了同事。", occurred_at="2024-03-03T07:15:00+08:00")
+        lent = m.query("wen", "我把伞借给谁了？")
+    shown = next(i for i in lent["items"] if i["content"] == "今天我把伞借给了同事。")
+    assert (shown["utc_offset_minutes"], shown["occurred_at_local"]) == (480, "2024-03-03T07:15:00+08:00")
+
+
 def test_memory_client_add_with_a_message_id_twice_keeps_the_message_once(served: Served) -> None:
     """Running a script that adds the same message again (a retry, a second run) does not store it twice."""
     with MemoryClient(served.url) as m:
@@ -194,6 +233,44 @@ def test_a_forget_over_http_takes_effect_before_it_answers(served: Served) -> No
         with pytest.raises(ServiceError) as info:
             m.query("quinn", "When do I swim?")
     assert info.value.status == 404
+
+
+def test_feedback_over_http_is_folded_before_it_answers_and_ranks_the_next_answers(served: Served) -> None:
+    with MemoryClient(served.url) as m:
+        for i, (text, at) in enumerate(
+            [
+                ("I like jasmine tea.", "2024-03-04T08:00:00Z"),
+                ("I went climbing at the gym on Monday.", "2024-03-05T18:00:00Z"),
+                ("我喜欢喝龙井茶。", "2024-03-07T08:00:00Z"),
+                ("I like mint tea after dinner.", "2024-03-08T20:00:00Z"),
+            ]
+        ):
+            m.add("rhea", text, occurred_at=at, message_id=f"rhea-{i}")
+        first = m.query("rhea", "What tea do I like?", top_k=6)["items"]
+    url = f"{served.url}/v1/users/rhea/feedback"
+    judged = {
+        "helped": [i["id"] for i in first if i["kind"] != "message"][:2],
+        "unhelpful": [i["id"] for i in first if i["kind"] == "message"][:2],
+    }
+    assert judged["helped"] and judged["unhelpful"], first
+    once = httpx.post(url, json=judged, timeout=30)
+    assert once.status_code == 200, once.text
+    assert once.json()["answer_style"] == "summaries" and once.json()["feedback"] == 1
+    assert once.json()["ranks_answers"] is False  # one judged answer does not rank yet
+    twice = httpx.post(url, json=judged, timeout=30).json()
+    assert (twice["feedback"], twice["ranks_answers"]) == (2, True)
+    answer = httpx.post(f"{served.url}/v1/users/rhea/query", json={"question": "我喜欢什么茶？", "top_k": 6}).json()
+    assert any("answer style" in n for n in answer["notices"]), answer["notices"]
+    for body, status, error in (
+        ({"helped": ["no-such-item"]}, 404, "unknown_item"),
+        ({}, 422, "invalid_request"),
+        ({"helped": judged["helped"], "unhelpful": judged["helped"]}, 422, "invalid_request"),
+        ({"helped": "one"}, 422, "invalid_request"),
+    ):
+        r = httpx.post(url, json=body)
+        assert (r.status_code, r.json()["error"]) == (status, error), r.text
+    nobody = httpx.post(f"{served.url}/v1/users/nobody-here/feedback", json={"helped": ["x"]})
+    assert nobody.status_code == 404 and nobody.json()["error"] == "unknown_user", nobody.text
 
 
 def test_each_add_is_visible_when_it_returns_and_positions_rise_per_partition(served: Served) -> None:

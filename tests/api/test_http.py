@@ -91,6 +91,7 @@ def test_keys_are_required_and_checked(client: httpx.Client) -> None:
         ("get", "/v1/users/dave/memory/anything/provenance", None),
         ("post", "/v1/users/dave/research", {"query": "What is my secret project?", "depth": 2}),
         ("post", "/v1/users/dave/forget", {"item": "no-such-item", "wait_ms": 0}),
+        ("post", "/v1/users/dave/feedback", {"helped": ["no-such-item"], "wait_ms": 0}),
     ],
 )
 def test_a_tenant_cannot_read_another_tenants_memory(

@@ -48,6 +48,7 @@ def test_every_route_declares_the_error_body_for_each_status_it_can_answer(clien
     spec = client.get("/openapi.json").json()
     assert "HTTPValidationError" not in spec["components"]["schemas"]  # FastAPI's own 422 shape is gone
     assert set(spec["components"]["schemas"]["ErrorBody"]["required"]) == {"error", "detail"}
+    changes = {"400", "401", "403", "404", "409", "413", "415", "422", "500", "503"}  # grant, confirm, revoke
     expected = {
         ("post", "/v1/users/{user}/query"): {
             "200",
@@ -80,7 +81,25 @@ def test_every_route_declares_the_error_body_for_each_status_it_can_answer(clien
             "500",
             "503",
         },
+        ("post", "/v1/users/{user}/feedback"): {
+            "200",
+            "400",
+            "401",
+            "403",
+            "404",
+            "409",
+            "413",
+            "415",
+            "422",
+            "500",
+            "503",
+        },
         ("get", "/v1/owners/{user}/changes"): {"200", "401", "403", "422", "500", "503"},
+        ("post", "/v1/users/{user}/grants"): {"201", *changes},
+        ("get", "/v1/users/{user}/grants"): {"200", "401", "403", "422", "500", "503"},
+        ("get", "/v1/users/{user}/audit"): {"200", "401", "403", "422", "500", "503"},
+        ("post", "/v1/users/{user}/grants/{grant_id}/confirm"): {"200", *changes},
+        ("delete", "/v1/users/{user}/grants/{grant_id}"): {"200", *changes},
         ("get", "/health"): {"200", "500"},
     }
     operations = {(m, p): op for p, item in spec["paths"].items() for m, op in item.items()}

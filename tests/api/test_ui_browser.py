@@ -18,10 +18,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 from bench.ui_screenshots import (
@@ -33,6 +35,11 @@ from bench.ui_screenshots import (
     stop,
     with_generation,
 )
+
+
+def _wait(browser: WebDriver, seconds: float) -> WebDriverWait[WebDriver]:
+    """A wait whose condition is tried again when the page it read is replaced meanwhile (a stale element)."""
+    return WebDriverWait(browser, seconds, ignored_exceptions=(StaleElementReferenceException,))
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +68,7 @@ def browser() -> Iterator[WebDriver]:
 
 def _open(browser: WebDriver, inspector: Inspector, path: str) -> None:
     browser.get(inspector.url + path)
-    WebDriverWait(browser, 30).until(lambda b: b.execute_script("return document.readyState") == "complete")
+    _wait(browser, 30).until(lambda b: b.execute_script("return document.readyState") == "complete")
 
 
 def _texts(within: WebDriver | WebElement, selector: str) -> list[str]:
@@ -96,7 +103,7 @@ def test_owners_are_listed_and_filtered_from_the_search_box(browser: WebDriver, 
     box = browser.find_element(By.ID, "q")
     assert browser.find_element(By.CSS_SELECTOR, "label[for=q]").text == "Find an owner"
     box.send_keys("XIAO", Keys.ENTER)  # the keyboard submits the form
-    WebDriverWait(browser, 30).until(lambda b: "q=XIAO" in b.current_url)
+    _wait(browser, 30).until(lambda b: "q=XIAO" in b.current_url)
     assert _texts(browser, "ul.owners > li > a") == ["xiaoming"]
     browser.find_element(By.LINK_TEXT, "xiaoming").click()
     assert browser.execute_script("return document.characterSet") == "UTF-8"
@@ -114,19 +121,19 @@ def test_the_as_of_slider_takes_a_message_away_and_brings_it_back(browser: WebDr
     assert browser.find_element(By.ID, "asof-shown").text == "2024-04-15T21:00:00Z"
     assert browser.find_element(By.ID, "asof-text").get_attribute("value") == "2024-04-15T21:00:00Z"
     browser.find_element(By.ID, "asof-go").click()
-    WebDriverWait(browser, 30).until(lambda b: _as_of(b) == "2024-04-15T21:00:00Z")
+    _wait(browser, 30).until(lambda b: _as_of(b) == "2024-04-15T21:00:00Z")
     shown = _messages(browser)
     assert len(shown) == 17 and "I'm thinking about adopting a cat named Mochi." not in shown
     assert "Went to the gym again on Wednesday evening, feeling stronger." in shown
     assert _slider(browser).get_attribute("value") == "16"
     _slider(browser).send_keys(Keys.ARROW_RIGHT)
     browser.find_element(By.ID, "asof-go").click()
-    WebDriverWait(browser, 30).until(lambda b: _as_of(b) == "2024-04-15T21:01:00Z")
+    _wait(browser, 30).until(lambda b: _as_of(b) == "2024-04-15T21:01:00Z")
     shown = _messages(browser)
     assert "I'm thinking about adopting a cat named Mochi." in shown and len(shown) == 18
     assert "Two weeks ago I finished my first 5k run!" not in shown
     browser.find_element(By.LINK_TEXT, "Now").click()
-    WebDriverWait(browser, 30).until(lambda b: _as_of(b) == "")
+    _wait(browser, 30).until(lambda b: _as_of(b) == "")
     assert len(_messages(browser)) == 19
 
 
@@ -141,7 +148,7 @@ def test_a_superseded_record_shows_what_replaced_it_and_when(browser: WebDriver,
     box = browser.find_element(By.ID, "asof-text")
     box.clear()
     box.send_keys("2024-01-15T00:00:00Z", Keys.ENTER)
-    WebDriverWait(browser, 30).until(lambda b: _as_of(b) == "2024-01-15T00:00:00Z")
+    _wait(browser, 30).until(lambda b: _as_of(b) == "2024-01-15T00:00:00Z")
     records = _texts(browser, "table.records tr.record")
     assert any("Omar lives in Lisbon" in r and "valid" in r for r in records), records
     assert not any("Porto" in r for r in records), records
@@ -154,7 +161,7 @@ def test_an_offset_in_the_text_box_cuts_the_log_there(browser: WebDriver, inspec
     box = browser.find_element(By.ID, "asof-text")
     box.clear()
     box.send_keys(f"offset:{offsets[2]}", Keys.ENTER)
-    WebDriverWait(browser, 30).until(lambda b: _as_of(b) == f"offset:{offsets[2]}")
+    _wait(browser, 30).until(lambda b: _as_of(b) == f"offset:{offsets[2]}")
     assert sorted(_messages(browser)) == sorted(
         ["I live in Lisbon and work as a chef.", "I moved to Porto last month, I live in Porto now."]
     )
@@ -204,12 +211,12 @@ def test_the_graph_recentres_on_a_neighbour(browser: WebDriver, inspector: Inspe
     neighbour = browser.find_element(By.CSS_SELECTOR, "table.edges tr.edge td:nth-child(3) a")
     label = neighbour.text
     neighbour.send_keys(Keys.ENTER)  # a real link: the keyboard follows it
-    WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "centre").text != centre)
+    _wait(browser, 30).until(lambda b: b.find_element(By.ID, "centre").text != centre)
     assert browser.find_element(By.ID, "centre").text == label
     assert centre in _texts(browser, "table.edges td a")  # the old centre is a neighbour of the new one
     find = browser.find_element(By.ID, "find")
     find.send_keys("Haidian", Keys.ENTER)
-    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "ul.found a"))
+    _wait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "ul.found a"))
     browser.find_element(By.CSS_SELECTOR, "ul.found a").click()
     assert "Haidian" in browser.find_element(By.ID, "centre").text
 
@@ -221,7 +228,7 @@ def test_the_query_playground_shows_route_cues_scores_paths_and_provenance(
     question = browser.find_element(By.ID, "q")
     question.send_keys("What food does Alice like?")
     browser.find_element(By.ID, "ask").click()
-    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "table.items"))
+    _wait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "table.items"))
     assert browser.find_element(By.ID, "route-name").text == "persona"
     assert "like" in browser.find_element(By.ID, "cues").text
     items = browser.find_elements(By.CSS_SELECTOR, "table.items tr.item")
@@ -233,16 +240,20 @@ def test_the_query_playground_shows_route_cues_scores_paths_and_provenance(
     assert "analyses" in first[6].text and "rules/" in first[6].text
     # a why-question walks the graph: its route and at least one item brought in by a path
     question = browser.find_element(By.ID, "q")
+    answered = browser.find_element(By.CSS_SELECTOR, "table.items")
     question.clear()
     question.send_keys("Why did Alice start working out?", Keys.ENTER)
-    WebDriverWait(browser, 60).until(lambda b: "Why" in (b.find_element(By.ID, "q").get_attribute("value") or ""))
+    # the box holds the new question at once; the answer is there once the page that showed the first is gone
+    _wait(browser, 60).until(staleness_of(answered))
+    _wait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "table.items"))
+    assert "Why" in (browser.find_element(By.ID, "q").get_attribute("value") or "")
     assert browser.find_element(By.ID, "route-name").text == "graph"
     assert "why" in browser.find_element(By.ID, "cues").text
     paths = _texts(browser, "table.items tr.item td:nth-child(6)")
     assert any("→" in p for p in paths), paths
     # full provenance of the first item: the messages, offsets and the analyzer's version
     browser.find_element(By.LINK_TEXT, "full provenance").click()
-    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "table.provenance"))
+    _wait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "table.provenance"))
     source = browser.find_element(By.CSS_SELECTOR, "table.provenance tr.source").text
     assert "analyses" in source and "messages" in source and "rules/" in source
 
@@ -262,7 +273,7 @@ def test_views_name_the_active_one_and_diff_another_by_layer(browser: WebDriver,
     assert row.startswith("main") and "active" in row and "read by this service" in row
     assert not browser.find_elements(By.ID, "diff")
     browser.find_element(By.LINK_TEXT, "compare with main").click()  # the reanalysis without an extractor
-    WebDriverWait(browser, 30).until(lambda b: "compare=g2" in b.current_url)
+    _wait(browser, 30).until(lambda b: "compare=g2" in b.current_url)
     assert browser.find_element(By.ID, "diff").text == "g2 against main, layer by layer"
     counts = {
         r[0]: r[1:]
@@ -286,7 +297,7 @@ def test_views_name_the_active_one_and_diff_another_by_layer(browser: WebDriver,
 def test_tabs_are_links_that_keep_the_point(browser: WebDriver, inspector: Inspector) -> None:
     _open(browser, inspector, "/ui/owners/alice/timeline?as_of=2024-03-12T00:00:00Z")
     browser.find_element(By.LINK_TEXT, "Persona").send_keys(Keys.ENTER)
-    WebDriverWait(browser, 30).until(lambda b: "/persona" in b.current_url)
+    _wait(browser, 30).until(lambda b: "/persona" in b.current_url)
     assert _as_of(browser) == "2024-03-12T00:00:00Z"
     current = browser.find_element(By.CSS_SELECTOR, "nav.tabs a[aria-current=page]").text
     assert current == "Persona"
@@ -322,7 +333,7 @@ def test_forget_asks_first_then_the_message_is_gone(browser: WebDriver, inspecto
     row = browser.find_element(By.XPATH, f"//table[contains(@class,'messages')]//tr[contains(., \"{mochi}\")]")
     row.find_element(By.LINK_TEXT, "Forget").click()
     browser.find_element(By.ID, "confirm-forget").click()
-    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "p.notice"))
+    _wait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "p.notice"))
     assert "Forgotten: the message" in browser.find_element(By.CSS_SELECTOR, "p.notice").text
     assert mochi not in _messages(browser) and len(_messages(browser)) == 18
     # gone from the API's answers too: it went through the same forget
@@ -333,7 +344,7 @@ def test_forget_asks_first_then_the_message_is_gone(browser: WebDriver, inspecto
     lisbon = _record(browser, "Omar lives in Lisbon")
     lisbon.find_element(By.LINK_TEXT, "Forget").click()
     browser.find_element(By.ID, "confirm-forget").click()
-    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "p.notice"))
+    _wait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "p.notice"))
     contents = _texts(browser, "table.records td.content")
     assert not any("Lisbon" in r for r in contents) and any(r.startswith("Omar lives in Porto") for r in contents)
     assert "I live in Lisbon and work as a chef." in _messages(browser)  # the message stays

@@ -14,6 +14,7 @@ BENCHMARKS = (
     "ingest",
     "replay",
     "replay_jobs",
+    "reanalysis_group",
     "latency",
     "concurrency",
     "metrics_overhead",

@@ -43,7 +43,17 @@ from adamem.streams.embedded_log import ENTRY_SCHEMA
 from adamem.streams.factory import open_log
 from adamem.streams.keys import InMemoryKeyRing
 from tests.conftest import REPO
-from tests.schemas.test_codec import ANALYSIS, CORRECTED, FORGOT, JAVA_HEADERS, MSG
+from tests.schemas.test_codec import (
+    ANALYSIS,
+    COMPRESSED,
+    CORRECTED,
+    FEEDBACK,
+    FORGOT,
+    GRANTED,
+    JAVA_HEADERS,
+    MSG,
+    READ,
+)
 from tests.streams.test_worker import _caught_up, _start_worker, _stop
 
 pytestmark = pytest.mark.kafka
@@ -74,8 +84,9 @@ CHANGED = MemoryChanged(
     ),
     view="r2",
 )
-EVENTS = (MSG, ANALYSIS, FORGOT, CORRECTED, CHANGED)
-"""One of every event type this project writes (the change feed's too), in the order Java is asked to decode them."""
+EVENTS = (MSG, ANALYSIS, FORGOT, CORRECTED, CHANGED, GRANTED, FEEDBACK, COMPRESSED, READ)
+"""One of every event type this project writes (the change feed's and the audit trail's too), in the order Java is
+asked to decode them."""
 
 
 def _sealed() -> list[tuple[str, bytes]]:

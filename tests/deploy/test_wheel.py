@@ -87,6 +87,9 @@ def test_the_wheel_holds_real_files_of_every_layer_and_no_results(wheel: Path) -
         assert f"adamem/{layer}/__init__.py" in infos, layer
     assert infos["adamem/streams/log.py"].file_size > 1000  # the module itself, not a link to it
     assert "adamem/schemas/chat_message.avsc" in infos and "adamem/samples/sample_conversation.jsonl" in infos
+    assert {f"adamem/packs/{name}.toml" for name in ("medical", "ecommerce", "customer-service", "education")} <= set(
+        infos
+    )  # the shipped domain packs, loadable by name
     assert not [n for n in infos if "/results/" in n or n.endswith((".png", ".json"))]
     assert not [n for n in infos if n.startswith(("adamem/bench/", "bench/"))]  # the benchmarks stay in the checkout
 

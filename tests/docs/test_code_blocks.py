@@ -156,6 +156,19 @@ def test_every_public_name_and_method_has_a_docstring() -> None:
     assert not missing
 
 
+def test_the_readme_three_lines_print_the_message_just_added(tmp_path: Path) -> None:
+    """The README's first example, run as printed in an empty folder: the answer's first item is the message."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## In three lines", 1)[1].split("\n## ", 1)[0]
+    [code] = re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
+    for _ in range(2):  # and run again in the same folder
+        done = subprocess.run(
+            [sys.executable, "-W", "error", "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "I moved to Lisbon last week.", done.stdout
+
+
 def test_the_readme_http_example_runs_as_printed(tmp_path: Path) -> None:
     """The README's shell blocks under "Over HTTP": a service in one terminal, a message and a question in another."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")

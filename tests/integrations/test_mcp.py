@@ -28,7 +28,7 @@ from adamem.settings import Settings
 from tests.api.conftest import ACME_KEY, GLOBEX_KEY, KEYS
 from tests.conftest import REPO, serving
 
-TOOLS = {"remember", "recall", "research", "as_of", "persona", "timeline", "forget"}
+TOOLS = {"remember", "recall", "research", "as_of", "persona", "timeline", "forget", "feedback"}
 
 
 def _text(result: Any) -> str:
@@ -37,7 +37,7 @@ def _text(result: Any) -> str:
 
 def _stdio(settings: Settings, tenant: str | None = None) -> StdioServerParameters:
     env = {
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}",  # this checkout's code, not an installed one
         "ADAMEM_STORE": settings.store_url,
         "ADAMEM_LOG": settings.log_url,
         "ADAMEM_FSYNC": "false",
@@ -111,6 +111,14 @@ async def test_stdio_remember_is_visible_on_return_and_forget_removes_it(built: 
         message = next(i for i in recalled.structured_content["items"] if "Brompton" in i["content"])
         event_id = message["provenance"][0]["message_event_id"]
         assert event_id == done.structured_content["event_ids"][0]
+
+        judged = {"user_id": "ines", "helped": [message["id"]], "unhelpful": []}
+        noted = await client.call_tool("feedback", judged)
+        assert not noted.is_error and noted.structured_content["visible"], _text(noted)
+        unknown = await client.call_tool("feedback", {**judged, "helped": ["no-such-item"]})
+        assert unknown.is_error and "no memory item 'no-such-item'" in _text(unknown), _text(unknown)
+        empty = await client.call_tool("feedback", {"user_id": "ines"})
+        assert empty.is_error and "at least one" in _text(empty), _text(empty)
 
         forgot = await client.call_tool("forget", {"user_id": "ines", "message_event_id": event_id})
         assert not forgot.is_error, _text(forgot)

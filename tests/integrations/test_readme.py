@@ -82,7 +82,7 @@ async def test_the_stdio_configuration_starts_a_working_server(demo: Path) -> No
     args = [a.replace("/home/me/adamem", str(demo)) for a in config["args"]]  # the user's own paths
     server = StdioServerParameters(command=ADAMEM, args=args, cwd=REPO, env=_env())
     async with Client(server, read_timeout_seconds=300) as client:
-        assert len((await client.list_tools()).tools) == 7
+        assert len((await client.list_tools()).tools) == 8
         answer = await client.call_tool("recall", {"user_id": "alice", "question": "What food does Alice like?"})
         assert not answer.is_error and "spicy" in answer.content[0].text
 

@@ -11,7 +11,7 @@ import pytest
 from adamem.projections.folds.rows import TABLES, MessageRow, Row
 from adamem.projections.folds.testing import fold, scenario
 from adamem.projections.store.base import TEXT_FIELDS
-from adamem.projections.store.lance_arrow import arrow_schema, row_tokens, rows_to_arrow
+from adamem.projections.store.lance_arrow import arrow_schema, row_from_dict, row_tokens, rows_from_arrow, rows_to_arrow
 from adamem.text import search_text
 
 DIM = 4
@@ -101,3 +101,18 @@ def test_vectors_read_from_the_log_are_written_from_their_kept_bytes() -> None:
         rows = [state.tables[table][i] for i in sorted(state.tables[table])]
         assert all(type(r.vector) is Float32Vector and r.vector.packed for r in rows)  # type: ignore[union-attr]
         assert rows_to_arrow(table, rows, arrow_schema(table, DIM)).equals(reference(table, rows, DIM))
+
+
+def test_a_table_made_before_the_utc_offset_column_reads_it_as_null(tmp_path: Any) -> None:
+    """A messages table of an older store (no ``utc_offset_minutes`` column) is written and read as it is."""
+    import lancedb
+
+    rows = scenario_rows()["messages"]
+    assert rows
+    old = pa.schema([f for f in arrow_schema("messages", DIM) if f.name != "utc_offset_minutes"])
+    table = lancedb.connect(str(tmp_path)).create_table("messages", schema=old)
+    table.add(rows_to_arrow("messages", [dataclasses.replace(r, utc_offset_minutes=480) for r in rows], old))  # type: ignore[type-var]
+    read = rows_from_arrow("messages", table.to_arrow())
+    assert sorted(read, key=lambda r: r.id) == sorted(rows, key=lambda r: r.id)
+    assert {r.utc_offset_minutes for r in read} == {None}  # type: ignore[union-attr]
+    assert row_from_dict("messages", table.to_arrow().to_pylist()[0]).utc_offset_minutes is None  # type: ignore[union-attr]

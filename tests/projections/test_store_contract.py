@@ -51,6 +51,9 @@ def make(cls: type[Row], **values: Any) -> Row:
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         hint = typing.get_type_hints(cls)[f.name]
         origin = typing.get_origin(hint)
+        if type(None) in typing.get_args(hint):  # optional: absent
+            defaults[f.name] = None
+            continue
         defaults[f.name] = {str: "", int: 0, float: 0.0, bool: False}.get(hint, () if origin is tuple else [])
     defaults.update(values)
     return cls(**defaults)
@@ -126,6 +129,18 @@ def test_rows_round_trip_exactly(store: MemoryStore) -> None:
     )
     assert store.rows("episodic", "default:小明") == [row]
     assert store.load_owner("default:小明").count(row) == 1
+
+
+def test_a_message_keeps_the_speakers_utc_offset(store: MemoryStore) -> None:
+    rows = [
+        dataclasses.replace(message("default:小明", "m1", "我周六去爬山了", (1.0, 0.0, 0.0)), utc_offset_minutes=480),  # type: ignore[type-var]
+        dataclasses.replace(message("default:小明", "m2", "I went hiking", (0.0, 1.0, 0.0)), utc_offset_minutes=-300),  # type: ignore[type-var]
+        message("default:小明", "m3", "no offset stated", (0.0, 0.0, 1.0)),
+    ]
+    _commit(store, "default:小明", [Upsert("messages", r) for r in rows], 1)
+    got = store.rows("messages", "default:小明")
+    assert got == rows
+    assert [r.utc_offset_minutes for r in got] == [480, -300, None]  # type: ignore[union-attr]
 
 
 def test_owners_are_isolated(store: MemoryStore) -> None:
@@ -823,6 +838,37 @@ def test_lancedb_erasure_leaves_no_token_of_a_deleted_row_in_the_full_text_index
     assert [h.row.id for h in store.text_search("messages", "default:alice", "gamma", 5)] == ["m3"]
 
 
+def test_a_bulk_store_indexes_its_few_files_as_written_and_erasure_still_rewrites_them(tmp_path: Path) -> None:
+    """A rebuild's ``optimize`` makes every index over the files it wrote, without rewriting them; a later
+    erasure rewrites files and indexes, and no word of the deleted row is left in the full-text index."""
+    root = tmp_path / "store"
+    store = LanceStore(str(root), optimize_every=0, view="r1", bulk=True)
+    store.bind(1)
+    words = ["alpha", "zanzibarquokka", "gamma"]
+    for n, word in enumerate(words, start=1):  # three commits: three files a table
+        store.commit(
+            0, [Upsert("messages", message("default:alice", f"m{n}", f"{word} words", (1.0, 0.0, 0.0)))], {"a": n}
+        )
+    store.optimize()
+    folder = root / "views" / "r1" / "p0" / "messages.lance"
+    table = lancedb.connect(str(folder.parent)).open_table("messages")
+    assert len(table.to_lance().get_fragments()) == len(words)  # not compacted
+    assert {ix.index_type for ix in table.list_indices()} >= {"FTS", "BTree"}
+    assert [h.row.id for h in store.text_search("messages", "default:alice", "zanzibarquokka", 5)] == ["m2"]
+
+    def tokens() -> set[bytes]:
+        return {t for path in lance_scan.index_token_files(folder) for t in lance_scan.index_tokens(path)}
+
+    assert b"zanzibarquokka" in tokens()
+    store.commit(0, [Delete("messages", "m2")], {"a": 4})
+    store.erase_history(0)
+    assert b"zanzibarquokka" not in tokens() and {b"alpha", b"gamma", b"word"} <= tokens()
+    assert [h.row.id for h in store.text_search("messages", "default:alice", "gamma", 5)] == ["m3"]
+    store.commit(0, [Delete("messages", "m1"), Delete("messages", "m3")], {"a": 5})
+    store.erase_history(0)
+    assert tokens() == set() and store.text_search("messages", "default:alice", "gamma", 5) == []
+
+
 # ---- fencing: one writer per shard at a time ------------------------------------------------------
 
 
@@ -1185,6 +1231,22 @@ def test_catalog_erasure_in_the_active_view_removes_the_other_views_and_a_rebuil
     live.commit(ALICE, [Delete("messages", "m1")], {"analyses": 2})
     assert live.erase_history(ALICE) == ["r1", "then"]
     assert catalog.views() == ["main"] and _texts(catalog.open_view(read_only=True)) == []
+
+
+def test_catalog_views_keep_their_rebuild_job_and_the_partitions_a_rebuild_erased_in(catalog: ViewCatalog) -> None:
+    _view_with(catalog, None, "live")
+    job = {"group": "t-rebuild-r1", "topic": "analyses", "targets": {"0": 3, "1": 0}, "until_time": None}
+    rebuild = catalog.open_view("r1", bulk=True, optimize_every=0)
+    rebuild.bind(PARTITIONS)
+    rebuild.record_rebuild_job(job)
+    reader = catalog.open_view("r1", read_only=True)
+    assert reader.rebuild_job() == {**job, "erased": []}
+    assert catalog.open_view("main", read_only=True).rebuild_job() == {}  # only the view it was recorded in
+    rebuild.commit(ALICE, _alice("kept"), {"analyses": 1})
+    rebuild.commit(ALICE, [Delete("messages", "m1")], {"analyses": 2})
+    rebuild.erase_history(ALICE)
+    assert catalog.open_view("r1", read_only=True).rebuild_job() == {**job, "erased": [ALICE]}
+    assert rebuild.checkpoint(ALICE) == {"analyses": 2}  # recording the job and the erasure commits nothing
 
 
 def test_catalog_views_keep_their_own_generation_and_checkpoints(catalog: ViewCatalog) -> None:

@@ -18,13 +18,18 @@ import pytest
 from adamem.errors import DecodeError, SchemaError, UnknownSchemaError
 from adamem.events import (
     Analyzer,
+    AnswerFeedback,
     ChatMessage,
     Embedding,
     ExtractedAttribute,
     ExtractedEvent,
     ExtractedFact,
+    GrantChanged,
+    JudgedItem,
+    MemoryCompressed,
     MemoryCorrected,
     MemoryForgotten,
+    MemoryRead,
     MessageAnalyzed,
     Speaker,
 )
@@ -41,6 +46,7 @@ MSG = ChatMessage(
     text="I moved from Shanghai to Beijing — 我喜欢吃辣的",
     occurred_at=1_709_542_800_000,
     metadata={"source": "test"},
+    utc_offset_minutes=480,
 )
 ANALYSIS = MessageAnalyzed(
     event_id="7d7f6c59-2a7e-5d5b-8d3e-1f2a3b4c5d6e",
@@ -62,32 +68,89 @@ CORRECTED = MemoryCorrected(
     "2b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10", "alice", "rec-1", "Alice lives in Tianjin", 1_709_543_000_000
 )
 
+GRANTED = GrantChanged(
+    "3b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10",
+    "alice",
+    "grant-1",
+    "granted",
+    1_709_543_100_000,
+    grantee_tenant="clinic",
+    layers=("episodic", "archive"),
+    topics=("health", "健康"),
+    scope_from=1_709_000_000_000,
+    include_sensitive=True,
+    expires_at=1_719_000_000_000,
+    reason="a new doctor",
+)
+READ = MemoryRead(
+    "4b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10",
+    "alice",
+    "grant-1",
+    "clinic",
+    "POST /v1/users/{user}/query",
+    1_709_543_200_000,
+    item_ids=(MSG.event_id, "rec-1"),
+)
+FEEDBACK = AnswerFeedback(
+    "4b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10",
+    "alice",
+    (JudgedItem("rec-1", "episodic", "fact", True), JudgedItem(MSG.event_id, "archive", "message", False)),
+    1_709_543_100_000,
+)
+COMPRESSED = MemoryCompressed(
+    "5b6f8f64-4c59-4f55-9a40-3f0e5a7f1a10",
+    "alice",
+    "running",
+    "March–May 2024: running, 5 times (about every 2 weeks)",
+    ("rec-1", "rec-2"),
+    (MSG.event_id,),
+    1_709_000_000_000,
+    1_709_543_000_000,
+    1_709_543_000_000,
+    "rules",
+    "1",
+    vector=(0.5, -0.25),
+    embedding_model="e5",
+)
+EVERY_EVENT = [MSG, ANALYSIS, FORGOT, CORRECTED, GRANTED, FEEDBACK, COMPRESSED, READ]
+
 
 # The headers Avro's Java BinaryMessageEncoder (1.12.2) writes for the current schemas: C3 01 and
 # SchemaNormalization.parsingFingerprint64 in little-endian order. tests/conformance/test_java.py
 # checks them against Java itself.
-JAVA_HEADERS = {  # ChatMessage and MessageAnalyzed with their `sealed` fields (issue 14)
-    ChatMessage.SCHEMA: "c3 01 e4 9d 78 78 83 35 b6 04",  # parsingFingerprint64 = 0x04b6358378789de4
-    MessageAnalyzed.SCHEMA: "c3 01 cd e0 84 ff e6 37 86 bc",  # 0xbc8637e6ff84e0cd
+JAVA_HEADERS = {  # ChatMessage (and MessageAnalyzed, which carries it) with `sealed` and `utc_offset_minutes`
+    ChatMessage.SCHEMA: "c3 01 1e dd 8e e6 b4 4b 91 13",  # parsingFingerprint64 = 0x13914bb4e68edd1e
+    MessageAnalyzed.SCHEMA: "c3 01 7b ff 90 4c 87 bd 18 79",  # 0x7918bd874c90ff7b
     MemoryForgotten.SCHEMA: "c3 01 e4 b6 a4 fa 4b ea 06 a1",  # 0xa106ea4bfaa4b6e4
     MemoryCorrected.SCHEMA: "c3 01 bd 01 da 2a 7d 64 73 6b",  # 0x6b73647d2ada01bd
+    GrantChanged.SCHEMA: "c3 01 8e 74 06 da 85 55 52 d9",  # 0xd9525585da06748e
+    MemoryRead.SCHEMA: "c3 01 de 9e 2b 36 ce 7a 2b db",  # 0xdb2b7ace362b9ede
+    AnswerFeedback.SCHEMA: "c3 01 33 a9 da 3c 29 dd 65 7b",  # 0x7b65dd293cdaa933
+    MemoryCompressed.SCHEMA: "c3 01 4e 96 e0 2c fa 21 fa 8b",  # 0x8bfa21fa2ce0964e
 }
 # Before the `sealed` fields: still read, from schemas/history/, never written.
 V1_HEADERS = {
     ChatMessage.SCHEMA: "c3 01 d2 dc c6 4a e1 b2 5b 36",  # 0x365bb2e14ac6dcd2
     MessageAnalyzed.SCHEMA: "c3 01 8e 73 09 29 a9 53 ca 59",  # 0x59ca53a92909738e
 }
+# With `sealed`, before `utc_offset_minutes`: still read, from schemas/history/*.v2.avsc, never written.
+V2_HEADERS = {
+    ChatMessage.SCHEMA: "c3 01 e4 9d 78 78 83 35 b6 04",  # 0x04b6358378789de4
+    MessageAnalyzed.SCHEMA: "c3 01 cd e0 84 ff e6 37 86 bc",  # 0xbc8637e6ff84e0cd
+}
 
 
-@pytest.mark.parametrize("event", [MSG, ANALYSIS, FORGOT, CORRECTED], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("event", EVERY_EVENT, ids=lambda e: type(e).__name__)
 def test_every_event_round_trips(event: object) -> None:
     data = encode_event(event)  # type: ignore[arg-type]
     assert data[:2] == MAGIC
     assert struct.unpack("<Q", data[2:10])[0] == default_registry().fingerprint(event.SCHEMA)  # type: ignore[attr-defined]
-    assert decode_event(data) == event
+    assert decode_as(data, type(event)) == event  # type: ignore[type-var]
+    if not isinstance(event, MemoryRead):  # the audit trail is read as what it is, never as a loggable event
+        assert decode_event(data) == event
 
 
-@pytest.mark.parametrize("event", [MSG, ANALYSIS, FORGOT, CORRECTED], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("event", EVERY_EVENT, ids=lambda e: type(e).__name__)
 def test_the_header_is_the_one_java_writes(event: object) -> None:
     data = encode_event(event)  # type: ignore[arg-type]
     assert data[:10].hex(" ") == JAVA_HEADERS[event.SCHEMA]  # type: ignore[attr-defined]
@@ -110,7 +173,7 @@ def test_fingerprint_agrees_with_apache_avro() -> None:
     assert registry.encode(ChatMessage.SCHEMA, MSG.to_record())[:10] == MAGIC + theirs
 
 
-@pytest.mark.parametrize("event", [MSG, ANALYSIS, FORGOT, CORRECTED], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("event", EVERY_EVENT, ids=lambda e: type(e).__name__)
 def test_apache_avro_decodes_our_bodies_from_the_avsc_files_alone(event: object) -> None:
     names = avro.schema.Names()
     schemas = {}
@@ -154,6 +217,24 @@ def test_newer_reader_reads_older_writer_with_default() -> None:
     assert name == "adamem.events.ChatMessage"
     assert record["metadata"] == {}  # filled from the reader schema's default
     assert record["text"] == MSG.text
+
+
+@pytest.mark.parametrize("event", [MSG, ANALYSIS], ids=lambda e: type(e).__name__)
+def test_events_written_before_the_utc_offset_read_as_utc(event: ChatMessage | MessageAnalyzed) -> None:
+    """A writer of the schemas in history/*.v2.avsc (no ``utc_offset_minutes``) is resolved: the offset reads None."""
+    writer = SchemaRegistry()
+    stem = "chat_message" if isinstance(event, ChatMessage) else "message_analyzed"
+    writer.register(json.loads((SCHEMA_DIR / "history" / f"{stem}.v2.avsc").read_text()))
+    record = event.to_record()
+    message = record if isinstance(event, ChatMessage) else record["message"]
+    assert message.pop("utc_offset_minutes") == 480
+    old = writer.encode(event.SCHEMA, record)
+    assert old[:10].hex(" ") == V2_HEADERS[event.SCHEMA]
+    decoded = decode_event(old)
+    message_read = decoded if isinstance(decoded, ChatMessage) else decoded.message  # type: ignore[union-attr]
+    assert isinstance(message_read, ChatMessage)
+    assert message_read.utc_offset_minutes is None
+    assert dataclasses.replace(message_read, utc_offset_minutes=480) == MSG
 
 
 def test_upcaster_lifts_old_versions() -> None:
@@ -297,7 +378,7 @@ def test_a_body_cut_inside_the_vector_is_a_typed_error(cut: int) -> None:
         decode_event(data + b"\x00\x00")
 
 
-@pytest.mark.parametrize("event", [MSG, ANALYSIS, FORGOT, CORRECTED], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("event", EVERY_EVENT, ids=lambda e: type(e).__name__)
 def test_every_event_decodes_as_fastavro_reads_it(event: object) -> None:
     data = encode_event(event)  # type: ignore[arg-type]
     _, record = default_registry().decode(data)
@@ -316,3 +397,38 @@ def test_uuid_fields_come_back_as_canonical_text_and_bad_ones_are_refused() -> N
     assert record["message"]["event_id"] == MSG.event_id
     with pytest.raises(DecodeError, match="badly formed"):
         registry.decode(registry.encode(ChatMessage.SCHEMA, MSG.to_record() | {"event_id": "not-a-uuid"}))
+
+
+def _plain(value: object) -> object:
+    """A decoded value with Apache Avro's and this codec's representations made alike (UUIDs as text, lists)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+@pytest.mark.parametrize("stem", ["chat_message.v1", "chat_message.v2", "message_analyzed.v1", "message_analyzed.v2"])
+def test_an_older_writer_reads_as_apache_avro_resolves_it(stem: str) -> None:
+    """The retired schemas differ from the current ones by added fields with defaults: their bodies are read
+    with the writer's schema and the defaults filled in (the fast path), and come out as Apache Avro's
+    resolution of writer against reader gives them."""
+    old = json.loads((SCHEMA_DIR / "history" / f"{stem}.avsc").read_text())
+    event = MSG if stem.startswith("chat") else ANALYSIS
+    writer = SchemaRegistry()
+    writer.register(old)
+    data = writer.encode(event.SCHEMA, event.to_record())
+    name, ours = default_registry().decode(data)
+    names = avro.schema.Names()  # the current schemas, MessageAnalyzed naming ChatMessage
+    reader = avro.schema.make_avsc_object(json.loads((SCHEMA_DIR / "chat_message.avsc").read_text()), names)
+    if stem.startswith("message_analyzed"):
+        reader = avro.schema.make_avsc_object(json.loads((SCHEMA_DIR / "message_analyzed.avsc").read_text()), names)
+    theirs = avro.io.DatumReader(avro.schema.parse(json.dumps(old)), reader).read(
+        avro.io.BinaryDecoder(io.BytesIO(data[10:]))
+    )
+    assert name == event.SCHEMA
+    assert _plain(ours) == _plain(theirs)
+    message = ours if stem.startswith("chat") else ours["message"]
+    assert message["utc_offset_minutes"] is None and message["sealed"] is None

@@ -27,7 +27,7 @@ from adamem.streams.publish import publish_messages
 from adamem.streams.replay import rebuild_view
 from adamem.streams.worker import create_app
 from tests.streams.test_pipeline import SAMPLE, _log, agent
-from tests.streams.test_worker import _capture, faust_apps  # noqa: F401  (a fixture)
+from tests.streams.test_worker import _capture, assign_analyses, faust_apps  # noqa: F401  (a fixture)
 
 
 async def published(log: EventLog, settings: Settings) -> list[tuple[int, str, MemoryChanged]]:
@@ -158,6 +158,7 @@ async def test_the_faust_worker_sends_the_feed_of_each_committed_batch(
     faust_apps.append(app)
     sent: list[dict[str, Any]] = []
     _capture(app.adamem_topics["changes"], sent)  # type: ignore[attr-defined]
+    await assign_analyses(app, settings, 0)
     async with app.adamem_agents["project"].test_context() as p:  # type: ignore[attr-defined]
         for value in values:
             await p.put(value, key=b"alice", partition=0)

@@ -388,7 +388,8 @@ def test_check_lists_every_partition_and_what_downstream_saw(
         line = f"ok       {PREFIX}.{kind}/00000.avro: {records} record(s), next offset {built.ends[kind]} (checksummed)"
         assert line in out, out
     assert "the checkpoints of the store at" in out
-    assert "5 partition(s), all verified" in out  # messages, analyses, control, dead letters, the change feed
+    # messages, analyses, control, dead letters, the change feed, the audit trail of reads under grants
+    assert "6 partition(s), all verified" in out
     assert main(["log", "check", "--log", "kafka://127.0.0.1:9092"]) == 2
     assert "for the embedded log" in capsys.readouterr().err
 

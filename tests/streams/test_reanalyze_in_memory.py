@@ -14,6 +14,7 @@ from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.errors import StoreError
 from adamem.ingest import load_messages
+from adamem.projections.folds.rows import MessageRow
 from adamem.projections.projector import Projector
 from adamem.projections.store import ViewCatalog
 from adamem.projections.store.memory import InMemoryStore
@@ -81,3 +82,20 @@ async def test_a_reanalysis_is_projected_into_a_view_beside_the_active_one_then_
         await switch_to(settings, views, "nope")
     with pytest.raises(StoreError):
         await reanalyze(settings, views, extractor="none", view="g2")
+
+
+async def test_other_domain_packs_are_a_reanalysis_into_a_generation_that_records_them(settings: Settings) -> None:
+    views = await _built(settings)
+    assert "packs" not in (views.open_view(read_only=True).generation() or {})
+    report = await reanalyze(settings, views, packs="*:medical+customer-service")
+    record = view_generations(views)[report.view]
+    assert (record["name"], record["packs"]) == ("g2", "*:medical+customer-service")
+    assert len(record["packs_digest"]) == 64 and '"name":"medical"' in record["packs_content"]
+    resolved = resolve(settings, views.open_view(report.view, read_only=True))
+    assert resolved.packs == "*:medical+customer-service" and resolved.packs_record == record["packs_content"]
+    # the new generation's analyses carry the packs' version; the active one's do not
+    new_rows = store_rows(views.open_view(report.view, read_only=True), {"messages"})
+    old_rows = store_rows(views.open_view("main", read_only=True), {"messages"})
+    version = f"{RuleExtractor.version}+packs.{record['packs_digest'][:12]}"
+    assert {r.analyzer for r in new_rows if isinstance(r, MessageRow)} == {f"rules/{version}"}
+    assert {r.analyzer for r in old_rows if isinstance(r, MessageRow)} == {f"rules/{RuleExtractor.version}"}

@@ -190,3 +190,52 @@ async def test_queries_during_a_rebuild_see_a_whole_view(settings: Settings, tmp
     assert len(seen) > 3 and set(seen) == {expected}  # the old view, then the equal new one: never partial
     assert diff_stores(LanceStore(root, read_only=True, view="main"), LanceStore(root, read_only=True)) == []
     await log.stop()
+
+
+async def test_a_full_replay_reproduces_grants_and_a_revoked_one_stays_revoked(
+    settings: Settings, tmp_path: Path
+) -> None:
+    from adamem.events import GrantChanged, grant_event_id
+    from adamem.projections.folds.rows import GrantRow
+
+    def change(grant_id: str, action: str, at: int, **scope: object) -> OutgoingRecord:
+        event = GrantChanged(
+            grant_event_id("default", "alice", action, grant_id),
+            "alice",
+            grant_id,
+            action,  # type: ignore[arg-type]
+            at,
+            **scope,  # type: ignore[arg-type]
+        )
+        return OutgoingRecord("alice", encode_event(event))
+
+    log = open_log(str(tmp_path / "log"), settings)
+    await log.start()
+    await publish_messages(log, load_messages(SAMPLE, settings), settings)
+    await log.append(
+        settings.topic("control"),
+        [
+            change(
+                "kept", "granted", 1_709_000_000_000, grantee_tenant="clinic", layers=("episodic",), topics=("健康",)
+            ),
+            change("kept", "confirmed", 1_709_000_001_000),
+            change("gone", "granted", 1_709_000_002_000, grantee_tenant="shop", layers=("persona",)),
+            change("gone", "confirmed", 1_709_000_003_000),
+            change("gone", "revoked", 1_709_000_004_000),
+            change("gone", "confirmed", 1_709_000_005_000),  # a confirmation after the revocation changes nothing
+        ],
+    )
+    root = str(tmp_path / "store")
+    await run_pipeline(log, Projector(LanceStore(root)), agent(), settings)
+
+    def grants() -> dict[str, tuple[str, list[str]]]:
+        store = LanceStore(root, read_only=True)
+        rows = [r for r in store.rows("grants", "default:alice") if isinstance(r, GrantRow)]
+        return {r.grant_id: (r.status, r.topics) for r in rows}
+
+    live = grants()
+    assert live == {"kept": ("active", ["健康"]), "gone": ("revoked", [])}
+    report = await rebuild_view(log, root, settings, verify=True)
+    assert report.verified is True and report.diffs == [] and report.switched
+    assert grants() == live
+    await log.stop()

@@ -56,6 +56,11 @@ def agent() -> MemoryAgent:
     return MemoryAgent(RuleExtractor(), _embedder())
 
 
+async def assign_analyses(app: Any, settings: Settings, *partitions: int) -> None:
+    """Assign the app's worker these analyses partitions, as Faust's rebalance does before it delivers any."""
+    await app.adamem_state.assigned(None, [TP(settings.topic("analyses"), p) for p in partitions])
+
+
 def _capture(topic: Any, sink: list[dict[str, Any]]) -> None:
     async def send(**kwargs: Any) -> asyncio.Future[None]:
         sink.append(kwargs)
@@ -278,6 +283,7 @@ async def test_project_agent_folds_into_the_store(settings: Settings, tmp_path: 
     app = create_app(settings, "127.0.0.1:1", agent, lambda: Projector(store, feed=False), within_s=0.1)
     app.finalize()
     faust_apps.append(app)
+    await assign_analyses(app, settings, 0)
     analyses = agent().analyze(load_messages(SAMPLE, settings))
     async with app.adamem_agents["project"].test_context() as p:  # type: ignore[attr-defined]
         for a in analyses:
@@ -319,6 +325,7 @@ async def test_project_agent_folds_again_a_batch_refused_while_it_still_owns_the
     app = create_app(settings, "127.0.0.1:1", agent, lambda: Projector(store, feed=False), within_s=0.1)
     app.finalize()
     faust_apps.append(app)
+    await assign_analyses(app, settings, 0)
     analyses = agent().analyze(load_messages(SAMPLE, settings))
     real_commit = lance._Shard.commit
     refused: list[int] = []
@@ -657,6 +664,7 @@ async def test_project_agent_dead_letters_garbage_once_across_a_crash(
         faust_apps.append(app)
         _capture(app.adamem_topics["deadletter"], dead)  # type: ignore[attr-defined]
         _capture(app.adamem_topics["changes"], [])  # type: ignore[attr-defined]  # else Faust's producer, never closed
+        await assign_analyses(app, settings, 0)
         async with app.adamem_agents["project"].test_context() as p:  # type: ignore[attr-defined]
             for value in values:
                 await p.put(value, key=b"alice", partition=0)

@@ -8,6 +8,7 @@ from adamem.analysis import Embedder, Extraction, Extractor
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import ConfigError
 from adamem.events import ChatMessage
+from adamem.packs import PackSelection
 from adamem.settings import Settings
 
 __all__ = ["NoExtractor", "build_agent", "build_embedder", "build_extractor"]
@@ -41,7 +42,18 @@ def _plugin(spec: str) -> Extractor:
 
 
 def build_extractor(settings: Settings) -> Extractor:
-    """The extractor named by ``ADAMEM_EXTRACTOR``: rules, openai, none, or ``package.module:factory``."""
+    """The extractor named by ``ADAMEM_EXTRACTOR`` (rules, openai, none, ``package.module:factory``), with the
+    settings' domain packs (``adamem.packs``) around it when any tenant has some."""
+    extractor = _base_extractor(settings)
+    selection = PackSelection.chosen(settings.packs, settings.packs_record)
+    if not selection.by_tenant:
+        return extractor
+    from adamem.analysis.packs import PackExtractor
+
+    return PackExtractor(extractor, selection)
+
+
+def _base_extractor(settings: Settings) -> Extractor:
     if settings.extractor == "none":
         return NoExtractor()
     if ":" in settings.extractor and not settings.extractor.startswith(":"):

@@ -25,11 +25,11 @@ from adamem.analysis.llm_schema import EXTRACTION_SCHEMA, SYSTEM_PROMPT, parse_e
 from adamem.errors import MalformedModelAnswer, ModelUnavailable
 from adamem.events import ChatMessage
 
-__all__ = ["OpenAICompatibleEmbedder", "OpenAICompatibleExtractor"]
+__all__ = ["ChatEndpoint", "OpenAICompatibleEmbedder", "OpenAICompatibleExtractor"]
 
 
-class _Endpoint:
-    """POSTs JSON to one OpenAI-compatible endpoint with retries; shared by the extractor and embedder."""
+class ChatEndpoint:
+    """POSTs JSON to one OpenAI-compatible endpoint with retries (the extractor, the embedder, the compressor)."""
 
     def __init__(self, base_url: str, api_key: str | None, timeout_s: float, retries: int, backoff_s: float) -> None:
         self.base_url = base_url.rstrip("/")
@@ -116,7 +116,7 @@ class OpenAICompatibleExtractor:
     ) -> None:
         self.model = model
         self.temperature = temperature
-        self._endpoint = _Endpoint(base_url, api_key, timeout_s, retries, backoff_s)
+        self._endpoint = ChatEndpoint(base_url, api_key, timeout_s, retries, backoff_s)
 
     def extract(self, message: ChatMessage) -> Extraction:
         """Ask the model for the analysis of one message and validate its JSON answer."""
@@ -184,7 +184,7 @@ class OpenAICompatibleEmbedder:
         self.name = f"openai:{model}"
         self.dim = dim
         self.batch_size = max(1, batch_size)
-        self._endpoint = _Endpoint(base_url, api_key, timeout_s, retries, backoff_s)
+        self._endpoint = ChatEndpoint(base_url, api_key, timeout_s, retries, backoff_s)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector of ``dim`` floats per text, in order."""

@@ -95,10 +95,12 @@ SYSTEM_PROMPT = (
 
 
 def user_prompt(message: ChatMessage) -> str:
-    """The user turn sent to the model for one message."""
+    """The user turn sent to the model for one message (its time on the speaker's clock when the message stated it)."""
+    offset = message.utc_offset_minutes
+    clock = "UTC" if offset is None else "the speaker's local time"
     return (
         f"Speaker: {message.speaker.name} (role: {message.speaker.role})\n"
-        f"Message time (UTC): {ms_to_iso(message.occurred_at)}\n"
+        f"Message time ({clock}): {ms_to_iso(message.occurred_at, offset)}\n"
         f"Message:\n{message.text}"
     )
 

@@ -7,8 +7,9 @@ the dialog act and certainty, then reads first-person statements into attributes
 (``lexicon``). Questions yield no attributes, facts or events. Hedged sentences ("maybe", 可能,
 "probably", 大概) scale confidences by 0.7 (possible) or 0.55 (guess).
 
-The speaker's local day for time expressions comes from the optional message metadata
-``utc_offset`` ("+08:00", "-0530" or minutes); without it days are UTC days.
+The speaker's local day for time expressions comes from the offset the message's time stated
+(``ChatMessage.utc_offset_minutes``), else from the optional message metadata ``utc_offset``
+("+08:00", "-0530" or minutes); without either days are UTC days.
 """
 
 from __future__ import annotations
@@ -202,7 +203,8 @@ class RuleExtractor:
         """Analyse one message; the same message always gives the same ``Extraction``."""
         text = message.text.replace("’", "'").replace("‘", "'")
         name = message.speaker.name
-        offset = _utc_offset(message.metadata)
+        stated = message.utc_offset_minutes
+        offset = _utc_offset(message.metadata) if stated is None else stated
         sentences = split_sentences(text)
         acts: list[str] = []
         certainties: list[str] = []

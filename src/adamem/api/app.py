@@ -1,7 +1,8 @@
 """The FastAPI application of the query service: its routers, error answers, body limit and lifespan.
 
 Routes (``api.routes``): query, research, list memory, provenance (``reads``); publish, and wait
-for what was published (``writes``); health; the owner's change feed (``api.changes``); the memory
+for what was published (``writes``); grants of read access to another tenant, their audit trail
+(``grants``; reads under a grant: ``api.sharing``); health; the owner's change feed (``api.changes``); the memory
 inspector's HTML pages under ``/ui`` (``ui``). They share one ``api.service.Service``: settings,
 retriever, log, tenant keys and the write path.
 
@@ -31,6 +32,7 @@ from adamem.api.changes import changes_router
 from adamem.api.errors import install_handlers, responses
 from adamem.api.metrics import instrument
 from adamem.api.models import MAX_BODY
+from adamem.api.routes.grants import grants_router
 from adamem.api.routes.health import health_router
 from adamem.api.routes.reads import reads_router
 from adamem.api.routes.ui import ui_router
@@ -105,6 +107,7 @@ def create_app(
     install_handlers(app)
     app.include_router(reads_router(service))
     app.include_router(writes_router(service))
+    app.include_router(grants_router(service))
     app.include_router(health_router(service))
     app.include_router(
         changes_router(settings, log_, service.owner_of, responses(*service.keyed_errors, 403, 422, 500, 503))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -82,6 +83,31 @@ def _forget_body(item: str | None, message: str | None, everything: bool, reason
         body["everything"] = True
     if reason:
         body["reason"] = reason
+    return body
+
+
+def _grant_body(
+    grantee_tenant: str,
+    layers: Sequence[str],
+    topics: Sequence[str],
+    start: str | int | None,
+    until: str | int | None,
+    include_sensitive: bool,
+    expires_at: str | int | None,
+    reason: str,
+    wait_ms: int,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "grantee_tenant": grantee_tenant,
+        "layers": list(layers),
+        "topics": list(topics),
+        "include_sensitive": include_sensitive,
+        "reason": reason,
+        "wait_ms": wait_ms,
+    }
+    for name, value in (("from", start), ("until", until), ("expires_at", expires_at)):
+        if value is not None:
+            body[name] = value
     return body
 
 
@@ -261,6 +287,48 @@ class MemoryClient:
         body = _forget_body(item, message, everything, reason, wait_ms)
         return _check(self._send("POST", f"/v1/users/{user}/forget", json=body))
 
+    def feedback(
+        self, user: str, *, helped: Sequence[str] = (), unhelpful: Sequence[str] = (), wait_ms: int = 5_000
+    ) -> Any:
+        """Say which items of an answer (their ``id``) helped and which did not; answered once folded, with the
+        owner's ``answer_style`` (404 for an item the owner's memory does not hold)."""
+        body = {"helped": list(helped), "unhelpful": list(unhelpful), "wait_ms": wait_ms}
+        return _check(self._send("POST", f"/v1/users/{user}/feedback", json=body))
+
+    def grant(
+        self,
+        user: str,
+        grantee_tenant: str,
+        layers: Sequence[str],
+        *,
+        topics: Sequence[str] = (),
+        start: str | int | None = None,
+        until: str | int | None = None,
+        include_sensitive: bool = False,
+        expires_at: str | int | None = None,
+        reason: str = "",
+        wait_ms: int = 5_000,
+    ) -> Any:
+        """Grant another tenant read access to a scope of ``user``'s memory; the grant is pending until confirmed."""
+        body = _grant_body(grantee_tenant, layers, topics, start, until, include_sensitive, expires_at, reason, wait_ms)
+        return _check(self._send("POST", f"/v1/users/{user}/grants", json=body))
+
+    def confirm_grant(self, user: str, grant_id: str, wait_ms: int = 5_000) -> Any:
+        """Confirm a pending grant: from then on it gives access."""
+        return _check(self._send("POST", f"/v1/users/{user}/grants/{grant_id}/confirm", json={"wait_ms": wait_ms}))
+
+    def revoke_grant(self, user: str, grant_id: str, wait_ms: int = 5_000) -> Any:
+        """Revoke a grant: the next read under it is refused."""
+        return _check(self._send("DELETE", f"/v1/users/{user}/grants/{grant_id}", json={"wait_ms": wait_ms}))
+
+    def grants(self, user: str) -> Any:
+        """The grants of ``user``'s memory: pending, active and revoked."""
+        return _check(self._send("GET", f"/v1/users/{user}/grants"))
+
+    def audit(self, user: str) -> Any:
+        """Every read of ``user``'s memory under a grant: grant, grantee, route, item ids, time."""
+        return _check(self._send("GET", f"/v1/users/{user}/audit"))
+
     def publish(self, messages: list[dict[str, Any]]) -> Any:
         """Publish messages to the log (``POST /v1/messages``); the answer's ``positions`` say where."""
         return _check(self._send("POST", "/v1/messages", json={"messages": messages}))
@@ -382,6 +450,49 @@ class AsyncMemoryClient:
         """Forget one memory item, one message or the whole owner (see ``MemoryClient.forget``)."""
         body = _forget_body(item, message, everything, reason, wait_ms)
         return _check(await self._send("POST", f"/v1/users/{user}/forget", json=body))
+
+    async def feedback(
+        self, user: str, *, helped: Sequence[str] = (), unhelpful: Sequence[str] = (), wait_ms: int = 5_000
+    ) -> Any:
+        """Say which items of an answer helped and which did not (see ``MemoryClient.feedback``)."""
+        body = {"helped": list(helped), "unhelpful": list(unhelpful), "wait_ms": wait_ms}
+        return _check(await self._send("POST", f"/v1/users/{user}/feedback", json=body))
+
+    async def grant(
+        self,
+        user: str,
+        grantee_tenant: str,
+        layers: Sequence[str],
+        *,
+        topics: Sequence[str] = (),
+        start: str | int | None = None,
+        until: str | int | None = None,
+        include_sensitive: bool = False,
+        expires_at: str | int | None = None,
+        reason: str = "",
+        wait_ms: int = 5_000,
+    ) -> Any:
+        """Grant another tenant read access to a scope of ``user``'s memory; the grant is pending until confirmed."""
+        body = _grant_body(grantee_tenant, layers, topics, start, until, include_sensitive, expires_at, reason, wait_ms)
+        return _check(await self._send("POST", f"/v1/users/{user}/grants", json=body))
+
+    async def confirm_grant(self, user: str, grant_id: str, wait_ms: int = 5_000) -> Any:
+        """Confirm a pending grant: from then on it gives access."""
+        return _check(
+            await self._send("POST", f"/v1/users/{user}/grants/{grant_id}/confirm", json={"wait_ms": wait_ms})
+        )
+
+    async def revoke_grant(self, user: str, grant_id: str, wait_ms: int = 5_000) -> Any:
+        """Revoke a grant: the next read under it is refused."""
+        return _check(await self._send("DELETE", f"/v1/users/{user}/grants/{grant_id}", json={"wait_ms": wait_ms}))
+
+    async def grants(self, user: str) -> Any:
+        """The grants of ``user``'s memory: pending, active and revoked."""
+        return _check(await self._send("GET", f"/v1/users/{user}/grants"))
+
+    async def audit(self, user: str) -> Any:
+        """Every read of ``user``'s memory under a grant: grant, grantee, route, item ids, time."""
+        return _check(await self._send("GET", f"/v1/users/{user}/audit"))
 
     async def publish(self, messages: list[dict[str, Any]]) -> Any:
         """Publish messages to the log; the answer's ``positions`` say where."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 import email.message
 import http
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
 from adamem.api.models import MAX_BODY, ErrorBody, ErrorKind
 from adamem.errors import AdaMemError
@@ -68,6 +69,16 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorBody, "description": meaning[s]} for s in statuses}
 
 
+def _leaves(routes: Iterable[Any]) -> Iterator[BaseRoute]:
+    """The routes of an app, those of included routers too (the service includes them without a prefix)."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from _leaves(included.routes)
+        elif isinstance(route, BaseRoute):
+            yield route
+
+
 def install_handlers(app: FastAPI) -> None:
     """Answer every error raised in ``app`` in the one shape."""
 
@@ -110,7 +121,17 @@ def install_handlers(app: FastAPI) -> None:
         if status == 404:
             detail = f"no such path: {request.url.path}"
         elif status == 405:
-            detail = f"{request.method} is not allowed here; allowed: {(exc.headers or {}).get('Allow', '')}"
+            # The router names the methods of the first route on the path only; a path served by
+            # several routes (GET and POST of /v1/users/{user}/grants) allows the methods of them all.
+            methods = {
+                method
+                for route in _leaves(request.app.router.routes)
+                if route.matches(request.scope)[0] is not Match.NONE
+                for method in getattr(route, "methods", None) or ()
+            }
+            headers = {**(exc.headers or {}), "Allow": ", ".join(sorted(methods))} if methods else exc.headers
+            detail = f"{request.method} is not allowed here; allowed: {(headers or {}).get('Allow', '')}"
+            return error_answer(status, kind, detail, headers)
         return error_answer(status, kind, detail, exc.headers)
 
     @app.exception_handler(AdaMemError)

@@ -36,6 +36,8 @@ __all__ = [
     "AsOfBody",
     "ErrorBody",
     "ErrorKind",
+    "FeedbackAnswer",
+    "FeedbackBody",
     "ForgetAnswer",
     "ForgetBody",
     "HealthAnswer",
@@ -50,6 +52,7 @@ __all__ = [
     "WaitBody",
     "publish_body",
     "to_millis",
+    "utc_offset_of",
 ]
 
 # The times ISO-8601 writes with a four-digit year: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z,
@@ -180,6 +183,19 @@ def to_millis(value: int | str) -> int:
     return value if isinstance(value, int) else _parse_rfc3339(value)
 
 
+def utc_offset_of(value: int | str) -> int | None:
+    """The UTC offset in minutes a validated ``Time`` states: ``Z`` 0, ``+08:00`` 480; None for milliseconds
+    and for RFC 3339's "local offset unknown" ``-00:00``."""
+    m = _RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if m is None:
+        return None
+    sign, hours, minutes = m.group(8), m.group(9), m.group(10)
+    if sign is None:
+        return 0
+    offset = int(hours) * 60 + int(minutes)
+    return None if sign == "-" and offset == 0 else offset if sign == "+" else -offset
+
+
 def _no_null(schema: dict[str, Any]) -> None:
     """The field may be absent but not null: drop the null branch and the null default from its schema."""
     schema.pop("default", None)
@@ -297,6 +313,66 @@ class ForgetAnswer(BaseModel):
     scope: Literal["item", "message", "user"] = Field(..., description="What was forgotten.")
     positions: list[LogPosition] = Field(..., description="Where the control event was appended.")
     visible: Literal[True] = Field(..., description="Always true: otherwise the answer is 409 not_visible.")
+    waited_ms: float = Field(..., description="How long the service waited, in milliseconds.")
+
+
+ItemId = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class FeedbackBody(BaseModel):
+    """Which items of an answer helped and which did not (ids from the answer's items)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [{"helped": ["<an item id>"], "unhelpful": ["<another item id>"]}],
+            # at least one item, in either list
+            "anyOf": [
+                {"required": ["helped"], "properties": {"helped": {"minItems": 1}}},
+                {"required": ["unhelpful"], "properties": {"unhelpful": {"minItems": 1}}},
+            ],
+        },
+    )
+
+    helped: list[ItemId] = Field(
+        [], max_length=100, json_schema_extra={"uniqueItems": True}, description="Ids of answer items that helped."
+    )
+    unhelpful: list[ItemId] = Field(
+        [],
+        max_length=100,
+        json_schema_extra={"uniqueItems": True},
+        description="Ids of answer items that did not help.",
+    )
+    wait_ms: WaitMs = Field(
+        5000, description=f"How long to wait until memory holds the feedback, in milliseconds (at most {MAX_WAIT_MS})."
+    )
+
+    @model_validator(mode="after")
+    def _judges_each_item_once(self) -> FeedbackBody:
+        if not self.helped and not self.unhelpful:
+            raise ValueError("name at least one answer item, in helped or unhelpful")
+        for name, ids in (("helped", self.helped), ("unhelpful", self.unhelpful)):
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"{name} names an item twice")
+        return self
+
+
+class FeedbackAnswer(BaseModel):
+    """The feedback is on the log and folded: the owner's next answers are ranked with it."""
+
+    event_id: str = Field(..., description="The control event's id.")
+    judged: int = Field(..., description="Items the feedback judged.")
+    answer_style: Literal["summaries", "examples", "either"] = Field(
+        ...,
+        description="What this owner's feedback says now: records and traits help more (summaries), messages "
+        "do (examples), or neither yet (either).",
+    )
+    feedback: int = Field(..., description="Feedback events folded for this owner, this one included.")
+    ranks_answers: bool = Field(
+        ..., description="Whether the style now ranks this owner's answers (enough feedback, leaning one way)."
+    )
+    positions: list[LogPosition] = Field(..., description="Where the control event was appended.")
     waited_ms: float = Field(..., description="How long the service waited, in milliseconds.")
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from adamem.errors import AdaMemError
-from adamem.events import MessageAnalyzed
+from adamem.events import MessageAnalyzed, ms_to_iso
 from adamem.owners import split_owner
 from adamem.projections.folds.rows import EpisodicRow, GraphNodeRow, MessageRow, PersonaRow
-from adamem.retrieval.errors import UnknownOwner
+from adamem.retrieval.errors import ItemNotFound
 from adamem.retrieval.service import Retriever
 from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
@@ -18,21 +17,6 @@ from adamem.streams.log import EventLog
 from adamem.streams.resume import SOURCE_HEADER
 
 __all__ = ["ItemNotFound", "trace"]
-
-
-class ItemNotFound(UnknownOwner):
-    """No memory item with that id for the owner (answered as 404)."""
-
-    kind = "unknown_item"
-
-    def __init__(self, owner_id: str, item: str) -> None:
-        self.owner_id = owner_id
-        self.tenant, self.user_id = split_owner(owner_id)
-        AdaMemError.__init__(self, f"user {self.user_id!r} has no memory item {item!r}")
-
-    def public_detail(self) -> str:
-        """The item asked for: it names nothing of other owners."""
-        return str(self)
 
 
 async def _analysis(log: EventLog, m: MessageRow, keys: KeyRingLike) -> dict[str, Any]:
@@ -86,6 +70,8 @@ async def trace(retriever: Retriever, log: EventLog | None, settings: Settings, 
             "speaker": m.speaker,
             "text": m.text,
             "occurred_at": m.occurred_at,
+            "utc_offset_minutes": m.utc_offset_minutes,
+            "occurred_at_local": ms_to_iso(m.occurred_at, m.utc_offset_minutes),
             "analysis": {
                 "topic": m.source_topic,
                 "partition": m.source_partition,

@@ -1,8 +1,9 @@
 """What every route of one service shares: its settings, retriever, log and write path, and the
 dependencies that check a caller's key and name the owner it may read.
 
-A key of one tenant sees only that tenant's owners: any other owner is answered as unknown
-(404), whether it exists or not.
+A key of one tenant sees only that tenant's owners: naming another tenant is refused (403), unless
+that tenant's owner granted the key's tenant read access (``access_of``, ``api.sharing``), and then
+only for the read routes and within the grant's scope.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from adamem.api.auth import KeyRing, Principal
 from adamem.api.errors import AuthError
 from adamem.api.models import AsOfBody, LogPosition, to_millis
+from adamem.api.sharing import Access, access_for
 from adamem.core import wait_visible
 from adamem.errors import Forbidden, LogError, NotWritten
+from adamem.events import ControlEvent
 from adamem.owners import owner_key
 from adamem.retrieval.service import Retriever
 from adamem.retrieval.snapshot import AsOf
@@ -38,8 +41,9 @@ OWNER = Path(description="The memory owner's user_id, within the caller's tenant
 class Service:
     """One running service: with a ``writer`` it is the embedded default's one process, else read-only.
 
-    ``principal`` and ``owner_of`` are FastAPI dependencies: the caller's key, and the owner key of
-    the path's user for that caller (its key's own tenant, never someone else's).
+    ``principal``, ``owner_of`` and ``access_of`` are FastAPI dependencies: the caller's key, the owner
+    key of the path's user for that caller (its key's own tenant, never someone else's: writes and
+    the owner's own routes), and a read's ``Access`` (another tenant's owner under a grant).
     """
 
     settings: Settings
@@ -50,6 +54,7 @@ class Service:
     probes: dict[str, Any] = field(default_factory=dict)  # api.metrics.instrument's, when settings.metrics
     principal: Callable[..., Principal] = field(init=False)
     owner_of: Callable[..., str] = field(init=False)
+    access_of: Callable[..., Access] = field(init=False)
 
     def __post_init__(self) -> None:
         if self.writer is not None and (self.log is None or self.writer.log is not self.log):
@@ -85,7 +90,25 @@ class Service:
                 raise Forbidden(f"this API key acts for its own tenant, not for {x_tenant!r}")
             return owner_key(who.tenant or x_tenant or default_tenant, user)
 
-        self.principal, self.owner_of = principal, owner_of
+        store = self.retriever.store
+
+        def access_of(
+            user: str = OWNER,
+            who: Principal = Depends(principal),
+            x_tenant: str | None = Header(
+                None,
+                description="The tenant whose user this is (default: the key's own, or the service's tenant). "
+                "Another tenant's owner is readable only under an active grant of that owner to the key's "
+                "tenant; without one the answer is 403, whether the owner exists or not.",
+            ),
+            x_grant: str | None = Header(
+                None, description="The grant to read under, when the owner granted the key's tenant several."
+            ),
+        ) -> Access:
+            """The owner ``user`` names for this caller, and the grant a key of another tenant reads under."""
+            return access_for(store, who.tenant, x_tenant, user, default_tenant, x_grant)
+
+        self.principal, self.owner_of, self.access_of = principal, owner_of, access_of
 
     @property
     def mode(self) -> Literal["embedded", "read-only"]:
@@ -137,6 +160,22 @@ class Service:
                     f"offset {ends.get(p, 0)}"
                 )
         await self.wait_until_visible({topic: want}, wait_ms, "ask again to wait longer")
+
+    async def append_control(self, event: ControlEvent, what: str, wait_ms: int, advice: str) -> dict[int, int]:
+        """Append a control event to the log (keyed by its owner), wake this service's writer, and return once
+        memory reflects it: partition -> offset. ``LogError`` for a service without a log (it cannot ``what``);
+        ``NotVisible`` with ``advice`` when the projections do not reach it within ``wait_ms``."""
+        if self.log is None:
+            raise LogError(f"this service was started without --log; it cannot {what}")
+        from adamem.schemas.serde import encode_event
+        from adamem.streams.log import OutgoingRecord
+
+        topic = self.settings.topic("control")
+        placed = dict(await self.log.append(topic, [OutgoingRecord(event.user_id, encode_event(event))]))
+        if self.writer is not None:
+            self.writer.wake()
+        await self.wait_until_visible({topic: placed}, wait_ms, advice)
+        return placed
 
     async def wait_until_visible(self, written: dict[str, dict[int, int]], wait_ms: int, advice: str) -> None:
         """Return once memory reflects ``written`` (topic -> partition -> last offset); ``NotVisible`` with

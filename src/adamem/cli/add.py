@@ -24,13 +24,14 @@ def _record(
     conversation: str | None,
     message_id: str | None = None,
 ) -> dict[str, Any]:
-    from adamem.ingest import parse_time
+    from adamem.ingest import stated_time
 
+    when: int | str
     if at is None:
         when = int(time.time() * 1000)  # the command stamps the message; the folds never read a clock
     else:
-        try:
-            when = int(at) if at.lstrip("-").isdigit() else parse_time(at)
+        try:  # a time with an offset stays on that clock: the speaker's, which answers show
+            when = int(at) if at.lstrip("-").isdigit() else stated_time(at)
         except ValueError as exc:
             raise ConfigError(f"--at {at!r}: {exc}; give an RFC 3339 time or milliseconds since the epoch") from exc
     record: dict[str, Any] = {

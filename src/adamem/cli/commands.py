@@ -239,8 +239,12 @@ async def run_replay(
     switch: bool,
     quiet: bool = False,
     jobs: int | None = 1,
+    group: bool = False,
 ) -> int:
-    """Rebuild memory from the recorded analyses (see ``streams.replay``); 1 when verification found diffs."""
+    """Rebuild memory from the recorded analyses (see ``streams.replay``); 1 when verification found diffs.
+
+    ``group``: the fold is shared by ``adamem worker --rebuild VIEW`` members (``streams.replay_group``).
+    """
     from adamem.ingest import parse_time
     from adamem.progress import Progress
     from adamem.projections.store.base import store_folder
@@ -270,24 +274,30 @@ async def run_replay(
         else:
             total = sum((await log.end_offsets(settings.topic("analyses"))).values())
             bar = Progress("replay", total, unit="ev", quiet=quiet, every=settings.progress_seconds)
-            report = await rebuild_view(
-                log,
-                root,
-                settings,
-                view=view,
-                until_offset=until_offset,
-                until_time=until_time,
-                verify=verify,
-                layers=layers,
-                switch=switch,
-                progress=bar.update if bar else None,
-                jobs=jobs,
-            )
+            options: dict[str, Any] = {
+                "view": view,
+                "until_offset": until_offset,
+                "until_time": until_time,
+                "verify": verify,
+                "layers": layers,
+                "switch": switch,
+                "progress": bar.update if bar else None,
+            }
+            if group:
+                from adamem.streams.replay_group import rebuild_in_group
+
+                def announce(line: str) -> None:  # members need the view's name now
+                    print(line, flush=True)
+
+                report = await rebuild_in_group(log, root, settings, announce=announce, **options)
+            else:
+                report = await rebuild_view(log, root, settings, jobs=jobs, **options)
     finally:
         if bar is not None:
             bar.close()
         await log.stop()
     by = f" by {report.processes} processes" if report.processes > 1 else ""
+    by = f" here after the members of {report.group} folded to the targets" if report.group else by
     print(f"rebuilt {report.view}: {report.events} event(s) folded{by}, offsets {report.offsets}")
     if report.restarts:
         print(f"{report.restarts} fold process(es) died and went on from their checkpoints")
@@ -314,17 +324,22 @@ async def run_reanalyze(
     embedder: str | None,
     view: str | None,
     switch: bool,
+    packs: str | None = None,
     quiet: bool = False,
     jobs: int = 1,
+    group: bool = False,
 ) -> int:
-    """Write a new analysis generation, project it into a new view, print what changed per layer."""
+    """Write a new analysis generation, project it into a new view, print what changed per layer.
+
+    ``group``: members (``adamem worker --reanalyze VIEW``) analyse; the line naming the view is printed first.
+    """
     from adamem.progress import Progress
     from adamem.projections.store.base import store_folder
     from adamem.streams.factory import open_log
     from adamem.streams.reanalyze import reanalyze
 
-    if extractor is None and embedder is None:
-        raise ConfigError("say what to analyse with: --extractor NAME and/or --embedder NAME")
+    if extractor is None and embedder is None and packs is None:
+        raise ConfigError("say what to analyse with: --extractor NAME, --embedder NAME and/or --packs SPEC")
     root = store_folder(settings.store_url)
     log = open_log(settings.log, settings)
     await log.start()
@@ -341,20 +356,31 @@ async def run_reanalyze(
             root,
             extractor=extractor,
             embedder=embedder,
+            packs=packs,
             view=view,
             switch=switch,
             progress=bar.update if bar else None,
             jobs=jobs,
+            group=group,
+            announce=lambda line: print(line, flush=True),
         )
     finally:
         if bar is not None:
             bar.close()
-    analyzer = ", ".join(f"{k}={v}" for k, v in report.analyzer.items() if k not in ("name", "topic"))
-    print(
-        f"generation {report.generation} ({analyzer}) on {report.analyzer['topic']}: analysed {report.stats.analyzed} "
-        f"message(s), forwarded {report.stats.forwarded} control event(s), {report.stats.dead_lettered} "
-        f"dead-lettered; projected into view {report.view}"
-    )
+    from adamem.streams.generations import analyzer_summary
+
+    analyzer = analyzer_summary(report.analyzer)
+    if report.group:
+        print(
+            f"generation {report.generation} ({analyzer}) on {report.analyzer['topic']}: members accounted for "
+            f"{report.accounted} input record(s); {report.stats.applied} folded into view {report.view}"
+        )
+    else:
+        print(
+            f"generation {report.generation} ({analyzer}) on {report.analyzer['topic']}: analysed "
+            f"{report.stats.analyzed} message(s), forwarded {report.stats.forwarded} control event(s), "
+            f"{report.stats.dead_lettered} dead-lettered; projected into view {report.view}"
+        )
     print(f"changes against the active view {report.previous_view} ({report.previous_generation}):")
     print(f"  {'layer':10} {'added':>8} {'removed':>8} {'altered':>8} {'unchanged':>10}")
     for layer, c in report.layers.items():
@@ -373,6 +399,7 @@ async def run_views(settings: Settings, *, switch: str | None) -> int:
     """List the store's views with their generation and progress, or switch to one (after catching it up)."""
     from adamem.projections.store.base import store_folder
     from adamem.projections.store.factory import open_views
+    from adamem.streams.generations import analyzer_summary
     from adamem.streams.reanalyze import switch_to
 
     root = store_folder(settings.store_url)
@@ -393,7 +420,7 @@ async def run_views(settings: Settings, *, switch: str | None) -> int:
         record = store.generation()
         topic = record.get("topic", settings.topic("analyses"))
         reached = sum(store.checkpoint(p).get(topic, 0) for p in range(store.partition_count()))
-        analyzer = ", ".join(f"{k}={v}" for k, v in record.items() if k not in ("name", "topic")) or "not recorded"
+        analyzer = analyzer_summary(record) or "not recorded"
         mark = "*" if name == active else " "
         print(f"{mark} {name:12} {record.get('name', 'g1'):4} {analyzer:40} {reached} analyses folded")
     return 0
@@ -690,7 +717,7 @@ def run_query(
     if any(item.get("ordered_by") for item in items):
         print("ranked by score, except items a rule moved (the rule is shown after them)")
     for item in items:
-        when = when_text(item.get("occurred_at", -1), item.get("event_time", -1))
+        when = when_text(item.get("occurred_at", -1), item.get("event_time", -1), item.get("utc_offset_minutes"))
         rule = f"  [moved: {item['ordered_by']}]" if item.get("ordered_by") else ""
         print(
             f"{item['rank']:2}. [{item['layer']}/{item['kind']}] {item['score']:.3f} {when} "
@@ -852,7 +879,7 @@ async def run_provenance(settings: Settings, user: str, item: str, *, as_json: b
     for m in out["messages"]:
         a = m["analysis"]
         pos = a.get("message_position", {})
-        print(f"  <- [{ms_to_iso(m['occurred_at'])}] {m['speaker']}: {m['text']}")
+        print(f"  <- [{ms_to_iso(m['occurred_at'], m.get('utc_offset_minutes'))}] {m['speaker']}: {m['text']}")
         print(
             f"     message {m['message_id']} ({m['conversation_id']}) at {pos.get('topic', '?')} "
             f"p{pos.get('partition', '?')}:{pos.get('offset', '?')}; analysis {a.get('event_id', '')[:8]} by "

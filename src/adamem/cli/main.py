@@ -48,8 +48,9 @@ Serve the memory to agents over MCP (Model Context Protocol).
 
 tools: remember (publish messages, return once visible), recall (ranked evidence with route, why
 and sources), research (evidence in rounds, graded, conflicts shown), as_of (recall as of a past
-time), persona, timeline (events between two times), forget. resources:
-adamem://users/{user_id}/persona, adamem://users/{user_id}/working.
+time), persona, timeline (events between two times), forget, feedback (which recalled items
+helped: later answers put that kind first). resources: adamem://users/{user_id}/persona,
+adamem://users/{user_id}/working.
 
 stdio (default): for a client that starts the server itself; acts for --tenant. Nothing but the
 protocol is written to standard output.
@@ -104,6 +105,22 @@ def _worker(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_worker
 
     _metrics_port(args)
+    if args.rebuild and args.reanalyze:
+        raise ConfigError("a worker is a member of one job: --rebuild or --reanalyze, not both")
+    if args.reanalyze:
+        from adamem.cli.reanalysis_member import run_reanalysis_member
+
+        settings = _settings(args)
+        require_store(settings)
+        return run_reanalysis_member(
+            settings, args.reanalyze, loglevel=args.loglevel, verbose=args.verbose, logfile=args.worker_log
+        )
+    if args.rebuild:
+        from adamem.cli.rebuild_member import run_rebuild_member
+
+        settings = _settings(args)
+        require_store(settings)
+        return asyncio.run(run_rebuild_member(settings, args.rebuild, quiet=args.quiet))
     return run_worker(_settings(args), loglevel=args.loglevel, verbose=args.verbose, logfile=args.worker_log)
 
 
@@ -113,9 +130,13 @@ async def _replay(args: argparse.Namespace) -> int:
     _metrics_port(args)
     layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
     settings = _settings(args)
+    if args.group and settings.log.kind != "kafka":
+        raise ConfigError(f"--group shares a rebuild through Kafka: it needs a kafka:// log, not {settings.log_url!r}")
     require_log(settings)
     if args.user or args.verify:
         require_store(settings)  # both read the live view
+    if args.group and (args.user or args.jobs is not None):
+        raise ConfigError("--group shares a rebuild of every owner with its members: drop --user and --jobs")
     return await run_replay(
         settings,
         layers=layers,
@@ -126,6 +147,7 @@ async def _replay(args: argparse.Namespace) -> int:
         switch=not args.no_switch,
         quiet=args.quiet,
         jobs=args.jobs,
+        group=args.group,
     )
 
 
@@ -133,16 +155,22 @@ async def _reanalyze(args: argparse.Namespace) -> int:
     from adamem.cli.commands import run_reanalyze
 
     settings = _settings(args)
+    if args.group and settings.log.kind != "kafka":
+        raise ConfigError(f"--group shares a reanalysis through Kafka: it needs kafka://, not {settings.log_url!r}")
+    if args.group and args.jobs != 1:
+        raise ConfigError("--group leaves the analysis to its members: drop --jobs")
     require_log(settings)
     require_store(settings)  # the new generation is compared with the active view
     return await run_reanalyze(
         settings,
         extractor=args.extractor,
         embedder=args.embedder,
+        packs=args.packs,
         view=args.view,
         switch=args.switch,
         quiet=args.quiet,
         jobs=args.jobs,
+        group=args.group,
     )
 
 
@@ -441,6 +469,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "worker": (
         "adamem worker --log kafka://127.0.0.1:9092 --store ./data/store",
         "adamem worker --log kafka://127.0.0.1:9092 --store ./data/store --verbose   # Faust's own output",
+        "adamem worker --log kafka://127.0.0.1:9092 --store ./data/store --rebuild r2   # a member of replay --group",
+        "adamem worker --log kafka://127.0.0.1:9092 --store ./data/store --reanalyze g2   # of reanalyze --group",
     ),
     "memory": (
         "adamem memory alice --store ./data/store",
@@ -467,6 +497,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "replay": (
         "adamem replay --log ./data/log --store ./data/store --verify",
         "adamem replay --log ./data/log --store ./data/store --until 2024-04-01T00:00:00Z",
+        "adamem replay --log kafka://127.0.0.1:9092 --store ./data/store --group --verify   # members fold",
     ),
     "reanalyze": ("adamem reanalyze --extractor none --log ./data/log --store ./data/store",),
     "views": ("adamem views --store ./data/store", "adamem views switch g2 --log ./data/log --store ./data/store"),
@@ -596,6 +627,18 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     )
     p.add_argument("--verbose", action="store_true", help="Faust's own log and tables on the terminal, not in a file")
     p.add_argument("--worker-log", help="file for Faust's own log (default worker-<pid>.log in the current folder)")
+    p.add_argument(
+        "--rebuild",
+        metavar="VIEW",
+        help="be a member of the group that rebuilds VIEW (begun by `adamem replay --group`) until it is done",
+    )
+    p.add_argument(
+        "--reanalyze",
+        metavar="VIEW",
+        help="be a member of the group that analyses VIEW's generation (begun by `adamem reanalyze --group`) "
+        "until every partition is analysed",
+    )
+    p.add_argument("--quiet", action="store_true", help="with --rebuild: no line per committed batch on stderr")
     _metrics_arguments(p)
     p.set_defaults(run=_worker, sync=True)
 
@@ -744,6 +787,12 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
         help="processes folding partitions side by side, at most the log's partitions (default: the cores, "
         "one per 20,000 records of the log)",
     )
+    p.add_argument(
+        "--group",
+        action="store_true",
+        help="on a kafka:// log: members started with `adamem worker --rebuild VIEW` fold the view; this "
+        "command waits for them, then verifies, catches up and switches",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     _metrics_arguments(p)
     p.set_defaults(run=_replay)
@@ -753,6 +802,10 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
     )
     p.add_argument("--extractor", help="rules, openai, none or package.module:factory (default: the current one)")
     p.add_argument("--embedder", help="e5 or openai (default: the current one)")
+    p.add_argument(
+        "--packs",
+        help="domain packs per tenant, tenant:pack[+pack],... ('' for none; default: the current ones, as recorded)",
+    )
     p.add_argument("--view", help="name of the new view (default: the generation's name, g<N>)")
     p.add_argument("--switch", action="store_true", help="switch to the new view when done (default: only compare)")
     p.add_argument(
@@ -761,6 +814,12 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
         default=1,
         help="processes analysing partitions side by side, at most the log's partitions (default 1: the e5 "
         "model already uses every core; more pay off for an extractor that waits, such as an LLM)",
+    )
+    p.add_argument(
+        "--group",
+        action="store_true",
+        help="on a kafka:// log: members started with `adamem worker --reanalyze VIEW` analyse; this command "
+        "waits for them, then folds the view and compares",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines on stderr")
     p.add_argument("--log", help="kafka://host:port or a folder (default $ADAMEM_LOG or ./data/log)")

@@ -71,7 +71,7 @@ def print_research(answer: dict[str, Any]) -> None:
         )
     for item in answer["items"]:
         g = item["grade"]
-        when = when_text(item.get("occurred_at", -1), item.get("event_time", -1))
+        when = when_text(item.get("occurred_at", -1), item.get("event_time", -1), item.get("utc_offset_minutes"))
         mark = "" if g["current"] else "  [replaced]"
         print(
             f"{item['rank']:2}. [{item['layer']}/{item['kind']}] grade {g['score']:.2f} (reliability "

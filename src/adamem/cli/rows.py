@@ -13,7 +13,7 @@ def row_line(row: Any) -> str:
     """One memory row as a line of text (a store row, or its JSON form with ``TABLE`` set)."""
     table = row.TABLE
     if table == "messages":
-        return f"[{ms_to_iso(row.occurred_at)}] {row.speaker}: {row.text}"
+        return f"[{ms_to_iso(row.occurred_at, getattr(row, 'utc_offset_minutes', None))}] {row.speaker}: {row.text}"
     if table == "episodic":
         valid = "" if row.status == "active" else f" (superseded at {ms_to_iso(row.valid_to)})"
         return f"{row.type:9} {row.confidence:.2f} {row.content}{valid}"

@@ -1,6 +1,7 @@
 """``adamem mcp``: the memory as an MCP server (the official ``mcp`` SDK), over stdio or streamable HTTP.
 
-Tools: ``remember``, ``recall``, ``research``, ``as_of``, ``persona``, ``timeline``, ``forget``; resources: an
+Tools: ``remember``, ``recall``, ``research``, ``as_of``, ``persona``, ``timeline``, ``forget``, ``feedback``;
+resources: an
 owner's persona and working memory (``adamem://users/{user_id}/persona|working``). Every tool
 answers a compact text an LLM reads and the same answer as structured content. A failure the
 caller can fix (unknown user, bad arguments, bad input) is a tool error (``isError``) with a
@@ -9,9 +10,12 @@ message that says what to do; an unknown resource owner is an MCP ``-32602`` err
 Tenants: over stdio the server acts for one tenant (``--tenant``, default ``ADAMEM_TENANT``) — the
 local user who started it. Over HTTP it checks the same keys as ``adamem serve``
 (``ADAMEM_API_KEYS``, sent as ``X-API-Key`` or ``Authorization: Bearer``): a missing key is
-answered 401, a wrong one 403, ``X-Tenant`` naming another tenant 403, all as
-``{"error", "detail"}`` before the MCP layer sees the request; a key acts for its own tenant's
-users only. Without keys, HTTP runs open and a request names its tenant in ``X-Tenant``.
+answered 401, a wrong one 403, ``X-Tenant`` naming another tenant 403 (unless ``X-Grant`` names a
+grant), all as ``{"error", "detail"}`` before the MCP layer sees the request; a key acts for its
+own tenant's users only. Without keys, HTTP runs open and a request names its tenant in ``X-Tenant``.
+A request naming another tenant and a grant reads that tenant's owner through the query service,
+which enforces the grant (``integrations.mcp_sharing``): ``recall``, ``as_of`` and ``research``
+only; the other tools refuse it.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from adamem.api.auth import KeyRing
 from adamem.errors import AdaMemError
 from adamem.events import ms_to_iso
-from adamem.ingest import parse_time
+from adamem.ingest import parse_time, stated_time
+from adamem.integrations.mcp_sharing import SharedReadError, compact_shared, read_through_service, shared_headers
 from adamem.memory import InvalidArgument, Memory, UnknownUser
 from adamem.retrieval.answer import Answer, when_text
 from adamem.retrieval.research import MAX_DEPTH, Research
@@ -82,13 +87,20 @@ def _ms(value: str | int, name: str) -> int:
         raise InvalidArgument(f"{name}: {exc}") from exc
 
 
+def _stated(value: str | int, name: str) -> int | str:
+    try:
+        return stated_time(value)
+    except ValueError as exc:
+        raise InvalidArgument(f"{name}: {exc}") from exc
+
+
 def compact_answer(answer: Answer) -> str:
     """An answer as a few lines an LLM reads: the route, then each item with score parts and sources."""
     route = answer.route
     lines = [f"route: {route.route.value} ({route.reason}); whose memory: {answer.whose.subject.value}"]
     lines += [f"notice: {n}" for n in answer.notices]
     for item in answer.items:
-        when = when_text(item.occurred_at, item.event_time)
+        when = when_text(item.occurred_at, item.event_time, item.utc_offset_minutes)
         b = item.breakdown
         parts = f"semantic {b.semantic:.2f} graph {b.graph:.2f} temporal {b.temporal:.2f} fact {b.fact:.2f}"
         sources = "; ".join(
@@ -118,7 +130,7 @@ def compact_research(found: Research) -> str:
         )
     for g in found.items:
         item, grade = g.item, g.grade
-        when = when_text(item.occurred_at, item.event_time)
+        when = when_text(item.occurred_at, item.event_time, item.utc_offset_minutes)
         mark = "" if grade.current else " [replaced by a newer statement]"
         lines.append(
             f"{item.rank}. [{item.layer.value}/{item.kind}] grade {grade.score:.2f} {when} {item.content}{mark}"
@@ -220,7 +232,7 @@ class KeyCheck:
             missing = _presented(headers) is None
             status, kind = (401, "unauthenticated") if missing else (403, "forbidden")
             detail = "send your tenant's API key in the X-API-Key header" if missing else "this API key is not valid"
-        elif headers.get("x-tenant") not in (None, who.tenant):
+        elif headers.get("x-tenant") not in (None, who.tenant) and not headers.get("x-grant"):
             status, kind, detail = (
                 403,
                 "forbidden",
@@ -259,20 +271,41 @@ def build_server(memory: Memory, *, tenant: str | None = None, api_keys: str = "
     local_tenant = tenant or memory.settings.default_tenant
     server = MemoryServer("adamem", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING")
 
-    def tenant_of(ctx: Context | None) -> str:
+    def headers_of(ctx: Context | None) -> dict[str, str] | None:
         headers = None
         if ctx is not None:
             try:
                 headers = ctx.headers
             except ValueError:  # outside a request
                 headers = None
-        if headers is None:
+        return None if headers is None else {k.lower(): v for k, v in headers.items()}
+
+    def tenant_of(ctx: Context | None) -> str:
+        lower = headers_of(ctx)
+        if lower is None:
             return local_tenant
-        lower = {k.lower(): v for k, v in headers.items()}
         who = keys.principal(_presented(lower))
         if who is None:  # KeyCheck answered already; a server mounted without it refuses here too
             raise ToolError("this API key is not valid")
-        return who.tenant or lower.get("x-tenant") or memory.settings.default_tenant
+        named = lower.get("x-tenant")
+        if who.tenant is not None and named not in (None, who.tenant):
+            raise ToolError(
+                f"this API key acts for its own tenant, not for {named!r}; under a grant, only recall, as_of and "
+                "research read"
+            )
+        return who.tenant or named or memory.settings.default_tenant
+
+    def shared(ctx: Context | None) -> dict[str, str] | None:
+        """The query service's headers when the request reads another tenant's owner under a grant."""
+        lower = headers_of(ctx)
+        return shared_headers(lower, keys, None if lower is None else _presented(lower))
+
+    async def through_service(path: str, body: dict[str, Any], headers: dict[str, str]) -> CallToolResult:
+        try:
+            answer = await read_through_service(memory.settings, path, body, headers)
+        except SharedReadError as exc:
+            raise ToolError(str(exc)) from exc
+        return _result(compact_shared(answer), answer)
 
     def failed(exc: AdaMemError) -> ToolError:
         return ToolError(str(exc))
@@ -289,8 +322,8 @@ def build_server(memory: Memory, *, tenant: str | None = None, api_keys: str = "
         try:
             rows = [m.model_dump(exclude_none=True) for m in messages]
             for row in rows:
-                if "occurred_at" in row:
-                    row["occurred_at"] = _ms(row["occurred_at"], "occurred_at")
+                if "occurred_at" in row:  # a time with an offset stays on that clock (the speaker's)
+                    row["occurred_at"] = _stated(row["occurred_at"], "occurred_at")
             done = await memory.aremember(user_id, rows, tenant_of(ctx))
         except AdaMemError as exc:
             raise failed(exc) from exc
@@ -299,6 +332,13 @@ def build_server(memory: Memory, *, tenant: str | None = None, api_keys: str = "
 
     async def _recall(user_id: str, question: str, top_k: int, as_of: int | None, ctx: Context) -> CallToolResult:
         import asyncio
+
+        grant = shared(ctx)
+        if grant is not None:
+            body: dict[str, Any] = {"question": question, "top_k": top_k}
+            if as_of is not None:
+                body["as_of"] = as_of
+            return await through_service(f"/v1/users/{user_id}/query", body, grant)
 
         try:
             answer = await asyncio.to_thread(
@@ -357,6 +397,10 @@ def build_server(memory: Memory, *, tenant: str | None = None, api_keys: str = "
     ) -> CallToolResult:
         import asyncio
 
+        grant = shared(ctx)
+        if grant is not None:
+            body = {"query": query, "depth": depth, "context": context, "memory_hints": memory_hints, "top_k": top_k}
+            return await through_service(f"/v1/users/{user_id}/research", body, grant)
         try:
             found = await asyncio.to_thread(
                 memory.research,
@@ -445,6 +489,25 @@ def build_server(memory: Memory, *, tenant: str | None = None, api_keys: str = "
         what = "everything" if everything else (f"item {item_id}" if item_id else f"message {message_event_id}")
         return _result(f"forgot {what} of {user_id}", {"user_id": user_id, **done.to_dict()})
 
+    @server.tool(
+        description="Say which items of a recall answer helped the user and which did not (their item ids). "
+        "Later answers for this user put the kind that helps them first: records and traits, or messages."
+    )
+    async def feedback(
+        user_id: UserId,
+        ctx: Context,
+        helped: Annotated[list[str], Field(max_length=100, description="Item ids from recall that helped.")] = [],  # noqa: B006
+        unhelpful: Annotated[
+            list[str], Field(max_length=100, description="Item ids from recall that did not help.")
+        ] = [],  # noqa: B006
+    ) -> CallToolResult:
+        try:
+            done = await memory.afeedback(user_id, tenant=tenant_of(ctx), helped=helped, unhelpful=unhelpful)
+        except AdaMemError as exc:
+            raise failed(exc) from exc
+        judged = len(helped) + len(unhelpful)
+        return _result(f"noted feedback on {judged} items for {user_id}", {"user_id": user_id, **done.to_dict()})
+
     @server.resource(
         "adamem://users/{user_id}/persona",
         name="persona",
@@ -474,7 +537,13 @@ def build_server(memory: Memory, *, tenant: str | None = None, api_keys: str = "
         except UnknownUser as exc:
             raise ResourceNotFoundError(str(exc)) from exc
         messages = [
-            {"time": ms_to_iso(m.occurred_at), "speaker": m.speaker, "role": m.role, "text": m.text, "id": m.id}
+            {
+                "time": ms_to_iso(m.occurred_at, m.utc_offset_minutes),  # on the speaker's clock
+                "speaker": m.speaker,
+                "role": m.role,
+                "text": m.text,
+                "id": m.id,
+            }
             for m in rows
         ]
         return json.dumps({"user_id": user_id, "messages": messages}, ensure_ascii=False)

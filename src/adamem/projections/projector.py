@@ -31,6 +31,7 @@ from adamem.projections.folds.apply import Positioned, apply
 from adamem.projections.folds.changes import Change
 from adamem.projections.folds.params import SEED_DEFAULT, MemoryParameters
 from adamem.projections.folds.state import OwnerMemory
+from adamem.projections.packs import owner_parameters, recorded_parameters
 from adamem.projections.store.base import MemoryStore
 
 __all__ = ["BatchResult", "Projector"]
@@ -64,10 +65,15 @@ class Projector:
         # (``streams.feed.recover_feed``, once, before the partition's first batch).
         self.feed_checked: set[int] = set()
         self.params = params
+        self._tenant_params = recorded_parameters(store, params)
         self._cache: OrderedDict[str, OwnerMemory] = OrderedDict()
         self._cache_size = cache_size
         self._view = store.view
         self.erased = 0  # batches whose forgets were followed by ``erase_history``
+
+    def params_for(self, owner_id: str) -> MemoryParameters:
+        """The fold parameters of an owner: ``params`` with its tenant's recorded domain packs, if any."""
+        return owner_parameters(self._tenant_params, owner_id, self.params)
 
     def _state(self, owner_id: str) -> OwnerMemory:
         state = self._cache.get(owner_id)
@@ -100,6 +106,7 @@ class Projector:
         if view != self._view:  # the store followed a switch to a rebuilt view: cached states are stale
             self._view = view
             self.forget_cache()
+            self._tenant_params = recorded_parameters(self.store, self.params)
         todo = [e for e in events if e.offset >= done]
         reach = upto if upto is not None else (events[-1].offset + 1 if events else done)
         metrics.EVENTS_SKIPPED.inc(len(events) - len(todo))
@@ -117,7 +124,7 @@ class Projector:
             for positioned in todo:
                 owner = positioned.event.owner_id
                 touched.add(owner)
-                _, delta = apply(self._state(owner), positioned, self.params)
+                _, delta = apply(self._state(owner), positioned, self.params_for(owner))
                 changes.extend(delta)
                 if self.feed and delta:
                     feed.extend(change_events(positioned, delta, view_name))
@@ -143,7 +150,9 @@ class Projector:
         changes: list[Change] = []
         try:
             for positioned in todo:
-                _, delta = apply(self._state(positioned.event.owner_id), positioned, self.params)
+                _, delta = apply(
+                    self._state(positioned.event.owner_id), positioned, self.params_for(positioned.event.owner_id)
+                )
                 changes.extend(delta)
             if changes:
                 self.store.commit(partition, changes, {})

@@ -1,11 +1,14 @@
 """What a query returns: ranked items with score breakdowns and provenance, the route, whose memory, timing.
 
 Every class is a frozen dataclass with a ``to_dict()`` that gives plain JSON types (the HTTP layer
-serialises it as is). Times are event-time milliseconds since the epoch; -1 means none.
+serialises it as is). Times are event-time milliseconds since the epoch; -1 means none. When a
+message stated the speaker's UTC offset, ``occurred_at_local`` shows when it was said on the speaker's
+clock (``2024-03-01T09:00:00+08:00``); without one it is the UTC time (``…Z``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +22,7 @@ from adamem.retrieval.route import RoutePlan
 from adamem.retrieval.snapshot import AsOf
 from adamem.retrieval.whose import WhoseDecision
 
-__all__ = ["Answer", "Item", "PathStep", "Provenance", "Timing", "evidence_ids", "when_text"]
+__all__ = ["Answer", "Item", "PathStep", "Provenance", "Timing", "evidence_ids", "readable", "when_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,7 @@ class Provenance:
     source_offset: int
     analyzer: str
     analysis_event_id: str
+    utc_offset_minutes: int | None = None  # the speaker's offset as the message stated it; None: UTC
 
     @classmethod
     def of(cls, m: MessageRow) -> Provenance:
@@ -53,6 +57,7 @@ class Provenance:
             m.source_offset,
             m.analyzer,
             m.analysis_event_id,
+            m.utc_offset_minutes,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,6 +69,8 @@ class Provenance:
             "speaker": self.speaker,
             "role": self.role,
             "occurred_at": self.occurred_at,
+            "utc_offset_minutes": self.utc_offset_minutes,
+            "occurred_at_local": ms_to_iso(self.occurred_at, self.utc_offset_minutes),
             "source_topic": self.source_topic,
             "source_partition": self.source_partition,
             "source_offset": self.source_offset,
@@ -111,6 +118,7 @@ class Item:
     provenance: tuple[Provenance, ...]
     hop_path: tuple[PathStep, ...] = ()
     ordered_by: str = ""  # the ordering rules that moved the item from its place by score ("": none)
+    utc_offset_minutes: int | None = None  # the offset of the source message said at ``occurred_at``; None: UTC
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -125,6 +133,8 @@ class Item:
             "speaker": self.speaker,
             "role": self.role,
             "occurred_at": self.occurred_at,
+            "utc_offset_minutes": self.utc_offset_minutes,
+            "occurred_at_local": None if self.occurred_at < 0 else ms_to_iso(self.occurred_at, self.utc_offset_minutes),
             "event_time": self.event_time,
             "provenance": [p.to_dict() for p in self.provenance],
             "hop_path": [s.to_dict() for s in self.hop_path],
@@ -200,15 +210,34 @@ class Answer:
         }
 
 
-def when_text(occurred_at: int, event_time: int) -> str:
-    """When an item was said, and the day what it reports happened when that is another day.
+def when_text(occurred_at: int, event_time: int, utc_offset_minutes: int | None = None) -> str:
+    """When an item was said, on the speaker's clock, and the day what it reports happened when that is another day.
 
     ``2024-04-15T21:02:00Z (happened 2024-04-01)`` for "Two weeks ago I finished my first 5k run";
-    "-" for an item with no time. What a "when" question asks for is the second date.
+    ``2024-04-16T05:02:00+08:00 (happened 2024-04-02)`` when the speaker said it at +08:00 (event days are
+    the speaker's calendar days already); "-" for an item with no time. What a "when" question asks for is
+    the second date.
     """
     if occurred_at < 0:
         return "-"
-    said = ms_to_iso(occurred_at)
+    said = ms_to_iso(occurred_at, utc_offset_minutes)
     if event_time < 0 or ms_to_iso(event_time)[:10] == said[:10]:
         return said
     return f"{said} (happened {ms_to_iso(event_time)[:10]})"
+
+
+def readable(content: str, name: str) -> str:
+    """A record as an answer shows it: once it has named its speaker, their possessive reads "their" (English)
+    or 自己的 (Chinese), as a person writes it ("Alice finished their first 5k run").
+
+    The record keeps the name each time (what full-text search matches: "Alice finished Alice's first 5k
+    run"): the rule extractor writes the speaker's first person as their name.
+    """
+    if not name:
+        return content
+    first = content.find(name)
+    if first < 0:
+        return content
+    cut = first + len(name)
+    rest = re.sub(rf"(?<!\w){re.escape(name)}'s(?!\w)", "their", content[cut:])
+    return content[:cut] + rest.replace(f"{name}的", "自己的")

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from adamem.projections.folds.rows import EpisodicRow, MessageRow
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
+from adamem.projections.folds.style import STYLE_KIND
 from adamem.projections.store.base import MemoryStore
 from adamem.retrieval.config import BaseFusion, RetrievalConfig, SearchSource, Subject
 from adamem.retrieval.index import Vector, best_first
@@ -314,6 +315,8 @@ def base_candidates(store: MemoryStore, scorer: SemanticScorer, question: str) -
         else:
             rows = _from_snapshot(scorer, table, cfg.fetch_k)
         for row in rows:
+            if isinstance(row, PersonaRow) and row.kind == STYLE_KIND:
+                continue  # how the owner likes answers is not itself an answer
             found.setdefault((table, row.id), (table, row))
     rows_found = [found[key] for key in sorted(found)]
     scorer.calibrate(rows_found)

@@ -6,7 +6,7 @@ Vary a preset by copying, never by mutating it::
 
 ``SEED_DEFAULT`` holds the seed document's values (fusion 0.70 / 0.15 / 0.10 / 0.05);
 ``PAPER_V2`` differs only in the fusion weights of the AdaMem paper (0.7 / 0.1 / 0.1 / 0.1).
-Values this module adds to the design are marked "added" and were tuned on the LoCoMo dev split
+Values this module adds to the design are marked "beyond the seed" and were tuned on the LoCoMo dev split
 (``bench/locomo_quick.py``).
 """
 
@@ -18,6 +18,7 @@ from enum import StrEnum
 from adamem.errors import ConfigError
 
 __all__ = [
+    "BUILT_IN_EDGES",
     "PAPER_V2",
     "SEED_DEFAULT",
     "BaseFusion",
@@ -30,6 +31,9 @@ __all__ = [
     "SearchSource",
     "Subject",
 ]
+
+BUILT_IN_EDGES = frozenset({"mentions", "same_topic", "speaker_related", "supersedes", "supports", "temporal_next"})
+"""The edge types the graph fold writes itself; any other type is a domain pack's relation."""
 
 
 class Route(StrEnum):
@@ -117,7 +121,7 @@ class CacheSettings:
     query_cosine: float = 0.92
     """Cosine between question vectors at or above which a cached answer may be reused."""
     query_same_terms: bool = True
-    """Also require the same content words (added: e5 puts 我住在哪里 / 我妹妹住在哪里 at 0.93)."""
+    """Also require the same content words (beyond the seed: e5 puts 我住在哪里 / 我妹妹住在哪里 at 0.93)."""
     query_cache: bool = True
     """Switch the semantic query cache off (benchmarks, debugging)."""
     question_vectors: int = 8192
@@ -137,36 +141,46 @@ class RetrievalConfig:
 
     # Base retrieval
     search: SearchSource = SearchSource.SNAPSHOT
-    """Where candidates come from (added: the snapshot is loaded anyway for the graph; see base.py)."""
+    """Where candidates come from (beyond the seed: the snapshot is loaded anyway for the graph; see base.py)."""
     fetch_k: int = 40
-    """Rows fetched per table and per search (vector, BM25) before fusion (added)."""
+    """Rows fetched per table and per search (vector, BM25) before fusion (beyond the seed)."""
     base_fusion: BaseFusion = BaseFusion.RRF
-    """How vector and BM25 rankings are combined (added; measured on LoCoMo)."""
+    """How vector and BM25 rankings are combined (beyond the seed; measured on LoCoMo)."""
     rrf_k: int = 30
-    """Reciprocal-rank-fusion constant (added): a sharp fusion, so the few rows both rankings put first lead. 30 was
-    chosen leave-conversations-out in every fold on LoCoMo (over 60), together with ``broad_rrf_k``."""
+    """Reciprocal-rank-fusion constant (beyond the seed): a sharp fusion, so the few rows both rankings put first
+    lead. 30 was chosen leave-conversations-out in every fold on LoCoMo (over 60), together with ``broad_rrf_k``."""
     broad_rrf_k: int = 60
     """The constant for a question asking for a set of things (``RoutePlan.broad``: "what activities ...",
-    "how many ...", 哪些): a flatter fusion, whose evidence is spread over sessions (added: on LoCoMo rrf 30 alone
-    gained 1.1 points on single-hop and lost 2.6 on multi-hop; 0: ``rrf_k`` for every question)."""
+    "how many ...", 哪些): a flatter fusion, whose evidence is spread over sessions (beyond the seed: on LoCoMo
+    rrf 30 alone gains 1.1 points on single-hop and loses 2.6 on multi-hop; 0: ``rrf_k`` for every question)."""
     mix_vector_weight: float = 0.6
-    """Share of the cosine in ``BaseFusion.MIX`` (added)."""
+    """Share of the cosine in ``BaseFusion.MIX`` (beyond the seed)."""
     as_of_overfetch: int = 4
-    """Fetch multiplier for as-of queries, whose hits are filtered by time afterwards (added)."""
+    """Fetch multiplier for as-of queries, whose hits are filtered by time afterwards (beyond the seed)."""
 
     # Whose memory
     speaker_boost: float = 0.3
-    """Added to the semantic score of rows of the speaker(s) a question is about (added)."""
+    """Added to the semantic score of rows of the speaker(s) a question is about (beyond the seed)."""
     ambiguous_share: float = 0.5
-    """Share of top-k reserved for each side when whose-memory is ambiguous (added)."""
+    """Share of top-k reserved for each side when whose-memory is ambiguous (beyond the seed)."""
 
     # Persona-first route
     persona_first: int = 3
-    """Persona traits put first on the persona route (added)."""
+    """Persona traits put first on the persona route (beyond the seed)."""
     persona_first_min: float = 0.35
-    """Semantic score a trait needs to be put first (added)."""
+    """Semantic score a trait needs to be put first (beyond the seed)."""
     persona_evidence: int = 1
-    """Evidence messages shown per persona trait, most similar to the question first (added)."""
+    """Evidence messages shown per persona trait, most similar to the question first (beyond the seed)."""
+    summary_evidence: int = 3
+    """Source messages shown per summary record (compression), most similar to the question first; 0: all
+    (beyond the seed). The record keeps them all: a summary of 40 runs would otherwise fill an answer's evidence."""
+
+    # Answer style (``projections.folds.style``): an owner's feedback on earlier answers
+    style_weight: float = 0.25
+    """An owner's answer-style preference p in (−1, 1) scales a record's or trait's fused score by
+    ``1 + style_weight * p`` and a message's by ``1 - style_weight * p`` (beyond the seed)."""
+    style_min_feedback: int = 2
+    """Feedback events an owner's answer style needs before it ranks their answers (beyond the seed)."""
 
     # Graph expansion
     graph_seeds: int = 5
@@ -185,24 +199,28 @@ class RetrievalConfig:
     edge_priority: tuple[str, ...] = ("supports", "mentions", "temporal_next")
     """Edge types walked, in priority order (expansion order and tie-break: earlier types first)."""
     walk_other_edges: bool = False
-    """Also walk edge types not in ``edge_priority`` (speaker_related, same_topic, supersedes), after them (added)."""
+    """Also walk edge types not in ``edge_priority`` (speaker_related, same_topic, supersedes), after them
+    (beyond the seed)."""
+    walk_relation_edges: bool = True
+    """Walk the typed relation edges of domain packs (``adamem.packs``: ``indicates``, ``treated_with`` …),
+    every edge type the folds do not write themselves, with the priority of ``supports`` (beyond the seed)."""
     min_edge_weight: float = 0.6
     """Edges with a lower weight are pruned."""
     hub_fanout: int = 30
-    """Messages a topic hub passes on to (added; 30 chosen leave-conversations-out in four folds of five, 40 in
-    the fifth; 10 before: an entity shared across sessions now reaches the sessions of a multi-hop question)."""
+    """Messages a topic hub passes on to (beyond the seed; 30 chosen leave-conversations-out in four folds of five,
+    40 in the fifth: against 10, an entity shared across sessions reaches the sessions of a multi-hop question)."""
     hub_by_relevance: bool = True
     """Off the graph route, hubs pass on to their messages most similar to the question; on it (time and
-    cause questions), and always when off, to those nearest in time to the entering node (added)."""
+    cause questions), and always when off, to those nearest in time to the entering node (beyond the seed)."""
     graph_relevance: float = 0.0
     """Share of an expanded item's graph score that depends on its own semantic score: ``graph × (1 − r + r ×
     semantic)``, so a node reached from a good seed but unrelated to the question gains less (0: the path
-    alone counts; never on "why" questions, whose causes share no words with them; added)."""
+    alone counts; never on "why" questions, whose causes share no words with them; beyond the seed)."""
     seed_self_graph: bool = True
     """Off the graph route, a seed's graph score is its own seed score (a seed reached at hop 0), not what the
     other seeds pass on to it: expansion adds the rows the base hits lead to, and does not re-rank the base hits
     by how many of them share a topic (three messages about a job outranked the one about running for a
-    fitness question; added)."""
+    fitness question; beyond the seed)."""
     dialogue_context: float = 0.9
     """With graph expansion, a seed message's neighbours in its session (along its ``temporal_next`` arcs, same
     conversation, no session gap between) score at least ``dialogue_context ** d`` of the seed's semantic score
@@ -210,51 +228,51 @@ class RetrievalConfig:
     words (on LoCoMo 68 of the 90 single-hop evidence turns missed at rank 10 lie within two turns of a top-10
     hit). In a two-person chat the turn two away is the same speaker going on. Not on "why" questions (their
     cause is in an earlier session: lifting the decision's neighbours pushed it out of the top 3); a superseded
-    seed or neighbour is not lifted where superseded rows go last (0: off; added). 0.7 and one turn until
+    seed or neighbour is not lifted where superseded rows go last (0: off; beyond the seed). 0.7 and one turn until
     2026-12-02 night; at 1.0 a lifted turn ties its seed and temporal questions lose five points."""
     dialogue_turns: int = 2
-    """How many turns away from a seed ``dialogue_context`` reaches (0: off; added)."""
+    """How many turns away from a seed ``dialogue_context`` reaches (0: off; beyond the seed)."""
     narrow_dialogue_context: float = 0.7
     """The share for a question asking for a set (``RoutePlan.broad``), whose evidence is spread over sessions,
     and for a time question (the graph route), where graph and temporal scores are added to the lifted turn:
     with 0.9 the few seeds' sessions fill a broad question's top 10 (LoCoMo multi-hop −7 points), and a turn
     beside a time question's evidence takes rank 1 (temporal MRR@10 68 → 61). 0.7² two turns away lifts
-    nothing that decides the top 10 (0: off for them; added)."""
+    nothing that decides the top 10 (0: off for them; beyond the seed)."""
     graph_all_routes: bool = True
-    """Also expand (with weight ``fusion.graph``) on the semantic and persona routes (added)."""
+    """Also expand (with weight ``fusion.graph``) on the semantic and persona routes (beyond the seed)."""
 
     # Fusion
     fusion: FusionWeights = field(default_factory=lambda: FusionWeights(0.70, 0.15, 0.10, 0.05))
     """Final score weights (seed: 0.70 semantic, 0.15 graph, 0.10 temporal, 0.05 fact support)."""
     current_first: bool = True
-    """Off the time/cause route, rank messages whose records were all superseded (by then) last (added)."""
+    """Off the time/cause route, rank messages whose records were all superseded (by then) last (beyond the seed)."""
     newest_first: int = 5
     """On a question about the present ("now", 现在) naming no time, the newest user message stating a change
     (an extracted event) among the first this many items goes ahead of the older ones, also while it is
-    still in working memory and no conflict slot knows of it yet (0: off; added)."""
+    still in working memory and no conflict slot knows of it yet (0: off; beyond the seed)."""
     newest_first_shown: bool = True
     """Count ``newest_first``'s window in items the answer shows: a record whose evidence a higher item already
-    shows is dropped from the answer (``dedupe_evidence``), so it does not use up the window. Counted in rows, the
-    old job's message and its two records filled three of five places and "Started at Siemens on Monday" (an
-    extracted event) came sixth (added 2026-12-04; LoCoMo R@10 unchanged in every conversation)."""
+    shows is dropped from the answer (``dedupe_evidence``), so it does not use up the window. Counted in rows, an
+    old job's message and its two records fill three of five places and "Started at Siemens on Monday" (an
+    extracted event) comes sixth (beyond the seed; LoCoMo R@10 is the same with it in every conversation)."""
     causal_order: bool = True
-    """On "why" questions, rank items later than the event asked about (the best base hit) last (added)."""
+    """On "why" questions, rank items later than the event asked about (the best base hit) last (beyond the seed)."""
     dated_when: float = 1.0
     """Temporal score, on a time question naming no period ("when did ...", 什么时候), of an item that reports a
     resolved time besides when it was said (an extracted event's ``when``, a record's ``event_time``): the answer
-    to "when" is dated by its evidence, and such questions had no temporal score at all (0: off; added
-    2026-12-04: LoCoMo R@10 1–4 +0.6, up in 4 of 5 conversations and flat in the fifth, temporal +1.6; 1.0 is
+    to "when" is dated by its evidence; without it such questions have no temporal score at all (0: off; beyond
+    the seed: LoCoMo R@10 1–4 +0.6, up in 4 of 5 conversations and flat in the fifth, temporal +1.6; 1.0 is
     what a match with a question's period scores, 0.5 and 0.3 were measured as well, bench/results/notes.md)."""
     recency_half_life_days: float = 30.0
-    """Half-life of the recency score used when a question names no time (added)."""
+    """Half-life of the recency score used when a question names no time (beyond the seed)."""
     recency_topic_margin: float = 0.05
     """Topical agreement before recency: an item's recency counts in proportion to how close its cosine is to
     the best candidate's, ``1 − (best − cosine) / margin`` (clipped to [0, 1]), so a newer row about another
-    topic does not outrank the older row that answers the question (0: recency alone; added)."""
+    topic does not outrank the older row that answers the question (0: recency alone; beyond the seed)."""
     fact_support_cap: int = 3
-    """Supporting records/evidence at which fact support reaches 1 (added)."""
+    """Supporting records/evidence at which fact support reaches 1 (beyond the seed)."""
     dedupe_evidence: bool = True
-    """Drop an item whose evidence messages are all shown by higher-ranked items (added)."""
+    """Drop an item whose evidence messages are all shown by higher-ranked items (beyond the seed)."""
 
     cache: CacheSettings = field(default_factory=CacheSettings)
     """Cache sizes and thresholds."""
@@ -269,10 +287,11 @@ class RetrievalConfig:
 
     def edge_rank(self, edge_type: str) -> int:
         """Priority of an edge type: 0 is expanded first."""
-        try:
+        if edge_type in self.edge_priority:
             return self.edge_priority.index(edge_type)
-        except ValueError:
-            return len(self.edge_priority)
+        if self.walk_relation_edges and edge_type not in BUILT_IN_EDGES:
+            return self.edge_priority.index("supports") if "supports" in self.edge_priority else 0
+        return len(self.edge_priority)
 
 
 SEED_DEFAULT = RetrievalConfig()

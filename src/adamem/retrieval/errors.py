@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from adamem.errors import UnknownOwner
+from adamem.errors import ItemNotFound, UnknownOwner
 
-__all__ = ["UnknownOwner"]
+__all__ = ["ItemNotFound", "UnknownOwner"]

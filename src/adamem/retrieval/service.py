@@ -35,11 +35,14 @@ import numpy as np
 
 from adamem.analysis import Embedder
 from adamem.partitioning import owner_partition
+from adamem.projections.folds.ids import trait_id
 from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.folds.params import MemoryParameters
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
+from adamem.projections.folds.style import STYLE_KIND, AnswerStyle, style_of
+from adamem.projections.packs import owner_parameters, recorded_parameters
 from adamem.projections.store.base import MemoryStore
-from adamem.retrieval.answer import Answer, Item, PathStep, Provenance, Timing
+from adamem.retrieval.answer import Answer, Item, PathStep, Provenance, Timing, readable
 from adamem.retrieval.archive import ColdArchive
 from adamem.retrieval.base import Candidate, SemanticScorer, base_candidates, speaker_of
 from adamem.retrieval.cache import LFUCache, OwnerFacts, OwnerState, QueryCache, VectorMemo
@@ -72,6 +75,7 @@ RULE_SUPERSEDED = "superseded: after current evidence"
 RULE_LATER = "later than the event asked about: after earlier items"
 RULE_PERSONA = "persona route: traits first"
 RULE_NEWEST = "a question about now: the newest stated change first"
+RULE_STYLE = "this owner's answer style: raised"
 """The ordering rules of the fuse stage, named on each item they moved (``Item.ordered_by``)."""
 
 
@@ -117,6 +121,7 @@ class Retriever:
         self._broad_config = replace(config, rrf_k=config.broad_rrf_k) if config.broad_rrf_k else config
         self.partitions = partitions
         self.memory_params = memory_params
+        self._pack_params: tuple[str, dict[str, MemoryParameters]] = ("", {})
         c = config.cache
         self._states: LFUCache[str, OwnerState] = LFUCache(c.owners)
         self._snapshots: LFUCache[str, tuple[int, OwnerSnapshot]] = LFUCache(
@@ -214,10 +219,19 @@ class Retriever:
         hot = self.config.cache.hot_messages
         split = self.store.archive_split(owner_id, hot) if hot > 0 and not whole else None
         if split is None:
-            return OwnerSnapshot(owner_id, self.store.load_owner(owner_id), self.memory_params)
+            return OwnerSnapshot(owner_id, self.store.load_owner(owner_id), self.params_for(owner_id))
         rows = self.store.load_owner(owner_id, messages_from_seq=split.cold_below_seq)
         archive = ColdArchive(self.store, owner_id, split, self.config.cache.cold_memo_rows)
-        return OwnerSnapshot(owner_id, rows, self.memory_params, archive)
+        return OwnerSnapshot(owner_id, rows, self.params_for(owner_id), archive)
+
+    def params_for(self, owner_id: str) -> MemoryParameters:
+        """The memory parameters the owner was folded with: ``memory_params`` with its tenant's recorded packs."""
+        digest = (self.store.generation() or {}).get("packs_digest", "")
+        if not digest:
+            return self.memory_params
+        if self._pack_params[0] != digest:
+            self._pack_params = (digest, recorded_parameters(self.store, self.memory_params))
+        return owner_parameters(self._pack_params[1], owner_id, self.memory_params)
 
     def _keep(
         self, owner_id: str, token: str, snap: OwnerSnapshot, version: int | None = None
@@ -358,8 +372,10 @@ class Retriever:
                 for node, score in seeds:  # a seed stands where its own score puts it
                     reaches[node] = Reach(node, score, node, ())
         t4 = time.perf_counter()
-        items = self._rank(view, scorer, candidates, reaches, plan, whose, windows, now, k, question)
+        style = self._style(view)
+        items = self._rank(view, scorer, candidates, reaches, plan, whose, windows, now, k, question, style)
         t5 = time.perf_counter()
+        styled = style is not None and any(RULE_STYLE in item.ordered_by for item in items)
         answer = Answer(
             owner_id,
             question,
@@ -371,7 +387,7 @@ class Retriever:
             windows,
             point,
             cfg.name,
-            notices=tuple(n for n in (language_notice(question),) if n),
+            notices=tuple(n for n in (language_notice(question), _style_notice(style) if styled else "") if n),
         )
         if cache:
             self._answers.put(owner_id, state.version, qvec, guard, answer)
@@ -496,7 +512,7 @@ class Retriever:
         if share <= 0:
             return
         graph, snap = self._graph(view), view.snapshot
-        gap = self.memory_params.session_gap_ms
+        gap = view.snapshot.params.session_gap_ms
         current = cfg.current_first and plan.route is not Route.GRAPH
 
         def message_at(node: str) -> MessageRow | None:
@@ -546,9 +562,12 @@ class Retriever:
         now: int,
         k: int,
         question: str,
+        style: AnswerStyle | None = None,
     ) -> list[Item]:
         cfg, snap = self.config, view.snapshot
         scored: list[_Scored] = []
+        lean = cfg.style_weight * style.preference if style is not None else 0.0
+        plain: dict[int, float] = {}  # id of a scored entry -> its score without the owner's style, when it has one
         # a cause is older than what it explains; recency only matters for questions about the present
         recency = plan.direction is not Direction.ANTECEDENT and PRESENT.search(question) is not None
         # a question asking for a time ("when did ...", 什么时候): its evidence is a statement that dates something
@@ -558,7 +577,7 @@ class Retriever:
         anchor = None if top is None or plan.direction is Direction.ANY else min(item_times(top.row, snap.times_memo))
         anchor_conversation = _conversation(top.row) if top is not None else ""
         anchor_said = _said_at(top.row) if top is not None else -1
-        gap = self.memory_params.session_gap_ms
+        gap = view.snapshot.params.session_gap_ms
         best_cosine = max((c.cosine for c in candidates.values()), default=0.0)
         for key in sorted(candidates):
             c = candidates[key]
@@ -581,39 +600,70 @@ class Retriever:
             if asks_time and len(item_times(c.row, snap.times_memo)) > 1:
                 temporal = max(temporal, cfg.dated_when)
             parts = Breakdown(c.semantic, graph_score, temporal, fact_support(c.row, view, cfg))
-            scored.append((fuse(parts, cfg.fusion), c, parts, reach))
+            fused = fuse(parts, cfg.fusion)
+            entry = (fused * (1.0 + lean * (-1.0 if isinstance(c.row, MessageRow) else 1.0)), c, parts, reach)
+            if lean:
+                plain[id(entry)] = fused
+            scored.append(entry)
         scored.sort(key=lambda s: (-s[0], s[1].table, s[1].row.id))
-        moved: dict[int, list[str]] = {}  # id of a scored entry -> the ordering rules that moved it, shown with it
-        if plan.route is not Route.GRAPH and cfg.current_first:
-            # what a message stated and a newer message superseded is history: current evidence first
-            flags = [_stale(view, s[1].row) for s in scored]
-            stale = [s for s, old in zip(scored, flags, strict=True) if old]
-            scored = [s for s, old in zip(scored, flags, strict=True) if not old] + stale
-            for s in stale:
-                moved.setdefault(id(s), []).append(RULE_SUPERSEDED)
-        if recency and not windows and plan.route is not Route.GRAPH and cfg.newest_first > 0:
-            before = scored
-            shown = self._shown_head(view, scorer, scored, cfg.newest_first) if cfg.newest_first_shown else None
-            scored = _newest_change_first(scored, cfg.newest_first if shown is None else shown)
-            lifted = next((a for a, b in zip(scored, before, strict=True) if a is not b), None)
-            if lifted is not None:
-                moved.setdefault(id(lifted), []).append(RULE_NEWEST)
-        if anchor is not None and plan.causal and not windows and cfg.causal_order:
-            # a cause is never later than its effect: later items go last
-            later = [s for s in scored if s[2].temporal == 0]
-            scored = [s for s in scored if s[2].temporal > 0] + later
-            for s in later:
-                moved.setdefault(id(s), []).append(RULE_LATER)
-        if plan.route is Route.PERSONA:
-            first = [s for s in scored if s[1].table == "persona" and s[1].semantic >= cfg.persona_first_min]
-            first = first[: cfg.persona_first]
-            scored = first + [s for s in scored if s not in first]
-            for s in first:
-                moved.setdefault(id(s), []).append(RULE_PERSONA)
-        chosen = self._select(view, scorer, scored, whose, k)
+
+        def order(scored: list[_Scored]) -> tuple[list[_Scored], dict[int, list[str]]]:
+            """The ordering rules, then the top k: the chosen entries and the rules that moved each."""
+            moved: dict[int, list[str]] = {}  # id of a scored entry -> the ordering rules that moved it, shown with it
+            if plan.route is not Route.GRAPH and cfg.current_first:
+                # what a message stated and a newer message superseded is history: current evidence first
+                flags = [_stale(view, s[1].row) for s in scored]
+                stale = [s for s, old in zip(scored, flags, strict=True) if old]
+                scored = [s for s, old in zip(scored, flags, strict=True) if not old] + stale
+                for s in stale:
+                    moved.setdefault(id(s), []).append(RULE_SUPERSEDED)
+            if recency and not windows and plan.route is not Route.GRAPH and cfg.newest_first > 0:
+                before = scored
+                shown = self._shown_head(view, scorer, scored, cfg.newest_first) if cfg.newest_first_shown else None
+                scored = _newest_change_first(scored, cfg.newest_first if shown is None else shown)
+                lifted = next((a for a, b in zip(scored, before, strict=True) if a is not b), None)
+                if lifted is not None:
+                    moved.setdefault(id(lifted), []).append(RULE_NEWEST)
+            if anchor is not None and plan.causal and not windows and cfg.causal_order:
+                # a cause is never later than its effect: later items go last
+                later = [s for s in scored if s[2].temporal == 0]
+                scored = [s for s in scored if s[2].temporal > 0] + later
+                for s in later:
+                    moved.setdefault(id(s), []).append(RULE_LATER)
+            if plan.route is Route.PERSONA:
+                first = [s for s in scored if s[1].table == "persona" and s[1].semantic >= cfg.persona_first_min]
+                first = first[: cfg.persona_first]
+                scored = first + [s for s in scored if s not in first]
+                for s in first:
+                    moved.setdefault(id(s), []).append(RULE_PERSONA)
+            return self._select(view, scorer, scored, whose, k), moved
+
+        chosen, moved = order(scored)
+        if plain:  # an item the owner's style put above where it stands without the style says so
+            unstyled, _ = order(sorted(scored, key=lambda s: (-plain[id(s)], s[1].table, s[1].row.id)))
+            place = {id(s): i for i, s in enumerate(unstyled)}
+            for i, s in enumerate(chosen):
+                if i < place.get(id(s), len(unstyled)):
+                    moved.setdefault(id(s), []).append(RULE_STYLE)
         return [
             self._item(rank, view, scorer, s, "; ".join(moved.get(id(s), ()))) for rank, s in enumerate(chosen, start=1)
         ]
+
+    def _style(self, view: View) -> AnswerStyle | None:
+        """The owner's answer style when it is to rank this view: live, from enough feedback, leaning one way."""
+        if not view.live:  # a past view is ranked as its memory stood, without what feedback later taught
+            return None
+        snap = view.snapshot
+        row = snap.traits.get(trait_id(snap.owner_id, STYLE_KIND, STYLE_KIND, ""))
+        if row is None or row.status != "active":
+            return None
+        return self.ranking_style(style_of(row))
+
+    def ranking_style(self, style: AnswerStyle) -> AnswerStyle | None:
+        """``style`` when it ranks answers: from ``style_min_feedback`` feedback events or more, leaning one way."""
+        if style.feedback < self.config.style_min_feedback or style.value(self.memory_params.style_margin) == "either":
+            return None
+        return style
 
     def _select(
         self, view: View, scorer: SemanticScorer, scored: list[_Scored], whose: WhoseDecision, k: int
@@ -674,7 +724,11 @@ class Retriever:
         if isinstance(row, EpisodicRow):
             snap = view.snapshot
             found = snap.messages_for(row.source_message_ids)
-            return [m for i in row.source_message_ids if (m := found.get(i)) is not None and view.message(m)]
+            msgs = [m for i in row.source_message_ids if (m := found.get(i)) is not None and view.message(m)]
+            if row.type == "summary" and self.config.summary_evidence > 0:
+                msgs.sort(key=lambda m: (-scorer.cosine("messages", m), -m.occurred_at, m.id))
+                return msgs[: self.config.summary_evidence]
+            return msgs
         return self._evidence(view, scorer, row)
 
     def _item(self, rank: int, view: View, scorer: SemanticScorer, scored: _Scored, ordered_by: str = "") -> Item:
@@ -694,14 +748,40 @@ class Retriever:
             times = item_times(row, snap.times_memo)  # when it was said, then what it dates ("two weeks ago …")
             kind, content, at, when = "message", row.text, row.occurred_at, times[1] if len(times) > 1 else -1
         elif isinstance(row, EpisodicRow):
-            layer, kind, content, at, when = Layer.EPISODIC, row.type, row.content, row.occurred_at, row.event_time
+            layer, kind, at, when = Layer.EPISODIC, row.type, row.occurred_at, row.event_time
+            content = readable(row.content, speaker)
         else:
             layer, kind, content, at, when = Layer.PERSONA, row.kind, _trait_text(row), row.last_seen, -1
         if c.origin == "graph":
             layer = Layer.GRAPH
+        offset = next((p.utc_offset_minutes for p in provenance if p.occurred_at == at), None)
         return Item(
-            rank, layer, kind, row.id, content, score, parts, speaker, role, at, when, provenance, path, ordered_by
+            rank,
+            layer,
+            kind,
+            row.id,
+            content,
+            score,
+            parts,
+            speaker,
+            role,
+            at,
+            when,
+            provenance,
+            path,
+            ordered_by,
+            offset,
         )
+
+
+def _style_notice(style: AnswerStyle | None) -> str:
+    if style is None:
+        return ""
+    first = "records and traits" if style.preference > 0 else "messages"
+    return (
+        f"ranked for this owner's answer style: {first} first, learned from {style.feedback} answers they judged "
+        "(items it raised say so)"
+    )
 
 
 def _answer_size(answer: Answer) -> int:

@@ -48,6 +48,7 @@ MemoryRow = MessageRow | EpisodicRow | PersonaRow
 SEARCHED = ("messages", "episodic", "persona")
 """Tables with a vector and a text index."""
 _ATTRIBUTE = {"messages": "messages", "episodic": "records", "persona": "traits", "graph_nodes": "nodes"}
+_HELD = frozenset({"owners", "graph_edges", *_ATTRIBUTE})  # the memory layers; grants are not memory (``api.sharing``)
 _ROW_BYTES = {
     "owners": 600,
     "messages": 2800,
@@ -106,7 +107,7 @@ class OwnerSnapshot:
     def _put(self, row: Row) -> None:
         if isinstance(row, OwnerRow):
             self.owner = row
-        else:
+        elif row.TABLE in _HELD:
             self._rows_of(row.TABLE)[row.id] = row
 
     def _strip(self, table: str, rows: dict[str, Any], ids: Iterable[str] | None = None) -> None:
@@ -137,11 +138,14 @@ class OwnerSnapshot:
         ):
             return None  # a cold message rewritten or forgotten: load the hot part afresh, with a new archive
         for table, gone in changes.gone.items():
+            if table not in _HELD:
+                continue
             held = self._held(table, gone)
             if held:
                 touched.setdefault(table, set()).update(held)
         for row in changes.rows:
-            touched.setdefault(row.TABLE, set()).add(row.id)
+            if row.TABLE in _HELD:
+                touched.setdefault(row.TABLE, set()).add(row.id)
         if not touched:
             return self
         new = object.__new__(OwnerSnapshot)

@@ -13,7 +13,10 @@ Decoding is on the replay hot path, so each writer schema's way of reading is pr
 (``_Plan``): fastavro gets schemas it has already parsed (it re-parses any other schema on every
 record), and a body whose schema ends in an array of floats (``MessageAnalyzed``'s embedding) is
 read by fastavro up to that array and the array itself with one ``struct`` call per block, which
-gives the same floats several times faster than fastavro's per-item reads. Such an array comes
+gives the same floats several times faster than fastavro's per-item reads. A retired writer schema
+that the current one only adds fields with defaults to (every schema under ``history/``) is read the
+same way, with its own schema, and the added fields set to their defaults: what Avro's schema
+resolution gives, without its per-record cost on logs written before the fields existed. Such an array comes
 back as a ``Float32Array``: a list of the floats that also keeps their bytes, which a store can
 write as they are. Fields of logical type ``uuid`` (in nested records) come back as their
 canonical text, ``str(uuid.UUID(text))``, checked without building a ``UUID`` when the text is
@@ -22,6 +25,7 @@ canonical already (events' ids always are).
 
 from __future__ import annotations
 
+import copy
 import functools
 import io
 import json
@@ -71,6 +75,7 @@ class _Plan:
     head: Any | None  # the writer without its trailing float array, when it has one and needs no resolution
     tail: tuple[str, ...] = ()  # field path of that array, outermost record first
     uuids: tuple[tuple[str, ...], ...] = ()  # field paths of the uuid fields, read as plain strings
+    added: tuple[tuple[tuple[str, ...], Any], ...] = ()  # fields the current schema adds: (path, default)
 
 
 def _is_float(schema: Any) -> bool:
@@ -130,6 +135,47 @@ def _uuid_text(value: Any) -> str:
     if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value):
         return value
     return str(value if isinstance(value, uuid.UUID) else uuid.UUID(value))
+
+
+def _without_docs(schema: Any) -> Any:
+    """A schema with its ``doc`` strings left out (they do not change how a body reads)."""
+    if isinstance(schema, dict):
+        return {k: _without_docs(v) for k, v in schema.items() if k != "doc"}
+    if isinstance(schema, list):
+        return [_without_docs(s) for s in schema]
+    return schema
+
+
+def _added_fields(writer: Any, reader: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]] | None:
+    """The fields ``reader`` adds to ``writer`` with their defaults, when that is all that differs; else None.
+
+    Records are compared field by field through nested records (a field added inside a union, an array or
+    a map, a renamed, removed or retyped field: None, for Avro's schema resolution to read).
+    """
+    if _without_docs(writer) == _without_docs(reader):
+        return []
+    is_record = isinstance(writer, dict) and writer.get("type") == "record"
+    if not is_record or not isinstance(reader, dict) or reader.get("type") != "record":
+        return None
+    if writer.get("name") != reader.get("name") or writer.get("namespace") != reader.get("namespace"):
+        return None
+    wanted = {str(f["name"]): f for f in reader["fields"]}
+    if any("aliases" in f for f in reader["fields"]):
+        return None
+    out: list[tuple[tuple[str, ...], Any]] = []
+    for f in writer["fields"]:
+        name = str(f["name"])
+        if name not in wanted:
+            return None
+        inner = _added_fields(f["type"], wanted.pop(name)["type"], (*path, name))
+        if inner is None:
+            return None
+        out += inner
+    for name, f in wanted.items():
+        if "default" not in f:
+            return None
+        out.append(((*path, name), f["default"]))
+    return out
 
 
 def _reverse(fp: int) -> int:
@@ -283,16 +329,25 @@ class SchemaRegistry:
         name, parsed = self._writers[fp]
         expanded = self._expanded[fp]
         current = self._current.get(name)
-        if current is not None and current is not parsed:  # an older writer: fastavro resolves it
-            wanted = self._expanded[self._current_fp[name]]
+        wanted = self._expanded[self._current_fp[name]] if current is not None else expanded
+        added = _added_fields(expanded, wanted) if current is not None and current is not parsed else []
+        if added is None:  # an older writer that differs by more than added fields: fastavro resolves it
             writer = parse_schema(expanded, named_schemas={})
             reader = parse_schema(wanted, named_schemas={})
             plan = _Plan(name, writer, reader, None, (), tuple(_uuid_paths(wanted)))
-        else:
+        else:  # the current writer, or an older one the current schema only adds fields with defaults to
             plain = _plain_uuids(expanded)
             tail = _float_tail(plain)
             head = parse_schema(_without_tail(plain, tail), named_schemas={}) if tail else None
-            plan = _Plan(name, parse_schema(plain, named_schemas={}), None, head, tail, tuple(_uuid_paths(expanded)))
+            plan = _Plan(
+                name,
+                parse_schema(plain, named_schemas={}),
+                None,
+                head,
+                tail,
+                tuple(_uuid_paths(expanded)),
+                tuple((where, default) for where, default in added),
+            )
         self._plans[fp] = plan
         return plan
 
@@ -313,6 +368,8 @@ class SchemaRegistry:
             for key in path[:-1]:
                 inner = inner[key]
             inner[path[-1]] = _uuid_text(inner[path[-1]])
+        for path, default in plan.added:
+            _put(record, path, copy.deepcopy(default))
         return record, end
 
     def reframe(self, data: bytes) -> bytes:

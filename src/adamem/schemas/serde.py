@@ -11,30 +11,71 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from adamem.errors import DecodeError, SchemaError
-from adamem.events import ChatMessage, Event, MemoryCorrected, MemoryForgotten, MessageAnalyzed
+from adamem.events import (
+    AnswerFeedback,
+    ChatMessage,
+    Event,
+    GrantChanged,
+    MemoryCompressed,
+    MemoryCorrected,
+    MemoryForgotten,
+    MemoryRead,
+    MessageAnalyzed,
+)
 from adamem.feed import MemoryChanged
 from adamem.schemas import default_registry
-from adamem.schemas.sealing import KeyRing, open_analysis_record, open_message_record, seal_analysis, seal_message
+from adamem.schemas.sealing import (
+    KeyRing,
+    open_analysis_record,
+    open_compression_record,
+    open_message_record,
+    seal_analysis,
+    seal_compression,
+    seal_message,
+)
 
 __all__ = ["decode_as", "decode_event", "encode_event", "reframe"]
 
-_MODELS: dict[str, type[ChatMessage] | type[MessageAnalyzed] | type[MemoryForgotten] | type[MemoryCorrected]] = {
-    cls.SCHEMA: cls for cls in (ChatMessage, MessageAnalyzed, MemoryForgotten, MemoryCorrected)
+_MODELS: dict[str, type[Event]] = {
+    cls.SCHEMA: cls
+    for cls in (
+        ChatMessage,
+        MessageAnalyzed,
+        MemoryForgotten,
+        MemoryCorrected,
+        GrantChanged,
+        AnswerFeedback,
+        MemoryCompressed,
+    )
 }
 
-E = TypeVar("E", ChatMessage, MessageAnalyzed, MemoryForgotten, MemoryCorrected, MemoryChanged)
+E = TypeVar(
+    "E",
+    ChatMessage,
+    MessageAnalyzed,
+    MemoryForgotten,
+    MemoryCorrected,
+    GrantChanged,
+    AnswerFeedback,
+    MemoryCompressed,
+    MemoryChanged,
+    MemoryRead,
+)
 
 
-def encode_event(event: Event | MemoryChanged, keys: KeyRing | None = None) -> bytes:
+def encode_event(event: Event | MemoryChanged | MemoryRead, keys: KeyRing | None = None) -> bytes:
     """Single-object-encode an event with its current schema; with ``keys``, seal its free text.
 
-    A ``MemoryChanged`` (the change feed) holds ids only and is never sealed.
+    A ``MemoryChanged`` (the change feed) holds ids only and is never sealed; nor is a ``MemoryRead``
+    (the audit trail: ids, a route name and a time).
     """
     if keys is not None:
         if isinstance(event, ChatMessage):
             event = seal_message(event, keys)
         elif isinstance(event, MessageAnalyzed):
             event = seal_analysis(event, keys)
+        elif isinstance(event, MemoryCompressed):
+            event = seal_compression(event, keys)
     elif isinstance(event, MessageAnalyzed) and event.message.sealed is not None and event.sealed is None:
         raise SchemaError(
             f"analysis {event.event_id} is of a sealed message: encode it with the keystore, never in the clear"
@@ -50,6 +91,8 @@ def _open(name: str, record: dict[str, Any], keys: KeyRing | None) -> None:
         open_analysis_record(record, keys)
     elif name == ChatMessage.SCHEMA:
         open_message_record(record, keys)
+    elif name == MemoryCompressed.SCHEMA:
+        open_compression_record(record, keys)
 
 
 def decode_event(data: bytes, keys: KeyRing | None = None) -> Event:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from adamem.errors import AdaMemError, ConfigError
-from adamem.events import ChatMessage, MessageAnalyzed
+from adamem.events import ChatMessage, MemoryCompressed, MessageAnalyzed
 from adamem.projections.store.lance_scan import index_token_files, index_tokens, lance_datasets, scan_dataset
 from adamem.schemas.serde import decode_event
 from adamem.streams.embedded_log import DAMAGED, read_entries, scan_file
@@ -91,6 +91,10 @@ def opened_text(value: bytes, keys: KeyRingLike | None) -> bytes:
         if event.shredded:
             return b""
         content = _message_content(event)
+    elif isinstance(event, MemoryCompressed):
+        if event.shredded:
+            return b""
+        content = event.content_record()
     else:
         content = event.to_record()
     return json.dumps(content, ensure_ascii=False, default=str).encode()

@@ -31,7 +31,7 @@ reported.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from adamem.errors import AdaMemError
 from adamem.events import ChatMessage
@@ -108,14 +108,15 @@ async def compute_feed(
     start: int = 0,
     end: int | None = None,
     view: str = "",
-    params: MemoryParameters = SEED_DEFAULT,
+    params: MemoryParameters | Callable[[str], MemoryParameters] = SEED_DEFAULT,
     keys: KeyRingLike | None = None,
 ) -> list[MemoryChanged]:
     """The change events of the analyses at [start, end) of one partition, computed from the log alone.
 
     The owners that have events in that range are folded from the partition's start (in memory,
     no store), as a replay folds them; only the events from ``start`` on are returned. With
-    ``start=0`` this is the whole feed a replay of the partition gives.
+    ``start=0`` this is the whole feed a replay of the partition gives. ``params``: the fold
+    parameters, or a function of the owner key giving them (``Projector.params_for``: per-tenant packs).
     """
     topic = settings.topic("analyses")
     stop = end if end is not None else (await log.end_offsets(topic)).get(partition, 0)
@@ -141,7 +142,7 @@ async def compute_feed(
         if state is None:
             state = states[owner] = OwnerMemory(owner)
         positioned = Positioned(event, rec.topic, rec.partition, rec.offset)
-        _, delta = apply(state, positioned, params)
+        _, delta = apply(state, positioned, params(owner) if callable(params) else params)
         if rec.offset >= start and delta:
             out.extend(change_events(positioned, delta, view))
     return out
@@ -162,7 +163,7 @@ async def missing_feed(
         start=upto,
         end=done,
         view=projector.store.view,
-        params=projector.params,
+        params=projector.params_for,  # each owner at its tenant's recorded pace and relations
     )
     return feed, done
 

@@ -9,7 +9,10 @@ The store records its generation (a view's ``meta.json`` for LanceDB). The write
 in-process pipeline, the Faust worker, replay — takes the generation and its analyzer *from the
 store's active view*, not from the environment: ``ADAMEM_EXTRACTOR``/``ADAMEM_EMBEDDER`` only
 choose the analyzer of a store's first generation. Changing the analyzer of a running memory is
-a reanalysis, never a silent switch halfway through a log.
+a reanalysis, never a silent switch halfway through a log. The same holds for the domain packs
+(``ADAMEM_PACKS``): a generation records each tenant's packs with their text and digest, and its
+analysis and folds use the recorded packs, so an edited pack file changes nothing until
+``adamem reanalyze --packs`` writes a generation with it.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ import logging
 import re
 
 from adamem.errors import ConfigError
+from adamem.packs import PackSelection
+from adamem.projections.folds.params import SEED_DEFAULT
+from adamem.projections.packs import pack_parameters
 from adamem.projections.store.ports import MemoryStore
 from adamem.settings import Settings
 
-__all__ = ["FIRST", "active", "generation_record", "next_generation", "resolve", "settings_for"]
+__all__ = ["FIRST", "active", "analyzer_summary", "generation_record", "next_generation", "resolve", "settings_for"]
 
 log = logging.getLogger("adamem.generations")
 
@@ -42,7 +48,24 @@ def generation_record(settings: Settings) -> dict[str, str]:
             record[name] = str(value)
     if settings.embed_dim:
         record["embed_dim"] = str(settings.embed_dim)
+    selection = PackSelection.chosen(settings.packs, settings.packs_record)
+    if selection.by_tenant:
+        pack_parameters(selection, SEED_DEFAULT)  # a bad [pace] fails here, before the generation is recorded
+        record["packs"] = settings.packs
+        record["packs_digest"] = selection.digest
+        record["packs_content"] = selection.to_record()
     return record
+
+
+def analyzer_summary(record: dict[str, str]) -> str:
+    """``extractor=rules, embedder=e5, packs=…`` of a generation record, in its order: the packs' text is left out
+    and their digest shortened."""
+    shown = []
+    for key, value in record.items():
+        if key in ("name", "topic", "packs_content"):
+            continue
+        shown.append(f"{key}={value[:12] if key == 'packs_digest' else value}")
+    return ", ".join(shown)
 
 
 def settings_for(settings: Settings, record: dict[str, str]) -> Settings:
@@ -56,6 +79,9 @@ def settings_for(settings: Settings, record: dict[str, str]) -> Settings:
             changes[field] = record[field]
     if "embed_dim" in record:
         changes["embed_dim"] = int(record["embed_dim"])
+    # A generation without packs analyses without them, whatever ADAMEM_PACKS says now.
+    changes["packs"] = record.get("packs", "")
+    changes["packs_record"] = record.get("packs_content", "")
     return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
 
 
@@ -95,6 +121,20 @@ def resolve(settings: Settings, store: MemoryStore, *, record_if_missing: bool =
                 configured,
                 field,
                 configured,
+            )
+    if settings.packs and not settings.packs_record:
+        try:
+            configured = PackSelection.parse(settings.packs).digest
+        except ConfigError as exc:  # the store's record decides: a stale setting is worth a warning, not a failure
+            configured = f"unreadable: {exc}"
+        if configured != record.get("packs_digest", ""):
+            log.warning(
+                "the store's generation %s was analysed with domain packs %r; ignoring ADAMEM_PACKS=%r, whose "
+                "packs differ (run `adamem reanalyze --packs %s` to analyse the log again with them)",
+                resolved.generation,
+                resolved.packs,
+                settings.packs,
+                settings.packs,
             )
     return resolved
 

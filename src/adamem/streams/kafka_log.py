@@ -26,7 +26,7 @@ __all__ = ["KafkaLog", "topic_configs"]
 def topic_configs(name: str) -> dict[str, str]:
     """Explicit settings of each project topic: the event store is kept forever."""
     forever = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
-    if name in ("messages", "analyses", "control"):
+    if name in ("messages", "analyses", "control", "audit"):  # audit: the owner's record of reads under grants
         return forever
     if name == "changes":  # derived: a subscriber further behind recomputes it from the log (streams.feed)
         return {"retention.ms": str(7 * 24 * 3600 * 1000), "cleanup.policy": "delete"}
@@ -74,7 +74,7 @@ class KafkaLog:
             self._partitions[topic] = len(parts or ()) or self._settings.partitions
 
     async def ensure_topics(self) -> None:
-        """Create the messages, analyses, control, dead-letter and changes topics with explicit settings."""
+        """Create the messages, analyses, control, dead-letter, changes and audit topics with explicit settings."""
         admin = AIOKafkaAdminClient(
             bootstrap_servers=self.bootstrap, request_timeout_ms=int(self._settings.kafka_timeout_s * 1000)
         )

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EventLog", "LogRecord", "OutgoingRecord", "murmur2", "partition_for"]
 
-TOPICS = ("messages", "analyses", "control", "deadletter", "changes")
+TOPICS = ("messages", "analyses", "control", "deadletter", "changes", "audit")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,10 @@ Faust worker must agree with. Both stages resume from the log itself:
 * the projector from the checkpoint the store wrote with its rows.
 
 Control events are forwarded by the analyzer into the analyses topic, so the folds read one
-ordered stream per owner, and replay sees exactly the order live projection saw.
+ordered stream per owner, and replay sees exactly the order live projection saw. With
+``ADAMEM_COMPRESSION`` set (rules, openai), the owners a batch folded events of then get the
+compressions their records call for (``streams.compress``: control events too), analysed and
+folded in the same pass.
 
 Crypto-shredding (``streams.keys``): messages are read and analyses written through the log's
 keystore — an analysis is sealed under its message's key, and its new keys are flushed before it
@@ -80,6 +83,8 @@ class PipelineStats:
     applied: int = 0
     skipped: int = 0
     per_partition: dict[int, int] = field(default_factory=dict)
+    # owners whose events this call folded (compression looks at them); not accumulated by ``add``
+    owners: set[str] = field(default_factory=set)
 
     def add(self, other: PipelineStats) -> None:
         """Accumulate another run's counts."""
@@ -244,6 +249,7 @@ async def project_pending(
                     metrics.DEAD_LETTERS.labels("project", metrics.dead_letter_reason(event)).inc()
                 continue
             events.append(event)
+            stats.owners.add(event.event.owner_id)
         done = projector.store.checkpoint(partition).get(topic, 0)
         result = await fold(log, projector, settings, partition, events, stop, publish, rebuild_from=done)
         stats.applied += result.applied
@@ -279,6 +285,14 @@ async def _record_lag(
     for topic in (settings.topic("messages"), settings.topic("control"), analyses):
         end = (await log.end_offsets(topic)).get(partition, 0)
         metrics.CONSUMER_LAG.labels(topic, str(partition)).set(max(0, end - done.get(topic, 0)))
+
+
+async def _compress_owners(log: EventLog, projector: Projector, settings: Settings, owners: set[str]) -> int:
+    """Append the compressions proposed for the owners a batch folded events of (``streams.compress``); how many."""
+    from adamem.streams.compress import compress_owners, compressor_for
+
+    compressor = compressor_for(settings)
+    return await compress_owners(log, projector.store, settings, projector.params, compressor, owners=owners)
 
 
 async def run_pipeline(
@@ -334,7 +348,12 @@ async def run_pipeline(
                     log, agent, settings, p, batch=batch, progress=progress, resume=resume.setdefault(p, {})
                 )
             )
-            total.add(await project_pending(log, projector, settings, p, progress=progress))
+            projected = await project_pending(log, projector, settings, p, progress=progress)
+            total.add(projected)
+            compressing = settings.compression != "off" and projected.applied
+            if compressing and await _compress_owners(log, projector, settings, projected.owners):
+                total.add(await analyze_pending(log, agent, settings, p, batch=batch, resume=resume[p]))
+                total.add(await project_pending(log, projector, settings, p))
             await _record_lag(log, projector, settings, p, resume[p])
         if not follow or (stop is not None and stop.is_set()):
             return total

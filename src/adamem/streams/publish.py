@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adamem.errors import AdaMemError
-from adamem.events import ChatMessage, MessageAnalyzed, ms_to_iso
+from adamem.events import ChatMessage, MemoryCompressed, MessageAnalyzed, ms_to_iso
 from adamem.schemas.serde import decode_event, encode_event
 from adamem.settings import Settings
 from adamem.streams.keys import KeyRingLike, keystore_for
@@ -88,6 +88,8 @@ def _to_json(rec: LogRecord, keys: KeyRingLike | None) -> tuple[dict[str, Any], 
         record["sealed"] = event.sealed is not None
     elif isinstance(event, ChatMessage):
         record = _plain_message(event)
+    elif isinstance(event, MemoryCompressed):
+        record = event.content_record()
     else:
         record = event.to_record()
     if getattr(event, "shredded", False):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import build_agent, build_embedder, build_extractor
-from adamem.errors import AdaMemError, LogError, StoreError
+from adamem.errors import AdaMemError, ConfigError, LogError, StoreError
 from adamem.locations import StoreLocation
 from adamem.projections.folds.rows import Row
 from adamem.projections.projector import Projector
@@ -34,6 +34,7 @@ from adamem.streams.generations import FIRST, generation_record, next_generation
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
 from adamem.streams.pipeline import PipelineStats, analyze_pending, project_pending
 from adamem.streams.processes import Channel, JobFailed, reopenable, run_jobs
+from adamem.streams.reanalyze_group import ReanalysisJob, open_reanalysis, targets_of, wait_for_members
 from adamem.streams.replay import LAYER_TABLES, store_rows
 
 __all__ = ["LayerChanges", "ReanalyzeReport", "catch_up", "layer_changes", "reanalyze", "switch_to", "view_generations"]
@@ -78,6 +79,10 @@ class ReanalyzeReport:
     stats: PipelineStats = field(default_factory=PipelineStats)
     layers: dict[str, LayerChanges] = field(default_factory=dict)
     switched: bool = False
+    group: bool = False
+    """Analysed by members of the generation's consumer group (``streams.reanalyze_group``)."""
+    accounted: int = 0
+    """With ``group``: the input records (messages and control events) the members accounted for."""
 
 
 def row_text(row: Row) -> str:
@@ -270,23 +275,39 @@ async def reanalyze(
     *,
     extractor: str | None = None,
     embedder: str | None = None,
+    packs: str | None = None,
     view: str | None = None,
     switch: bool = False,
     progress: Callable[[int], None] | None = None,
     jobs: int = 1,
+    group: bool = False,
+    announce: Callable[[str], None] | None = None,
 ) -> ReanalyzeReport:
-    """Write a new analysis generation with another analyzer, project it into a new view, compare, maybe switch.
+    """Write a new analysis generation with another analyzer (or other ``packs``), project it into a new view,
+    compare, maybe switch.
 
     ``root`` is the store's folder (URL) or its view catalog. ``jobs``: processes analysing and
     projecting partitions side by side (``streams.processes``), each partition in one of them; a
-    log or store held in this process, or a log of one partition, is analysed here.
+    log or store held in this process, or a log of one partition, is analysed here. ``group``: on
+    a Kafka log, members started with ``adamem worker --reanalyze VIEW`` analyse, and this process
+    waits for them, then folds (``streams.reanalyze_group``); ``announce`` hears the line that
+    names the view. With ``group`` and the ``view`` of a reanalysis begun earlier (its coordinator
+    stopped), this process waits for that one's members again instead of beginning another.
     """
     if jobs < 1:
         raise AdaMemError(f"jobs must be at least 1, not {jobs}")
+    if group and not settings.log_url.startswith("kafka://"):
+        raise ConfigError(f"a reanalysis shared by a group needs a kafka:// log, not {settings.log_url}; drop --group")
     views = open_views(root)
     active = views.active_view()
     live = views.open_view(active, read_only=True)
     before = resolve(settings, live)
+    if group and view is not None and view in views.views() and view != active:
+        report = await _resume_group(settings, views, view, before, live, extractor, embedder, progress, announce)
+        if switch:
+            report.stats.add(await switch_to(settings, views, view))
+            report.switched = True
+        return report
     generations = view_generations(views)
     taken = [g.get("name", FIRST) for g in generations.values()] + [before.generation]
     gen = next_generation(taken)
@@ -296,6 +317,8 @@ async def reanalyze(
         extractor=extractor or before.extractor,
         embedder=embedder or before.embedder,
     )
+    if packs is not None:  # other domain packs: read from their files now, recorded with the new generation
+        new_settings = dataclasses.replace(new_settings, packs=packs, packs_record="")
     # a bad extractor/embedder name fails here, before anything is written
     parts = build_extractor(new_settings), build_embedder(new_settings)
     name = view or gen
@@ -323,7 +346,11 @@ async def reanalyze(
             previous_generation=before.generation,
         )
         partitions = log.partitions(new_settings.topic("messages"))
-        if jobs > 1 and partitions > 1 and reopenable(log.url, root):
+        if group:
+            job = ReanalysisJob(name, await targets_of(log, new_settings))
+            store.record_rebuild_job(job.record())
+            await _fold_after_members(log, store, new_settings, job, report, progress, announce)
+        elif jobs > 1 and partitions > 1 and reopenable(log.url, root):
             assert isinstance(root, str | StoreLocation)
             report.stats = await _analyze_in_processes(log, root, name, new_settings, jobs, progress)
         else:
@@ -335,6 +362,57 @@ async def reanalyze(
     if switch:
         report.stats.add(await switch_to(settings, views, name))
         report.switched = True
+    return report
+
+
+async def _fold_after_members(
+    log: EventLog,
+    store: MemoryStore,
+    settings: Settings,
+    job: ReanalysisJob,
+    report: ReanalyzeReport,
+    progress: Callable[[int], None] | None,
+    announce: Callable[[str], None] | None,
+) -> None:
+    """Wait until the members have analysed the job, then fold the generation's analyses into the view."""
+    await wait_for_members(log, settings, job, progress=progress, announce=announce)
+    projector = Projector(store, feed=False)
+    for p in range(log.partitions(settings.topic("analyses"))):
+        report.stats.add(await project_pending(log, projector, settings, p))
+    report.group, report.accounted = True, job.total
+
+
+async def _resume_group(
+    settings: Settings,
+    views: ViewCatalog,
+    view: str,
+    before: Settings,
+    live: StoreReader,
+    extractor: str | None,
+    embedder: str | None,
+    progress: Callable[[int], None] | None,
+    announce: Callable[[str], None] | None,
+) -> ReanalyzeReport:
+    """Wait again for the members of a reanalysis ``view`` records (its coordinator stopped), then fold and compare."""
+    job, recorded = open_reanalysis(views, view)
+    record = recorded.generation()
+    for option, given in (("extractor", extractor), ("embedder", embedder)):
+        if given is not None and given != record.get(option):
+            raise ConfigError(
+                f"view {view!r} is a reanalysis with {option} {record.get(option)!r}, not {given!r}; "
+                "name another view to begin a new one"
+            )
+    ours = settings_for(settings, record)
+    report = ReanalyzeReport(view, ours.generation, record, views.active_view(), before.generation)
+    log = open_log(settings.log_url, ours)
+    await log.start()
+    try:
+        store = views.open_view(view, optimize_every=0)
+        await _fold_after_members(log, store, ours, job, report, progress, announce)
+        store.optimize()
+    finally:
+        await log.stop()
+    report.layers = layer_changes(live, store)
     return report
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,8 +37,10 @@ from adamem.events import ChatMessage
 from adamem.locations import StoreLocation
 from adamem.projections.folds.apply import Positioned, apply
 from adamem.projections.folds.changes import Delete, Upsert
+from adamem.projections.folds.params import SEED_DEFAULT
 from adamem.projections.folds.rows import TABLES, Row
 from adamem.projections.folds.state import OwnerMemory
+from adamem.projections.packs import owner_parameters, recorded_parameters
 from adamem.projections.store.ports import MemoryStore, StoreReader, ViewCatalog
 from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
@@ -50,6 +52,7 @@ from adamem.streams.replay_jobs import REBUILD_BATCH, FoldPlan, FoldRunner, coll
 __all__ = [
     "LAYER_TABLES",
     "REBUILD_BATCH",
+    "Members",
     "RebuildReport",
     "RowDiff",
     "diff_stores",
@@ -86,7 +89,8 @@ class RebuildReport:
     events folded and ``offsets`` how far, per partition; ``verified`` whether the rebuilt rows equal
     the live ones (``None``: not compared), with their ``checksum`` / ``live_checksum`` and the
     ``diffs``; ``switched`` whether the store now reads the new view; ``processes`` and ``restarts``
-    the processes that folded partitions and how many were started again.
+    the processes that folded partitions and how many were started again; ``group`` the consumer group
+    of the members that folded the view (``streams.replay_group``), if they did.
     """
 
     view: str
@@ -100,6 +104,14 @@ class RebuildReport:
     removed_views: list[str] = field(default_factory=list)
     processes: int = 0
     restarts: int = 0
+    group: str = ""
+
+
+Members = Callable[[MemoryStore, FoldPlan, Callable[[int], None]], Awaitable[None]]
+"""Folds a plan's partitions up to its ``to`` offsets in other processes, and returns once all have reached them.
+
+Given the new view's writer (to record the job where the members find it), the plan, and a tick
+to hear of the log records folded."""
 
 
 def _canonical(row: Row) -> str:
@@ -163,6 +175,7 @@ async def rebuild_view(
     switch: bool = True,
     progress: Callable[[int], None] | None = None,
     jobs: int | None = 1,
+    members: Members | None = None,
 ) -> RebuildReport:
     """Rebuild every layer into a new view; verify against the active view; catch up; switch.
 
@@ -171,7 +184,9 @@ async def rebuild_view(
     view records the same generation. ``jobs``: processes folding partitions side by side
     (``streams.replay_jobs``; None: the cores, for a log long enough to gain from them); one, a log
     of one partition, or a log or store held in this process
-    (``memory://``, a catalog object) fold here.
+    (``memory://``, a catalog object) fold here. ``members``: the fold up to the target is left to
+    other processes (``streams.replay_group``: a group of members on Kafka), which this one waits
+    for; the verification, catch-up and switch that follow are this function's, as without them.
     """
     runner = FoldRunner(log, root, settings, jobs=jobs)
     views = runner.views
@@ -209,14 +224,19 @@ async def rebuild_view(
         optimize=True,
     )
     with collector_paused():
-        if verify:
+        if members is not None:  # other processes fold to the target; this one waits for them
+            await members(rebuilt, fold, tick)
+            erased = len(views.open_view(name, read_only=True).rebuild_job().get("erased", ()))
+        elif verify:
             erased = await runner.run(fold, step, sizes=target)
+        if verify:
             reader = views.open_view(name, read_only=True)
             tables = _tables(layers)
             report.diffs = diff_stores(live, reader, layers)
             report.live_checksum = rows_checksum(store_rows(live, tables))
             report.checksum = rows_checksum(store_rows(reader, tables))
             report.verified = not report.diffs
+        if members is not None or verify:
             erased += await runner.run(finish, step, sizes=target)
         else:
             erased = await runner.run(fold.then(finish), step, sizes=target)
@@ -277,6 +297,7 @@ async def rebuild_owner(
     p = owner_partition(user, partitions)
     upto = store.checkpoint(p).get(topic, 0)
     state = OwnerMemory(user)
+    params = owner_parameters(recorded_parameters(store, SEED_DEFAULT), user, SEED_DEFAULT)  # its recorded packs
     count = 0
     ring = keys if keys is not None else keystore_for(log, settings)
     async for rec in log.read(topic, from_offsets={p: 0}, until={p: upto}, key=partition_key(user)):
@@ -286,7 +307,7 @@ async def rebuild_owner(
             continue
         if isinstance(event, ChatMessage) or event.owner_id != user:
             continue
-        apply(state, Positioned(event, rec.topic, rec.partition, rec.offset))
+        apply(state, Positioned(event, rec.topic, rec.partition, rec.offset), params)
         count += 1
     tables = _tables(layers)
     fresh = [r for r in state.rows() if r.TABLE in tables]

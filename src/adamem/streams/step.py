@@ -29,7 +29,15 @@ from typing import TypeVar
 
 from adamem.analysis.agent import MemoryAgent
 from adamem.errors import AdaMemError
-from adamem.events import ChatMessage, MemoryCorrected, MemoryForgotten, MessageAnalyzed
+from adamem.events import (
+    AnswerFeedback,
+    ChatMessage,
+    GrantChanged,
+    MemoryCompressed,
+    MemoryCorrected,
+    MemoryForgotten,
+    MessageAnalyzed,
+)
 from adamem.feed import MemoryChanged
 from adamem.partitioning import misplaced
 from adamem.projections.folds.apply import Positioned
@@ -61,7 +69,7 @@ _R = TypeVar("_R")
 ERROR_HEADER = "adamem-error"
 """On every dead letter: why the record could not be handled (UTF-8, at most 4000 bytes)."""
 
-Handled = ChatMessage | MemoryForgotten | MemoryCorrected | str
+Handled = ChatMessage | MemoryForgotten | MemoryCorrected | GrantChanged | AnswerFeedback | MemoryCompressed | str
 """An input record's event, or why it is dead-lettered."""
 
 

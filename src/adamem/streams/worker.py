@@ -13,9 +13,13 @@ call the steps the in-process pipeline runs too (``streams.step``), and hand the
   (paused, or busy past a rebalance) is fenced and cannot publish, so no message is analysed twice.
 * ``project`` reads ``analyses`` and folds each partition's batch into the LanceDB shard of that
   partition, which records the offsets with the rows; events below the shard's checkpoint are
-  skipped, so redelivery after a crash or rebalance changes nothing.
+  skipped, so redelivery after a crash or rebalance changes nothing. With ``ADAMEM_COMPRESSION``
+  set, it then proposes the compressions of the owners each committed batch folded events of and
+  sends them to ``control`` (``streams.compress``), where ``analyze`` forwards them like any
+  control event.
 
-Both agents read ``read_committed``: aborted transactions never reach a projection. What the
+Both agents read ``read_committed``: aborted transactions never reach a projection, and no
+group offset passes an event that was not handled (``_CommittedReadsConsumer.ack``). What the
 worker holds between batches, and the handlers the agents call, are ``streams.worker_state``'s
 ``WorkerState``; ``create_app`` only wires Faust to it.
 """
@@ -57,7 +61,7 @@ class _CommittedReadsThread(faust_kafka.AIOKafkaConsumerThread):
 
 
 class _CommittedReadsConsumer(faust_kafka.Consumer):
-    """Faust's consumer, reading committed records; it leaves the offsets of transactional inputs alone.
+    """Faust's consumer, reading committed records; it commits no offset past an event the worker did not handle.
 
     With the worker's transactions, an input partition's offsets are committed only inside the
     transaction that publishes its analyses (``send_offsets_to_transaction``). Faust commits the
@@ -68,6 +72,22 @@ class _CommittedReadsConsumer(faust_kafka.Consumer):
 
     def _new_consumer_thread(self) -> Any:
         return _CommittedReadsThread(self, loop=self.loop, beacon=self.beacon)
+
+    def ack(self, message: Any) -> bool:
+        """Record an ack unless the worker withholds it (``WorkerState.acks``): then the offset stays below it.
+
+        Faust's take buffer acks every event of a batch once the batch is handled, also events
+        fetched before a rebalance that assigned their partition again (their acks would count in
+        the new assignment) and analyses whose fold was given up (another writer held the shard).
+        A withheld ack leaves a gap that the group's offset does not pass.
+        """
+        state: WorkerState | None = getattr(self.app, "adamem_state", None)
+        if state is not None and not message.acked and not state.acks(message):
+            message.acked = True
+            self._unacked_messages.discard(message)
+            return False
+        done: bool = super().ack(message)
+        return done
 
     async def _commit_offsets(self, offsets: Mapping[Any, int], start_new_transaction: bool = True) -> bool:
         transactional: frozenset[str] = getattr(self.app, "adamem_transactional_topics", frozenset())
@@ -142,6 +162,7 @@ def create_app(
     within_s: float = 0.5,
     restart: Callable[[], None] | None = None,
     log_reader: Callable[[], EventLog] | None = None,
+    analyze_only: bool = False,
 ) -> faust.App:
     """The Faust app with the ``analyze`` and ``project`` agents; models and stores are made lazily.
 
@@ -150,6 +171,8 @@ def create_app(
     SIGTERM to this process, after which ``run_worker`` starts again with the new generation);
     ``app.adamem_restart`` then names the generation to follow. ``log_reader`` makes the reader
     of the log used to fill projection gaps and find what is already analysed (default: Kafka).
+    ``analyze_only``: the ``analyze`` agent alone, for ``settings``' generation whatever view is
+    active (a member of a reanalysis the group shares, ``streams.reanalyze_group``).
     """
     try:
         loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()  # tests drive agents in theirs
@@ -181,15 +204,18 @@ def create_app(
     analyses = app.topic(settings.topic("analyses"), **raw)
     deadletter = app.topic(settings.topic("deadletter"), **raw)
     changes = app.topic(settings.topic("changes"), **raw)  # the change feed (streams.feed), sent after each commit
+    control = app.topic(settings.topic("control"), **raw)  # the compressions the project agent proposes
     state = WorkerState(
         settings,
         bootstrap,
         group,
         agent_factory,
         projector_factory,
-        WorkerTopics(analyses, deadletter, changes),
+        WorkerTopics(analyses, deadletter, changes, control),
         restart=restart,
         log_reader=log_reader,
+        generation=lambda: app.consumer_generation_id,  # set by Faust on every assignment
+        follows_active_view=not analyze_only,
     )
 
     @app.agent(inputs, name="analyze")
@@ -197,10 +223,15 @@ def create_app(
         async for events in stream.take_events(batch, within=within_s):
             await state.analyze(events)
 
-    @app.agent(analyses, name="project")
-    async def project(stream: Any) -> None:
-        async for events in stream.take_events(batch * 4, within=within_s):
-            await state.project(events)
+    agents: dict[str, Any] = {"analyze": analyze}
+    if not analyze_only:
+
+        @app.agent(analyses, name="project")
+        async def project(stream: Any) -> None:
+            async for events in stream.take_events(batch * 4, within=within_s):
+                await state.project(events)
+
+        agents["project"] = project
 
     @app.timer(settings.metrics_interval_s, name="consumer-lag")  # type: ignore[untyped-decorator]
     async def consumer_lag() -> None:
@@ -209,6 +240,12 @@ def create_app(
     app.on_partitions_revoked.connect(state.revoked)  # type: ignore[arg-type]
     app.on_partitions_assigned.connect(state.assigned)  # type: ignore[arg-type]
     app.adamem_state = state
-    app.adamem_agents = {"analyze": analyze, "project": project}
-    app.adamem_topics = {"inputs": inputs, "analyses": analyses, "deadletter": deadletter, "changes": changes}
+    app.adamem_agents = agents
+    app.adamem_topics = {
+        "inputs": inputs,
+        "analyses": analyses,
+        "deadletter": deadletter,
+        "changes": changes,
+        "control": control,
+    }
     return app

@@ -13,7 +13,24 @@ through the Faust topics they are given. The state:
   one leaves ``resume`` alone;
 * what the status line and the lag metric show (``counts``, ``held``, ``positions``), the
   generation to follow (``restart_for``), and with transactions the analyze step's producers
-  (``txns``) and the project step's reader of where transactions end (``committed_ends``).
+  (``txns``) and the project step's reader of where transactions end (``committed_ends``);
+* with ``ADAMEM_COMPRESSION`` set, the compressor and the compressions sent but not yet folded (``proposed``).
+
+A batch belongs to the assignment it began in. Faust lets a rebalance revoke partitions while a
+batch runs (``stream_wait_empty=False``), and a paused worker goes on with its batch when it
+wakes, so ``project`` touches a partition's shard only while this worker still holds it in that
+assignment (``epoch`` unchanged): opening a shard claims it and fences its real owner out. Events
+fetched in an older consumer generation are not folded: the partition is read again from its
+committed offset by whoever holds it now. And the group's offset of an analyses partition never
+passes an event that was not folded: ``acks`` withholds the acks of such events (``unfolded``).
+
+Compression (``streams.compress``): once a partition's batch is committed, and while this worker
+still holds the partition, ``project`` proposes the compressions of the owners that batch folded
+events of and sends them to the control topic on that partition, as the in-process pipeline
+appends them. The analyze agent forwards them to the analyses topic like any control event, and
+this agent folds them there, where replay meets them too. A proposal that fails is logged, never
+raised: the batch stays committed, and the next batch of those owners proposes again (a
+compression's event id is its source records', so proposing twice folds once).
 """
 
 from __future__ import annotations
@@ -29,12 +46,14 @@ from typing import TYPE_CHECKING, Any
 
 from adamem import metrics
 from adamem.analysis.agent import MemoryAgent
-from adamem.errors import LogError, LogFenced, StoreFenced
-from adamem.events import ChatMessage
+from adamem.errors import LogError, LogFenced, StoreError, StoreFenced
+from adamem.events import ChatMessage, MemoryCompressed
 from adamem.feed import MemoryChanged
+from adamem.projections.compressor import Compressor
 from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
 from adamem.settings import Settings
+from adamem.streams.compress import compressions, compressor_for, control_records
 from adamem.streams.feed import feed_records, missing_feed
 from adamem.streams.keys import KeyRingLike, keystore_for
 from adamem.streams.log import EventLog, LogRecord, OutgoingRecord
@@ -60,7 +79,14 @@ __all__ = ["REFOLDS", "WorkerState", "WorkerTopics"]
 log = logging.getLogger("adamem.worker")
 
 REFOLDS = 3
-"""How many times the project agent folds a batch again after a refused commit to a shard it still owns."""
+"""How many times the project agent folds a batch again after a refused commit to a partition it still holds."""
+
+RECLAIM_WAIT_S = 1.0
+"""Before it claims back a shard another writer claimed, the project agent waits this long times the attempt.
+
+The other writer is a worker that has not yet heard that it lost the partition (it was paused past
+its session timeout), or this worker is that one: within a heartbeat the stale one hears of the
+rebalance and gives the batch up, so the worker that still holds the partition claims it once."""
 
 
 def _record(event: Any) -> LogRecord:
@@ -83,6 +109,8 @@ class WorkerTopics:
     analyses: Any
     deadletter: Any
     changes: Any
+    control: Any
+    """Where the project agent sends the compressions it proposes (``streams.compress``)."""
 
 
 class WorkerState:
@@ -99,8 +127,13 @@ class WorkerState:
         *,
         restart: Callable[[], None] | None = None,
         log_reader: Callable[[], EventLog] | None = None,
+        generation: Callable[[], int | None] = lambda: None,
+        follows_active_view: bool = True,
     ) -> None:
         self.settings = settings
+        self.follows_active_view = follows_active_view
+        """False for a member of a reanalysis: it analyses its generation whatever view is active."""
+        self._generation = generation
         self.topics = topics
         self._bootstrap = bootstrap
         self._agent_factory = agent_factory
@@ -120,6 +153,8 @@ class WorkerState:
         """Events handled, for the status line (``adamem worker``)."""
         self.held: set[int] = set()
         """Partitions this worker holds now."""
+        self.unfolded: dict[int, set[int]] = defaultdict(set)
+        """Analyses partition -> offsets of events this assignment acks without folding them (``acks``)."""
         self.positions = ConsumerPositions()
         """``adamem_consumer_lag_events``, refreshed by ``measure_lag``."""
         self.restart_for: str | None = None
@@ -128,6 +163,9 @@ class WorkerState:
         """The transactional producers of the analyze step, one per input partition."""
         self.committed_ends: CommittedEnds | None = None
         """Where the project agent may record its position past transaction markers."""
+        self._compressor: Compressor | None = None
+        self.proposed: set[str] = set()
+        """Ids of the compressions this process sent and has not yet met on the analyses topic (not sent again)."""
         if settings.worker_transactions and log_reader is None:
             from adamem.streams.kafka_transactions import CommittedEnds, PartitionTransactions
 
@@ -185,6 +223,8 @@ class WorkerState:
         self.resume.clear()  # another worker may analyse these partitions now
         self.dead_letters.clear()
         self.epoch += 1
+        for p in partitions:  # read again from the committed offset, which never passed them
+            self.unfolded.pop(p, None)
         if self._projector is not None:
             self._projector.forget_cache()
             self._projector.feed_checked.clear()  # another worker may fold (and send) these partitions now
@@ -206,10 +246,31 @@ class WorkerState:
         self.positions.assign((tp.topic, tp.partition) for tp in assigned if tp.topic in ours)
         self._forget_partitions({tp.partition for tp in assigned})
 
+    def _holds(self, partition: int, epoch: int) -> bool:
+        """True while this worker holds ``partition`` in the assignment of ``epoch`` (no rebalance since)."""
+        return self.epoch == epoch and partition in self.held
+
+    def acks(self, message: Any) -> bool:
+        """Whether Faust may record the ack of a consumed message (and so commit the group's offset past it).
+
+        Not for a message fetched in an older consumer generation (its partition is read again from
+        the committed offset after the rebalance), nor for an analyses event that was not folded
+        (its batch was given up): the group's offset stays below it, and the partition's next reader
+        reads it again.
+        """
+        generation = self._generation()
+        if generation is not None and message.generation_id not in (None, generation):
+            return False
+        if message.topic == self.settings.topic("analyses"):
+            return message.offset not in self.unfolded.get(message.partition, ())
+        return True
+
     # -- generations ------------------------------------------------------------------------------
 
     def switched_generation(self) -> str | None:
         """The active view's generation when it is no longer this worker's (a reanalysis was switched to)."""
+        if not self.follows_active_view:
+            return None
         record = self.projector().store.generation()
         name = record.get("name", self.settings.generation) if record else self.settings.generation
         return None if name == self.settings.generation else str(name)
@@ -236,13 +297,14 @@ class WorkerState:
         With transactions, the partition's producer is claimed first: whatever an older owner had
         open is then finished, and what it publishes later is refused, so the tail read next is final
         until this worker is fenced. Without ``claim`` (the lag metric) nothing is claimed, and the
-        tail read is not kept.
+        tail read is not kept; nor is a partition this worker no longer holds claimed (a batch fetched
+        before a rebalance would fence the partition's new owner for nothing: it publishes none of it).
         """
         settings, resume = self.settings, self.resume
         topics = (settings.topic("messages"), settings.topic("control"))
         if self.txns is not None and not self.txns.holds(partition):
             resume.pop(partition, None)
-            if not claim:
+            if not claim or partition not in self.held:  # a partition lost meanwhile is left to its owner
                 found = await resume_points(self.reader(), settings, partition)
                 return {t: found.get(t, 0) for t in topics}
             await self.txns.claim([partition])
@@ -306,6 +368,7 @@ class WorkerState:
             await self.stop_for(changed)
             return
         epoch = self.epoch
+        events = self._current(events)
         fresh = {e.message.partition for e in events} - set(self.resume)  # their tail is read in this batch
         todo = [event for event in events if not await self.already_analysed(event)]
         trackers: dict[int, ResumeTracker] = {}
@@ -335,6 +398,30 @@ class WorkerState:
                 self.resume[p] = tracker.points()
         for event in events:
             self.positions.handled(event.message.topic, event.message.partition, event.message.offset)
+
+    def _current(self, events: Sequence[Any]) -> list[Any]:
+        """The events of a batch to analyse: once each, and none fetched in an older consumer generation.
+
+        A worker that gets a partition back in a rebalance reads it again from the group's offset,
+        while events it fetched before the rebalance may still be on their way: one batch can then
+        hold the same record twice. The older copy is left (its ack is withheld, ``acks``) and a
+        record is analysed once however often it comes.
+        """
+        generation = self._generation()
+        seen: set[tuple[str, int, int]] = set()
+        current = []
+        for event in events:
+            m = event.message
+            if generation is not None and m.generation_id not in (None, generation):
+                continue
+            if (position := (m.topic, m.partition, m.offset)) not in seen:
+                seen.add(position)
+                current.append(event)
+        if len(current) < len(events):
+            log.info(
+                "left %d event(s) fetched before a rebalance, or twice, to be read again", len(events) - len(current)
+            )
+        return current
 
     async def _send(
         self, items: list[Analysed], trackers: Mapping[int, ResumeTracker], raw: Mapping[tuple[str, int, int], Any]
@@ -452,18 +539,31 @@ class WorkerState:
     # -- the project agent ------------------------------------------------------------------------
 
     async def project(self, events: Sequence[Any]) -> None:
-        """Fold a batch of analyses, each partition's part into its shard, past the shard's checkpoint."""
+        """Fold a batch of analyses, each partition's part into its shard, past the shard's checkpoint.
+
+        Only partitions this worker holds in the assignment the batch began in are touched (module
+        notes); the events of the others, and events of an older consumer generation, are left
+        unfolded and unacked for whoever holds their partition now.
+        """
         changed = await asyncio.to_thread(self.switched_generation)
         if changed is not None:
             await self.stop_for(changed)  # never fold one generation's analyses into another's view
             return
+        epoch, generation = self.epoch, self._generation()
         topic = self.settings.topic("analyses")
+        current = [e for e in events if generation is None or e.message.generation_id in (None, generation)]
+        if len(current) < len(events):
+            log.info("left %d event(s) fetched before a rebalance to be read again", len(events) - len(current))
+            kept = {id(e) for e in current}
+            self._leave_unfolded(e for e in events if id(e) not in kept)
         by_partition: dict[int, list[Positioned]] = defaultdict(list)
         reach: dict[int, int] = {}
         done: dict[int, int] = {}
         dead: list[Any] = []
-        for event in events:
+        for event in current:
             m = event.message
+            if not self._holds(m.partition, epoch):
+                continue  # never open (and so claim) the shard of a partition this worker lost
             reach[m.partition] = max(reach.get(m.partition, 0), m.offset + 1)
             if m.partition not in done:
                 checkpoint = await asyncio.to_thread(self.projector().store.checkpoint, m.partition)
@@ -477,24 +577,47 @@ class WorkerState:
                     self.dead_letters[m.partition] = m.offset + 1
                 continue  # else dead-lettered already (a redelivery)
             by_partition[m.partition].append(decoded)
+            if isinstance(decoded.event, MemoryCompressed):
+                self.proposed.discard(decoded.event.event_id)  # back from the log: no longer waiting
         for fut in dead:
             await fut  # on the log before the checkpoint that passes them
-        for partition in sorted(reach):
+        for partition in sorted({e.message.partition for e in current}):
+            mine = [e for e in current if e.message.partition == partition]
+            if partition not in reach or not self._holds(partition, epoch):
+                log.warning("p%d was revoked: its new owner folds %d event(s) of this batch", partition, len(mine))
+                self._leave_unfolded(mine)
+                continue
             own = sorted(by_partition.get(partition, []), key=lambda p: p.offset)
-            first = min(e.message.offset for e in events if e.message.partition == partition)
+            first = min(e.message.offset for e in mine)
             if self.committed_ends is not None:  # past the transaction's marker when nothing committed follows
                 reach[partition] = await self.committed_ends.resume_at(topic, partition, reach[partition])
-            if await self._fold(partition, own, first, done[partition], reach[partition]):
-                self.positions.handled(topic, partition, reach[partition] - 1)
+            folded = await self._fold(partition, own, first, done[partition], reach[partition], epoch)
+            if folded is None:
+                self._leave_unfolded(mine)
+                continue
+            self.positions.handled(topic, partition, reach[partition] - 1)
+            if self.settings.compression != "off" and folded:
+                await self._compress(partition, folded, epoch)
         self.counts["folded"] += len(events)
 
-    async def _fold(self, partition: int, own: list[Positioned], first: int, done: int, reach: int) -> bool:
-        """Fold a partition's batch into its shard; False when the shard is lost to another writer.
+    def _leave_unfolded(self, events: Iterable[Any]) -> None:
+        """Withhold the acks of these analyses events: the group's offset stays below them (``acks``)."""
+        for event in events:
+            self.unfolded[event.message.partition].add(event.message.offset)
 
-        A commit refused while no other writer claimed the shard (Lance gave up on a table a
-        fenced writer wrote to at the same moment) is this worker's still: the shard is claimed
-        anew (which rolls back the foreign versions) and the batch folded again now, at most
-        ``REFOLDS`` times, instead of when the partition's next batch arrives.
+    async def _fold(
+        self, partition: int, own: list[Positioned], first: int, done: int, reach: int, epoch: int
+    ) -> set[str] | None:
+        """Fold a partition's batch into its shard; the owners it applied events of, None when it was given up.
+
+        None when this worker no longer holds the partition, or its commits were refused too often.
+
+        A refused commit (``StoreFenced``) while this worker still holds the partition in the
+        batch's assignment is folded again at once, at most ``REFOLDS`` times: the shard is claimed
+        anew (which rolls back foreign versions) and the gap from its checkpoint read from the log.
+        Lance may have given up on a table a fenced writer wrote to at the same moment, or a worker
+        that has not yet heard it lost the partition claimed the shard; then this worker first waits
+        (``RECLAIM_WAIT_S``) for a rebalance that would end the batch here.
         """
         topic = self.settings.topic("analyses")
 
@@ -502,6 +625,11 @@ class WorkerState:
             await self._send_feed(partition, feed_records(feed, reach))  # committed: now subscribers may hear of it
 
         for attempt in range(REFOLDS + 1):
+            if not self._holds(partition, epoch):
+                log.warning("gave up a batch of p%d: the partition was revoked while the batch ran", partition)
+                return None
+            if attempt:
+                done = (await asyncio.to_thread(self.projector().store.checkpoint, partition)).get(topic, 0)
             batch_events = own
             if first > done:
                 # The store is behind the consumer group (a rebuilt view was switched to, the store was
@@ -509,7 +637,7 @@ class WorkerState:
                 batch_events = await self._gap(partition, done, first) + own
             try:
                 await self._catch_up_feed(partition)
-                await fold(
+                result = await fold(
                     self.reader(),
                     self.projector(),
                     self.settings,
@@ -519,27 +647,54 @@ class WorkerState:
                     publish,
                     blocking=asyncio.to_thread,
                 )
-                return True
+                return {e.event.owner_id for e in batch_events} if result.applied else set()
             except StoreFenced as exc:
                 projector = self.projector()
                 ours = await asyncio.to_thread(projector.store.owns, partition)
                 projector.forget_cache()
                 projector.store.release([partition])  # reopening the shard claims it anew
-                if not ours or attempt == REFOLDS:
-                    # This worker lost the partition (a rebalance while it was busy or paused): its commit was
-                    # refused and the new owner folds the batch.
+                if attempt == REFOLDS:
                     log.warning("gave up a batch of p%d: %s", partition, exc)
-                    return False
+                    return None
                 log.warning(
-                    "p%d: commit refused while this worker still owns the shard (%s); claiming it anew and "
-                    "folding the batch again (attempt %d of %d)",
+                    "p%d: commit refused while this worker holds the partition (%s); claiming the shard anew "
+                    "and folding the batch again (attempt %d of %d)",
                     partition,
                     exc,
                     attempt + 1,
                     REFOLDS,
                 )
-                done = (await asyncio.to_thread(projector.store.checkpoint, partition)).get(topic, 0)
-        return False
+                if not ours:
+                    await asyncio.sleep(RECLAIM_WAIT_S * (attempt + 1))
+        return None
+
+    async def _compress(self, partition: int, owners: set[str], epoch: int) -> None:
+        """Propose the compressions of the owners a committed batch folded events of; send them to the control topic.
+
+        Only while this worker holds the partition in the batch's assignment (reading the shard of a
+        lost one would claim it). A failure is logged, not raised: the batch is committed already,
+        and the owners' next batch proposes again.
+        """
+        if not self._holds(partition, epoch):
+            return
+        try:
+            if self._compressor is None:
+                self._compressor = compressor_for(self.settings)
+            projector, compressor = self.projector(), self._compressor
+            proposed = await asyncio.to_thread(compressions, projector.store, projector.params, compressor, owners)
+            todo = [e for e in proposed if e.event_id not in self.proposed]
+            futures = [
+                await self.topics.control.send(key=r.key.encode(), value=r.value, partition=partition)
+                for r in control_records(todo, self.keyring())
+            ]
+            for fut in futures:
+                await fut
+        except Exception as exc:  # never undo or stop the batch for a proposal
+            log.warning("p%d: compressions of %d owner(s) not proposed: %s", partition, len(owners), exc)
+            return
+        self.proposed.update(e.event_id for e in todo)
+        if todo:
+            log.info("p%d: proposed %d compression(s)", partition, len(todo))
 
     async def _send_feed(self, partition: int, records: list[OutgoingRecord]) -> None:
         """Send change records to the partition of the changes topic they were folded on; wait for the broker."""
@@ -587,6 +742,8 @@ class WorkerState:
 
     async def _start_of(self, topic: str, partition: int) -> int:
         if topic == self.settings.topic("analyses"):
+            if partition not in self.held:  # opening the shard would claim it from its owner
+                raise StoreError(f"p{partition} is not held by this worker: its shard is left to its owner")
             return int((await asyncio.to_thread(self.projector().store.checkpoint, partition)).get(topic, 0))
         return (await self.accounted(partition, claim=False)).get(topic, 0)
 

@@ -50,7 +50,8 @@ from adamem.api.ui.replay import PersonaReplays
 from adamem.errors import AdaMemError
 from adamem.owners import owner_key, split_owner
 from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow
-from adamem.retrieval.answer import Answer, Item
+from adamem.retrieval.answer import Answer, Item, when_text
+from adamem.streams.generations import analyzer_summary
 from adamem.streams.reanalyze import LayerChanges, layer_changes
 
 __all__ = ["PANELS", "ui_router"]
@@ -341,7 +342,7 @@ def ui_router(service: Service) -> APIRouter:
                     "message",
                     (
                         td(m.seq, "num"),
-                        td(when(m.occurred_at), "time"),
+                        td(when(m.occurred_at, m.utc_offset_minutes), "time"),
                         td(f"{m.source_partition}:{m.source_offset}", "num"),
                         td(f"{m.speaker} ({m.role})"),
                         td(m.text, "content"),
@@ -708,6 +709,8 @@ def ui_router(service: Service) -> APIRouter:
             for p in i.provenance
         )
         moved = f"<br><span class='muted'>moved: {esc(i.ordered_by)}</span>" if i.ordered_by else ""
+        said = when_text(i.occurred_at, i.event_time, i.utc_offset_minutes)  # on the speaker's clock
+        moved += f"<br><span class='time'>{esc(said)}</span>" if said != "-" else ""
         return Row(
             "item",
             (
@@ -758,7 +761,7 @@ def ui_router(service: Service) -> APIRouter:
             return "<p>This store keeps no view catalog.</p>"
         rows = []
         for name, record, reached in listed:
-            analyzer = ", ".join(f"{k}={v}" for k, v in sorted(record.items()) if k not in ("name", "topic"))
+            analyzer = analyzer_summary(dict(sorted(record.items())))
             state = []
             if name == active:
                 state.append(_tag("active", "ok"))
@@ -927,7 +930,7 @@ def ui_router(service: Service) -> APIRouter:
                     Row(
                         "source",
                         (
-                            td(when(m["occurred_at"]), "time"),
+                            td(when(m["occurred_at"], m.get("utc_offset_minutes")), "time"),
                             td(m["speaker"]),
                             td(m["text"], "content"),
                             td(f"{a['topic']}:{a['partition']}@{a['offset']}"),
@@ -978,7 +981,7 @@ def ui_router(service: Service) -> APIRouter:
                 m = insp.by_id.get(target)
                 if m is None:
                     raise PageError(404, "Not found", f"user {user!r} has no message {target!r}")
-                what = f"the message “{m.text}” ({m.speaker}, {when(m.occurred_at)})"
+                what = f"the message “{m.text}” ({m.speaker}, {when(m.occurred_at, m.utc_offset_minutes)})"
                 effect = "Its rows in every layer go, and its text on the log can no longer be read."
             else:
                 row: EpisodicRow | PersonaRow | GraphNodeRow | GraphEdgeRow | None = (

@@ -11,6 +11,8 @@ from fastapi import APIRouter, Depends
 from adamem.api.auth import Principal
 from adamem.api.errors import responses
 from adamem.api.models import (
+    FeedbackAnswer,
+    FeedbackBody,
     ForgetAnswer,
     ForgetBody,
     ForgetEverything,
@@ -23,12 +25,13 @@ from adamem.api.models import (
     WaitBody,
     publish_body,
     to_millis,
+    utc_offset_of,
 )
 from adamem.api.provenance import ItemNotFound
 from adamem.api.service import Service
 from adamem.errors import Forbidden, LogError
 
-__all__ = ["forget_target", "writes_router"]
+__all__ = ["feedback_target", "forget_target", "writes_router"]
 
 _ITEM_TABLES = ("episodic", "persona", "graph_nodes", "graph_edges", "messages")
 
@@ -50,13 +53,10 @@ async def forget_target(service: Service, owner_id: str, body: ForgetBody) -> Fo
     none, ``NotVisible`` when the projections do not reach the forget within ``body.wait_ms``. The HTTP
     route and the inspector (``routes.ui``) both forget through this.
     """
-    log = service.log
-    if log is None:
+    if service.log is None:
         raise LogError("this service was started without --log; it cannot forget")
     from adamem.core import forget_event
     from adamem.owners import split_owner
-    from adamem.schemas.serde import encode_event
-    from adamem.streams.log import OutgoingRecord
 
     tenant, user = split_owner(owner_id)
     item = body.item if isinstance(body, ForgetItem) else None
@@ -76,13 +76,9 @@ async def forget_target(service: Service, owner_id: str, body: ForgetBody) -> Fo
         raise ItemNotFound(owner_id, target)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    topic = service.settings.topic("control")
-    placed = await log.append(topic, [OutgoingRecord(user, encode_event(event))])
-    if service.writer is not None:
-        service.writer.wake()
-    last = dict(placed)
-    await service.wait_until_visible(
-        {topic: last},
+    last = await service.append_control(
+        event,
+        "forget",
         body.wait_ms,
         "the forget is on the log and takes effect when the projections reach it; ask a query again",
     )
@@ -91,6 +87,46 @@ async def forget_target(service: Service, owner_id: str, body: ForgetBody) -> Fo
         scope=event.scope,
         positions=[LogPosition(partition=p, offset=o) for p, o in sorted(last.items())],
         visible=True,
+        waited_ms=round((loop.time() - started) * 1000, 1),
+    )
+
+
+async def feedback_target(service: Service, owner_id: str, body: FeedbackBody) -> FeedbackAnswer:
+    """Put ``body``'s feedback for ``owner_id`` on the log; return once folded, with the owner's answer style.
+
+    ``InvalidArgument`` for feedback naming no item or one twice, ``ItemNotFound`` for an item the
+    owner's memory does not hold, ``NotVisible`` when the projections do not reach it within ``wait_ms``.
+    """
+    if service.log is None:
+        raise LogError("this service was started without --log; it cannot take feedback")
+    from adamem.core import feedback_event
+    from adamem.projections.folds.ids import trait_id
+    from adamem.projections.folds.style import STYLE_KIND, style_of
+
+    await service.owner_known(owner_id)
+    store = service.retriever.store
+    event = await asyncio.to_thread(  # stamped here, at the edge
+        feedback_event, store, owner_id, body.helped, body.unhelpful, at_ms=int(time.time() * 1000)
+    )
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    last = await service.append_control(
+        event,
+        "take feedback",
+        body.wait_ms,
+        "the feedback is on the log and ranks this owner's answers when the projections reach it",
+    )
+    style_id = trait_id(owner_id, STYLE_KIND, STYLE_KIND, "")
+    rows = await asyncio.to_thread(store.rows, "persona", owner_id)
+    style = style_of(next((r for r in rows if r.id == style_id), None))  # type: ignore[arg-type]
+    retriever = service.retriever
+    return FeedbackAnswer(
+        event_id=event.event_id,
+        judged=len(event.items),
+        answer_style=style.value(retriever.memory_params.style_margin),  # type: ignore[arg-type]
+        feedback=style.feedback,
+        ranks_answers=retriever.ranking_style(style) is not None,
+        positions=[LogPosition(partition=p, offset=o) for p, o in sorted(last.items())],
         waited_ms=round((loop.time() - started) * 1000, 1),
     )
 
@@ -115,7 +151,8 @@ def writes_router(service: Service) -> APIRouter:
             if not who.may_see(tenant):
                 raise Forbidden(f"this key may not publish for tenant {tenant!r}")
             when = received + i if message.occurred_at is None else to_millis(message.occurred_at)
-            records.append({**record, "tenant": tenant, "occurred_at": when})
+            offset = None if message.occurred_at is None else utc_offset_of(message.occurred_at)
+            records.append({**record, "tenant": tenant, "occurred_at": when, "utc_offset_minutes": offset})
         messages = messages_from_records(records, service.settings, "body.messages")
         report = await publish_messages(service.log, messages, service.settings)
         if service.writer is not None:
@@ -158,5 +195,14 @@ def writes_router(service: Service) -> APIRouter:
     )
     async def forget(body: ForgetBody, owner_id: str = Depends(service.owner_of)) -> ForgetAnswer:
         return await forget_target(service, owner_id, body)
+
+    @router.post(
+        "/v1/users/{user}/feedback",
+        summary="Say which items of an answer helped; later answers of this user are ranked by it",
+        response_model=FeedbackAnswer,
+        responses=responses(*service.keyed_errors, 400, 404, 409, 413, 415, 422, 500, 503),
+    )
+    async def feedback(body: FeedbackBody, owner_id: str = Depends(service.owner_of)) -> FeedbackAnswer:
+        return await feedback_target(service, owner_id, body)
 
     return router

@@ -84,9 +84,9 @@ def segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def when(ms: int) -> str:
-    """An event time as ISO-8601 UTC text; "-" for none."""
-    return ms_to_iso(ms) if ms >= 0 else "-"
+def when(ms: int, utc_offset_minutes: int | None = None) -> str:
+    """An event time as ISO-8601 text, in UTC or on the clock of ``utc_offset_minutes`` (a speaker's); "-" for none."""
+    return ms_to_iso(ms, utc_offset_minutes) if ms >= 0 else "-"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, caption: str = "", cls: str = "") -> str:

@@ -14,6 +14,7 @@ from adamem.projections.folds.persona import is_healthy_stability, stability_ind
 from adamem.projections.folds.rows import (
     TABLES,
     EpisodicRow,
+    GrantRow,
     GraphEdgeRow,
     GraphNodeRow,
     MessageRow,
@@ -33,6 +34,7 @@ __all__ = [
     "Delete",
     "EpisodicRow",
     "ForeignOwnerError",
+    "GrantRow",
     "GraphEdgeRow",
     "GraphNodeRow",
     "MemoryParameters",

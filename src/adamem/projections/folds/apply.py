@@ -25,7 +25,10 @@ the record nodes and ``supports`` / ``supersedes`` edges to the graph. Consolida
 archived row (its ``extraction_json``), so a restarted worker consolidates exactly as a live one.
 
 Time is event time only: the owner's ``last_event_time`` (max ``occurred_at`` applied) is "now".
-``MemoryForgotten`` and ``MemoryCorrected`` are handled in ``projections.folds.control``.
+``MemoryForgotten`` and ``MemoryCorrected`` are handled in ``projections.folds.control``,
+``GrantChanged`` in ``projections.folds.grants``, ``AnswerFeedback`` in ``projections.folds.style`` (it does
+not move the owner's clock: it is about answers, not the owner's life), ``MemoryCompressed`` (a recorded
+compression) in ``projections.folds.compressed``.
 """
 
 from __future__ import annotations
@@ -35,12 +38,28 @@ from dataclasses import dataclass
 from functools import singledispatch
 from typing import Any
 
-from adamem.events import Event, MemoryCorrected, MemoryForgotten, MessageAnalyzed
-from adamem.projections.folds import control, episodic, graph, persona
+from adamem.events import (
+    AnswerFeedback,
+    Event,
+    GrantChanged,
+    MemoryCompressed,
+    MemoryCorrected,
+    MemoryForgotten,
+    MessageAnalyzed,
+)
+from adamem.projections.folds import compressed, control, episodic, grants, graph, persona, style
 from adamem.projections.folds.changes import Change
 from adamem.projections.folds.lexicon import activity_of
 from adamem.projections.folds.params import SEED_DEFAULT, MemoryParameters
-from adamem.projections.folds.rows import EpisodicRow, MessageRow, OwnerRow, evolve, float32_vector
+from adamem.projections.folds.rows import (
+    EpisodicRow,
+    MessageRow,
+    OwnerRow,
+    evolve,
+    float32_vector,
+    message_row,
+    owner_row,
+)
 from adamem.projections.folds.state import ForeignOwnerError, OwnerMemory, Transaction
 
 __all__ = ["ForeignOwnerError", "Positioned", "advance_clock", "apply", "consolidate", "new_session"]
@@ -75,7 +94,7 @@ def apply(
 
 def advance_clock(tx: Transaction, occurred_at: int, *, next_seq: int | None = None) -> OwnerRow:
     """Move the owner's event-time clock forward (never back) and return the written owner row."""
-    owner = tx.state.owner or OwnerRow(tx.state.owner_id, tx.state.owner_id, -1, 0, [])
+    owner = tx.state.owner or owner_row(tx.state.owner_id, tx.state.owner_id, -1, 0, [])
     row = evolve(
         owner,
         last_event_time=max(owner.last_event_time, occurred_at),
@@ -135,6 +154,25 @@ def _(event: MemoryCorrected, tx: Transaction, positioned: Positioned, params: M
     control.correct(tx, event, params)
 
 
+@_handle.register
+def _(event: AnswerFeedback, tx: Transaction, positioned: Positioned, params: MemoryParameters) -> None:
+    if tx.state.owner is not None:  # feedback on an owner with no memory has nothing to rank
+        style.learn(tx, event, params)
+
+
+@_handle.register
+def _(event: GrantChanged, tx: Transaction, positioned: Positioned, params: MemoryParameters) -> None:
+    grants.change_grant(tx, event)
+
+
+@_handle.register
+def _(event: MemoryCompressed, tx: Transaction, positioned: Positioned, params: MemoryParameters) -> None:
+    if tx.state.owner is None:
+        return
+    if compressed.compress(tx, event):
+        advance_clock(tx, event.occurred_at)
+
+
 def new_session(prev: MessageRow, row: MessageRow, params: MemoryParameters) -> bool:
     """Whether ``row`` opens a new session after ``prev``: another conversation id, or a gap in event time."""
     return prev.conversation_id != row.conversation_id or row.occurred_at - prev.occurred_at >= params.session_gap_ms
@@ -156,7 +194,7 @@ def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int) -> Me
             for e in event.events
         ],
     }
-    return MessageRow(
+    return message_row(
         id=msg.event_id,
         owner_id=msg.owner_id,
         tenant=msg.tenant,
@@ -185,6 +223,7 @@ def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int) -> Me
         working_seq=seq,
         consolidated=False,
         extraction_json=_EXTRACTION_JSON.encode(extraction),
+        utc_offset_minutes=msg.utc_offset_minutes,
     )
 
 

@@ -14,6 +14,10 @@ Forgetting removes rows (it emits ``Delete``s); it does not mark them:
   the message, a topic node just the topic.
 - ``scope='user'``: every row of the owner, the owner row included — nothing is left.
 
+A summary record (``projections.folds.compressed``) that loses a source message goes whole, and the
+records it compressed are active again: its text may speak of what was forgotten. Forgetting a
+summary by id does the same.
+
 When a removed record had superseded another, the older record takes its place in the history
 chain; if the removed record was the active one, the older record becomes active again (as if the
 newer statement had never been made — which is what a replay without it would produce).
@@ -32,6 +36,7 @@ import math
 
 from adamem.events import MemoryCorrected, MemoryForgotten
 from adamem.projections.folds import graph, persona
+from adamem.projections.folds.compressed import SUMMARY, restore_sources
 from adamem.projections.folds.ids import edge_id, node_id, record_id, trait_id
 from adamem.projections.folds.keys import attribute_identity
 from adamem.projections.folds.lexicon import activity_of, normalize
@@ -98,6 +103,8 @@ def _unlink(tx: Transaction, record: EpisodicRow) -> set[str]:
 
 
 def _forget_record(tx: Transaction, record: EpisodicRow, params: MemoryParameters) -> None:
+    if record.type == SUMMARY:
+        restore_sources(tx, record)
     nodes = _unlink(tx, record)
     if record.type == "attribute":
         kind, key, value = attribute_identity(record.attribute_key, record.attribute_value)
@@ -131,6 +138,10 @@ def _forget_messages(tx: Transaction, ids: set[str], params: MemoryParameters) -
         key=lambda r: r.id,
     ):
         current = state.record(record.id) or record
+        if current.type == SUMMARY:
+            restore_sources(tx, current)
+            tx.delete("episodic", current.id)
+            continue
         if current.type == "event":
             activities.add(activity_of(current.content))
         remaining = [s for s in current.source_message_ids if s not in ids]

@@ -23,11 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from adamem.packs import TERM_PREFIX
 from adamem.projections.folds.ids import record_id
 from adamem.projections.folds.keys import attribute_identity, attribute_slot, event_content_key
 from adamem.projections.folds.lexicon import normalize
 from adamem.projections.folds.params import MemoryParameters
-from adamem.projections.folds.rows import EpisodicRow, MessageRow, evolve
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, episodic_row, evolve
 from adamem.projections.folds.state import Transaction
 
 __all__ = ["Item", "Routed", "items_of", "route"]
@@ -62,6 +63,8 @@ def items_of(extraction: dict[str, Any], occurred_at: int) -> list[Item]:
     """The items of a message's recorded extraction, facts first, then attributes, then events."""
     items: list[Item] = []
     for f in extraction.get("facts", ()):
+        if f.get("type", "").startswith(TERM_PREFIX):  # a domain pack's typed mention marks the message only
+            continue
         items.append(
             Item(
                 "fact",
@@ -118,7 +121,7 @@ def route(tx: Transaction, m: MessageRow, item: Item, params: MemoryParameters) 
     old = _pick(tx, index.record_slot.get(f"{item.type}|{item.slot}"), newest=True) if item.slot else None
     if old is not None and item.confidence < old.confidence:
         return Routed("IGNORE", "less_reliable")
-    new = EpisodicRow(
+    new = episodic_row(
         id=record_id(m.owner_id, m.id, item.type, item.content_key),
         owner_id=m.owner_id,
         type=item.type,

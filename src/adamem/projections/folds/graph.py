@@ -13,6 +13,11 @@ Edges (weights from ``MemoryParameters``, ARCHITECTURE.md section 3):
   ``supports`` fact → event (0.80) for a fact and an event of the same message, and for a new
   event (fact) with the newest ``entity_link_limit`` active facts (events) sharing an entity;
   ``supersedes`` new record → replaced record (0.60, added).
+- on arrival, for each relation of the owner's domain packs (``params.relations``: from type, to
+  type, edge type, weight): an edge of that type, ``direction='both'``, from the newest earlier
+  message mentioning the from-type to m when m mentions the to-type (and from m to the newest
+  earlier to-type message when m mentions the from-type); mentions are the analysis's typed
+  ``term:<type>`` facts.
 
 Node ids are ``node_id(user, node_type, ref_id)``; edge ids ``edge_id(user, edge_type, src, dst)``.
 """
@@ -23,10 +28,10 @@ import heapq
 from collections.abc import Iterable
 
 from adamem.projections.folds.ids import edge_id, node_id
-from adamem.projections.folds.keys import speaker_key
+from adamem.projections.folds.keys import speaker_key, term_kinds
 from adamem.projections.folds.lexicon import normalize
 from adamem.projections.folds.params import MemoryParameters
-from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow
+from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, edge_row, node_row
 from adamem.projections.folds.state import Transaction
 
 __all__ = [
@@ -45,7 +50,7 @@ def _edge(tx: Transaction, kind: str, src: str, dst: str, weight: float, directi
     user = tx.state.owner_id
     eid = edge_id(user, kind, src, dst)
     if tx.state.edge(eid) is None:
-        tx.put(GraphEdgeRow(eid, user, src, dst, kind, weight, direction, at, msg))
+        tx.put(edge_row(eid, user, src, dst, kind, weight, direction, at, msg))
 
 
 def record_node_id(record: EpisodicRow) -> str:
@@ -58,7 +63,7 @@ def link_arrival(tx: Transaction, m: MessageRow, params: MemoryParameters) -> No
     state, user = tx.state, tx.state.owner_id
     index = state.index
     mnode = node_id(user, "message", m.id)
-    tx.put(GraphNodeRow(mnode, user, "message", m.id, m.text[:_LABEL_CHARS], 1.0, m.occurred_at, True))
+    tx.put(node_row(mnode, user, "message", m.id, m.text[:_LABEL_CHARS], 1.0, m.occurred_at, True))
     at = m.occurred_at
 
     if index.last_message is not None:
@@ -78,12 +83,14 @@ def link_arrival(tx: Transaction, m: MessageRow, params: MemoryParameters) -> No
             continue
         tnode = node_id(user, "topic", t)
         if state.node(tnode) is None:
-            tx.put(GraphNodeRow(tnode, user, "topic", t, topic.strip(), 1.0, at, True))
+            tx.put(node_row(tnode, user, "topic", t, topic.strip(), 1.0, at, True))
         _edge(tx, "mentions", mnode, tnode, params.w_mentions, "forward", at, m.id)
         earlier = index.topic_latest.get(t)
         if earlier is not None and earlier[1] not in linked:
             linked.add(earlier[1])
             _edge(tx, "same_topic", mnode, node_id(user, "message", earlier[1]), params.w_same_topic, "both", at, m.id)
+
+    _link_relations(tx, m, mnode, params)
 
     latest = index.speaker_latest.get(speaker_key(m))
     if latest is not None and latest[2] != m.conversation_id:
@@ -99,6 +106,26 @@ def link_arrival(tx: Transaction, m: MessageRow, params: MemoryParameters) -> No
         )
 
 
+def _link_relations(tx: Transaction, m: MessageRow, mnode: str, params: MemoryParameters) -> None:
+    """A domain pack's relation edges: m ↔ the newest earlier message mentioning the relation's other type."""
+    if not params.relations:
+        return
+    kinds = term_kinds(m.extraction_json)
+    if not kinds:
+        return
+    state, user = tx.state, tx.state.owner_id
+    for from_type, to_type, name, weight in params.relations:
+        for mine, other in ((to_type, from_type), (from_type, to_type)):
+            earlier = state.index.term_latest.get(other)
+            if mine in kinds and earlier is not None and earlier[1] != m.id and state.message(earlier[1]) is not None:
+                src, dst = (
+                    (node_id(user, "message", earlier[1]), mnode)
+                    if mine == to_type
+                    else (mnode, node_id(user, "message", earlier[1]))
+                )
+                _edge(tx, name, src, dst, weight, "both", m.occurred_at, m.id)
+
+
 def link_record(
     tx: Transaction, m: MessageRow, record: EpisodicRow, replaced: EpisodicRow | None, params: MemoryParameters
 ) -> str:
@@ -106,7 +133,7 @@ def link_record(
     user = tx.state.owner_id
     rnode = record_node_id(record)
     existing = tx.state.node(rnode)
-    node = GraphNodeRow(
+    node = node_row(
         rnode,
         user,
         record.type,
@@ -133,7 +160,7 @@ def set_record_node_active(tx: Transaction, record: EpisodicRow) -> None:
     node = tx.state.node(record_node_id(record))
     if node is not None and node.active != (record.status == "active"):
         tx.put(
-            GraphNodeRow(
+            node_row(
                 node.id,
                 node.owner_id,
                 node.node_type,

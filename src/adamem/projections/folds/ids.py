@@ -6,7 +6,7 @@ import hashlib
 import uuid
 from functools import lru_cache
 
-__all__ = ["FOLDS_NAMESPACE", "edge_id", "node_id", "record_id", "trait_id"]
+__all__ = ["FOLDS_NAMESPACE", "edge_id", "grant_row_id", "node_id", "record_id", "trait_id"]
 
 FOLDS_NAMESPACE = uuid.UUID("5f0f3c1e-6a3b-4c59-9d1e-ada0e0000002")
 """Namespace of every id the folds derive (the events use ``...0001``)."""
@@ -27,6 +27,11 @@ def _id(*parts: str) -> str:
 def record_id(owner_id: str, origin: str, record_type: str, content_key: str) -> str:
     """Episodic record made from ``origin`` (a message or control event id) for one extracted item."""
     return _id("episodic", owner_id, origin, record_type, content_key)
+
+
+def grant_row_id(owner_id: str, grant_id: str) -> str:
+    """Row of one owner's grant: a grant id another owner also used never reaches this owner's row."""
+    return _id("grant", owner_id, grant_id)
 
 
 def trait_id(owner_id: str, kind: str, key: str, value: str) -> str:

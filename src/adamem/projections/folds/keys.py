@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+from adamem.packs import TERM_PREFIX
 from adamem.projections.folds.lexicon import is_single_valued, normalize, preference_polarity
 from adamem.projections.folds.params import DAY_MS
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
@@ -12,8 +15,17 @@ __all__ = [
     "event_content_key",
     "record_content_key",
     "speaker_key",
+    "term_kinds",
     "trait_slot",
 ]
+
+
+def term_kinds(extraction_json: str) -> frozenset[str]:
+    """The entity types (``symptom``) of the typed mentions recorded in a message row's extraction."""
+    if TERM_PREFIX not in extraction_json:
+        return frozenset()
+    facts = json.loads(extraction_json).get("facts", ())
+    return frozenset(f["type"][len(TERM_PREFIX) :] for f in facts if f.get("type", "").startswith(TERM_PREFIX))
 
 
 def speaker_key(row: MessageRow) -> str:

@@ -65,10 +65,23 @@ class MemoryParameters:
     """Occurrences of an activity (event records) before it becomes a habit trait."""
     habit_utc_offset_minutes: int = 0
     """Offset applied to event times before naming weekdays and parts of day in habit labels."""
+    style_margin: float = 0.1
+    """An answer style (``folds.style``) is ``summaries`` or ``examples`` once its preference is further than this
+    from 0, ``either`` until then."""
     stability_healthy_low: float = 0.15
     """Lower bound of a healthy weekly change rate of core traits."""
     stability_healthy_high: float = 0.30
     """Upper bound of a healthy weekly change rate of core traits."""
+
+    # Compression (``adamem.projections.compressor``; added)
+    compression_min_records: int = 4
+    """Active event records of one speaker and activity needed before they are distilled into one summary."""
+    compression_min_span_days: float = 7.0
+    """Event time those records must span (a burst within days is not yet a pattern)."""
+    compression_excerpts: int = 3
+    """Representative record contents quoted in a summary."""
+    compression_by_topic: bool = False
+    """Also group the event records no activity cluster took by speaker and their message's first topic."""
 
     # Graph write weights (paper)
     w_mentions: float = 0.75
@@ -97,6 +110,11 @@ class MemoryParameters:
     """newer record → the record it superseded (added)."""
     entity_link_limit: int = 3
     """Most recent facts (events) sharing an entity that a new event (fact) is linked to."""
+
+    # Domain packs (``adamem.packs``)
+    relations: tuple[tuple[str, str, str, float], ...] = ()
+    """(from type, to type, edge type, weight): a message mentioning one type is linked to the owner's newest
+    earlier message mentioning the other (``graph.link_arrival``); a tenant's domain packs give them."""
 
     @property
     def half_life_ms(self) -> float:

@@ -41,7 +41,7 @@ from adamem.projections.folds.ids import trait_id
 from adamem.projections.folds.keys import attribute_identity, trait_slot
 from adamem.projections.folds.lexicon import ACTIVITY_LABELS_ZH, CLUSTER_LABELS_ZH, lexicon_cluster, tokens
 from adamem.projections.folds.params import DAY_MS, MemoryParameters
-from adamem.projections.folds.rows import PersonaRow, Row, evolve, float32_vector
+from adamem.projections.folds.rows import PersonaRow, Row, evolve, float32_vector, persona_row
 from adamem.projections.folds.state import Transaction
 
 __all__ = [
@@ -165,7 +165,7 @@ def _settle(
 
 
 def _blank(user: str, id: str, kind: str, key: str, value: str, cluster: str, at: int) -> PersonaRow:
-    return PersonaRow(
+    return persona_row(
         id,
         user,
         kind,

@@ -9,10 +9,12 @@ their lists.
 
 Every ``vector`` the folds write holds float32 values (``float32_vector``): vector columns are
 float32, and a state rebuilt from stored rows must equal the live one bit for bit. ``evolve`` is
-``dataclasses.replace`` for rows, without its per-call introspection (the folds call it per event).
+``dataclasses.replace`` for rows, without its per-call introspection (the folds call it per event),
+and the folds make rows with ``owner_row``, ``message_row``, ... (``adamem.quick``): the same rows
+as the classes make, without the frozen ``__init__``'s cost (a fold writes ~10 rows an event).
 
 Tables: ``owners`` (one bookkeeping row per owner), ``messages``, ``episodic``, ``persona``,
-``graph_nodes``, ``graph_edges``.
+``graph_nodes``, ``graph_edges``, and ``grants`` (who else may read a scope of the owner's memory).
 """
 
 from __future__ import annotations
@@ -24,13 +26,15 @@ import struct
 from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from adamem.events import Float32Vector
+from adamem.quick import quick_constructor
 
 __all__ = [
     "TABLES",
     "EpisodicRow",
+    "GrantRow",
     "GraphEdgeRow",
     "GraphNodeRow",
     "MessageRow",
@@ -38,8 +42,14 @@ __all__ = [
     "PersonaRow",
     "Row",
     "changed_fields",
+    "edge_row",
+    "episodic_row",
     "evolve",
     "float32_vector",
+    "message_row",
+    "node_row",
+    "owner_row",
+    "persona_row",
     "row_json",
     "row_types",
 ]
@@ -92,6 +102,8 @@ class MessageRow:
     working_seq: int  # = seq while in working memory, -1 once evicted
     consolidated: bool
     extraction_json: str  # facts/attributes/events of the analysis, canonical JSON (consolidation input)
+    # The speaker's offset from UTC in minutes, as the message stated it; None: not stated (shown in UTC).
+    utc_offset_minutes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,44 +202,75 @@ class GraphEdgeRow:
     message_id: str  # message event id whose arrival or consolidation wrote the edge, "" for corrections
 
 
-Row = OwnerRow | MessageRow | EpisodicRow | PersonaRow | GraphNodeRow | GraphEdgeRow
+@dataclass(frozen=True, slots=True)
+class GrantRow:
+    """Another tenant's read access to a scope of the owner's memory (``projections.folds.grants``)."""
 
-TABLES: tuple[str, ...] = ("owners", "messages", "episodic", "persona", "graph_nodes", "graph_edges")
+    TABLE: ClassVar[str] = "grants"
+
+    id: str  # ids.grant_row_id(owner_id, grant_id)
+    owner_id: str
+    grant_id: str  # the id the owner and the grantee name the grant by
+    grantee_tenant: str
+    layers: list[str]  # working | archive | episodic | persona | graph
+    topics: list[str]  # [] = every topic
+    scope_from: int  # earliest event time of a covered item, -1 for none
+    scope_until: int  # latest event time of a covered item, -1 for none
+    include_sensitive: bool
+    expires_at: int  # -1 for never
+    status: str  # pending | active | revoked
+    granted_at: int
+    confirmed_at: int  # -1 until confirmed
+    revoked_at: int  # -1 until revoked
+    reason: str
+
+
+Row = OwnerRow | MessageRow | EpisodicRow | PersonaRow | GraphNodeRow | GraphEdgeRow | GrantRow
+
+TABLES: tuple[str, ...] = ("owners", "messages", "episodic", "persona", "graph_nodes", "graph_edges", "grants")
 """Table names, in the order changes are best applied."""
 
 
 def row_types() -> dict[str, type[Row]]:
     """Row class of every table, by table name."""
-    return {t.TABLE: t for t in (OwnerRow, MessageRow, EpisodicRow, PersonaRow, GraphNodeRow, GraphEdgeRow)}
+    return {t.TABLE: t for t in (OwnerRow, MessageRow, EpisodicRow, PersonaRow, GraphNodeRow, GraphEdgeRow, GrantRow)}
 
 
-_R = TypeVar("_R", OwnerRow, MessageRow, EpisodicRow, PersonaRow, GraphNodeRow, GraphEdgeRow)
+_R = TypeVar("_R", OwnerRow, MessageRow, EpisodicRow, PersonaRow, GraphNodeRow, GraphEdgeRow, GrantRow)
 
 
-def _layout(cls: type[Row]) -> tuple[Callable[[Any], tuple[Any, ...]], dict[str, int]]:
+owner_row = quick_constructor(OwnerRow)
+message_row = quick_constructor(MessageRow)
+episodic_row = quick_constructor(EpisodicRow)
+persona_row = quick_constructor(PersonaRow)
+node_row = quick_constructor(GraphNodeRow)
+edge_row = quick_constructor(GraphEdgeRow)
+
+
+def _layout(cls: type[Row]) -> tuple[Callable[[Any], tuple[Any, ...]], dict[str, int], Callable[..., Row]]:
     names = [f.name for f in dataclasses.fields(cls)]
-    return operator.attrgetter(*names), {name: i for i, name in enumerate(names)}
+    return operator.attrgetter(*names), {name: i for i, name in enumerate(names)}, quick_constructor(cls)
 
 
 _LAYOUTS = {cls.__name__: _layout(cls) for cls in row_types().values()}
-"""Per row class: a getter of all field values in order, and each field's position."""
+"""Per row class: a getter of all field values in order, each field's position, and its quick constructor."""
 
 
 def evolve(row: _R, **changes: Any) -> _R:
     """A copy of ``row`` with some fields changed: ``dataclasses.replace``, for rows, faster."""
     cls = type(row)
-    get, index = _LAYOUTS[cls.__name__]
+    get, index, make = _LAYOUTS[cls.__name__]
     values = list(get(row))
     for name, value in changes.items():
         if name not in index:
             raise TypeError(f"{cls.__name__} has no field {name!r}")
         values[index[name]] = value
-    return cls(*values)
+    return cast(_R, make(*values))
 
 
 def changed_fields(old: Row, new: Row) -> tuple[str, ...]:
     """Names of the fields in which two rows of the same table differ."""
-    get, index = _LAYOUTS[type(new).__name__]
+    get, index, _ = _LAYOUTS[type(new).__name__]
     names = tuple(index)
     return tuple(names[i] for i, (a, b) in enumerate(zip(get(old), get(new), strict=True)) if a is not b and a != b)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from adamem.errors import AdaMemError
 from adamem.projections.folds.changes import Change, Delete, Upsert
-from adamem.projections.folds.keys import record_content_key, speaker_key, trait_slot
+from adamem.projections.folds.keys import record_content_key, speaker_key, term_kinds, trait_slot
 from adamem.projections.folds.lexicon import activity_of, normalize, tokens
 from adamem.projections.folds.rows import (
     TABLES,
@@ -61,6 +61,7 @@ class MemoryIndex:
     last_message: tuple[int, str] | None = None  # (seq, id) of the newest message
     topic_latest: dict[str, tuple[int, str]] = field(default_factory=dict)  # topic -> newest (seq, message id)
     speaker_latest: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # -> (seq, id, conversation)
+    term_latest: dict[str, tuple[int, str]] = field(default_factory=dict)  # pack entity type -> newest (seq, id)
     record_slot: dict[str, set[str]] = field(default_factory=dict)  # "type|key" -> active record ids
     record_content: dict[str, set[str]] = field(default_factory=dict)  # "type|content key" -> active ids
     activity_events: dict[str, set[str]] = field(default_factory=dict)  # "role|activity" -> active event ids
@@ -83,6 +84,9 @@ class MemoryIndex:
                 t = normalize(topic)
                 if t and (t not in self.topic_latest or mark > self.topic_latest[t]):
                     self.topic_latest[t] = mark
+            for kind in term_kinds(row.extraction_json):
+                if kind not in self.term_latest or mark > self.term_latest[kind]:
+                    self.term_latest[kind] = mark
             sk = speaker_key(row)
             if sk not in self.speaker_latest or mark > self.speaker_latest[sk][:2]:
                 self.speaker_latest[sk] = (row.seq, row.id, row.conversation_id)
@@ -107,6 +111,8 @@ class MemoryIndex:
 
     def _record(self, row: EpisodicRow, fn: _Op) -> None:
         if row.status != "active":
+            if row.status == "compressed" and row.type == "event":  # still an occurrence of its habit
+                fn(self.activity_events, f"{row.speaker_role}|{activity_of(row.content)}", row.id)
             return
         if row.key:
             fn(self.record_slot, f"{row.type}|{row.key}", row.id)

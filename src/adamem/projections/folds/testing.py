@@ -14,11 +14,15 @@ from typing import Literal
 
 from adamem.events import (
     Analyzer,
+    AnswerFeedback,
     ChatMessage,
     Embedding,
     ExtractedAttribute,
     ExtractedEvent,
     ExtractedFact,
+    GrantAction,
+    GrantChanged,
+    JudgedItem,
     MemoryCorrected,
     MemoryForgotten,
     MessageAnalyzed,
@@ -154,6 +158,45 @@ class Chat:
         )
         return Positioned(ev, "adamem.control", 0, self._next())
 
+    def feedback(self, judged: Sequence[tuple[str, str, str, bool]], *, at: int, n: int = 0) -> Positioned:
+        """An ``AnswerFeedback`` control event: ``(item_id, layer, kind, helped)`` per judged item."""
+        ev = AnswerFeedback(
+            event_id=f"feedback-{at}-{n}",
+            user_id=self.user,
+            tenant=self.tenant,
+            items=tuple(JudgedItem(*j) for j in judged),
+            occurred_at=at,
+        )
+        return Positioned(ev, "adamem.control", 0, self._next())
+
+    def grant(
+        self,
+        grant_id: str,
+        action: GrantAction,
+        *,
+        at: int,
+        grantee: str = "clinic",
+        layers: Sequence[str] = ("episodic",),
+        topics: Sequence[str] = (),
+        scope_from: int | None = None,
+        scope_until: int | None = None,
+    ) -> Positioned:
+        """A ``GrantChanged`` control event (the scope matters for ``granted`` only)."""
+        ev = GrantChanged(
+            event_id=f"grant-{self.owner_id}-{action}-{grant_id}-{at}",
+            user_id=self.user,
+            tenant=self.tenant,
+            grant_id=grant_id,
+            action=action,
+            occurred_at=at,
+            grantee_tenant=grantee,
+            layers=tuple(layers),
+            topics=tuple(topics),
+            scope_from=scope_from,
+            scope_until=scope_until,
+        )
+        return Positioned(ev, "adamem.control", 0, self._next())
+
     @property
     def owner_id(self) -> str:
         """The owner key of this chat's user (``tenant:user``)."""
@@ -177,7 +220,7 @@ def _mid(p: Positioned) -> str:
 
 
 def scenario(user: str = "alice", weeks: int = 8, start_at: int = T0) -> list[Positioned]:
-    """Weeks of English and Chinese sessions with evictions, conflicts, habits, a correction and forgets."""
+    """Weeks of English and Chinese sessions with evictions, conflicts, habits, a correction, forgets and grants."""
     chat = Chat(user=user)
     out: list[Positioned] = []
     firsts: dict[int, str] = {}
@@ -230,6 +273,11 @@ def scenario(user: str = "alice", weeks: int = 8, start_at: int = T0) -> list[Po
             out.append(chat.forget("message", _mid(out[-10]), at=start + 3 * HOUR))
             tea = record_id(chat.owner_id, _mid(out[4]), "attribute", "likes|green tea")
             out.append(chat.forget("item", tea, at=start + 4 * HOUR))
+            # a grant to a clinic, confirmed; another, revoked before it was confirmed
+            out.append(chat.grant("g-clinic", "granted", at=start + 5 * HOUR, topics=("fitness", "健身")))
+            out.append(chat.grant("g-clinic", "confirmed", at=start + 6 * HOUR))
+            out.append(chat.grant("g-shop", "granted", at=start + 5 * HOUR, grantee="shop", layers=("persona",)))
+            out.append(chat.grant("g-shop", "revoked", at=start + 7 * HOUR))
     return out
 
 

@@ -205,6 +205,24 @@ class LanceStore:
         self._meta["generation"] = dict(info)
         self._write_meta()
 
+    def rebuild_job(self) -> dict[str, Any]:
+        """The view's rebuild job (meta.json), with the partitions a rebuild erased forgets in; {} if none."""
+        self._follow()
+        self._meta = self._read_meta() or self._meta
+        recorded = self._meta.get("rebuild_job")
+        if not isinstance(recorded, dict):
+            return {}
+        partitions = int(self._meta.get("partitions") or 0)
+        erased = [p for p in range(partitions) if self.loc.exists(f"views/{self.view}/erased-p{p}")]
+        return {**recorded, "erased": erased}
+
+    def record_rebuild_job(self, job: dict[str, Any]) -> None:
+        """Record the view's rebuild job in its meta.json."""
+        self._follow()
+        self._meta = self._read_meta() or self._meta
+        self._meta["rebuild_job"] = dict(job)
+        self._write_meta()
+
     def bind(self, partitions: int) -> None:
         """Fix the shard count (stored in meta.json)."""
         self._follow()
@@ -301,10 +319,11 @@ class LanceStore:
             raise StoreError(f"commit to shard p{partition} of {self.root} failed: {exc}") from exc
 
     def optimize(self) -> None:
-        """Compact and index every open shard (a bulk writer indexes the vectors of large tables only).
+        """Index and compact every open shard (a bulk writer compacts only tables of many files, and indexes
+        the vectors of large tables only).
 
         A writer then checkpoints the optimised versions: readers (of a rebuilt view, once it is switched
-        to) read compacted tables with every index built, never the versions before them.
+        to) read tables with every index built, never the versions before them.
         """
         for shard in self._shards.values():
             shard.optimize(self._bulk_vector_index_min_rows if self._bulk else self._vector_index_min_rows)
@@ -326,7 +345,12 @@ class LanceStore:
                 shard.erase_history()
         except (OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
             raise StoreError(f"erasing old versions of shard p{partition} of view {self.view} failed: {exc}") from exc
-        if self._bulk or self.view != current_view(self.loc):
+        if self._bulk:
+            # Noted beside the view (one file per shard: no two writers share it), so the process that
+            # switches to a view other processes rebuilt knows the views it replaces may hold the forget.
+            self.loc.write_text(f"views/{self.view}/erased-p{partition}", "")
+            return []
+        if self.view != current_view(self.loc):
             return []
         return remove_other_views(self.loc, self.view)
 

@@ -11,6 +11,7 @@ import functools
 import itertools
 import operator
 import struct
+import types
 import typing
 from collections.abc import Sequence
 from typing import Any
@@ -44,6 +45,8 @@ def _arrow_type(hint: Any, dim: int) -> pa.DataType:
     if hint is bool:
         return pa.bool_()
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is types.UnionType and len(args) == 2 and type(None) in args:  # optional: a nullable column
+        return _arrow_type(next(a for a in args if a is not type(None)), dim)
     if origin is tuple and args and args[0] is float:
         return pa.list_(pa.float32(), dim)
     if origin is list and args:
@@ -156,8 +159,11 @@ def rows_to_arrow(table: str, rows: Sequence[Row], schema: pa.Schema) -> pa.Tabl
 def row_from_dict(table: str, data: dict[str, Any]) -> Row:
     """The row of a column dict (the inverse of ``row_to_dict``)."""
     cls = row_types()[table]
-    values = {}
+    values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
+        if f.name not in data and f.default is None:  # a column added since the table was made: null
+            values[f.name] = None
+            continue
         value = data[f.name]
         if f.name == "vector":
             value = tuple(float(x) for x in value) if value is not None and any(value) else ()
@@ -178,9 +184,13 @@ def _vectors(column: pa.ChunkedArray) -> list[tuple[float, ...]]:
 def rows_from_arrow(table: str, data: pa.Table) -> list[Row]:
     """The rows of an Arrow table of ``table``: the same rows as ``row_from_dict`` gives, built column by column."""
     cls = row_types()[table]
-    names = [f.name for f in dataclasses.fields(cls)]
+    fields = dataclasses.fields(cls)
     columns: list[list[Any]] = []
-    for name in names:
+    for f in fields:
+        name = f.name
+        if name not in data.column_names and f.default is None:  # a column added since the table was made
+            columns.append([None] * data.num_rows)
+            continue
         column = data.column(name)
         if name == "vector" and not column.null_count and pa.types.is_fixed_size_list(column.type):
             columns.append(_vectors(column))

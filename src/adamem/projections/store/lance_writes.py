@@ -47,6 +47,14 @@ from adamem.projections.store.lance_tables import CHANGES, CHANGES_SCHEMA, CHECK
 
 __all__ = ["ShardWrites"]
 
+COMPACT_MIN_FRAGMENTS = 8
+"""A bulk writer's ``optimize`` rewrites a table's files into fewer only past this many, or when one has deleted rows.
+
+A rebuild writes each table in two or three large appends and makes every index once, over all of them:
+reading three files costs a search no more than reading one, and rewriting them cost a tenth of a
+rebuild's CPU (``bench/results/notes.md``). A live writer compacts at every ``optimize``: its full-text
+indexes are folded forward commit by commit, and compaction is what keeps one index over the table.
+"""
 _COMMIT_ATTEMPTS = 3  # a commit interleaved with a fenced writer's late table write is redone this often
 log = logging.getLogger("adamem.store")
 
@@ -173,14 +181,27 @@ class ShardWrites(ShardReads):
             table.create_index("tokens", config=FTS_INDEX, replace=True)
             self.fts_ready.add(name)
 
-    def optimize(self, vector_index_min_rows: int = 0) -> None:
-        """Make missing full-text indexes, compact small fragments, bring indexes up to date, index vectors.
+    def _reindex_text(self, name: str, table: Any) -> None:
+        """A text table's full-text index made again from its rows; none left when it has no rows."""
+        if table.count_rows():
+            table.create_index("tokens", config=FTS_INDEX, replace=True)
+            self.fts_ready.add(name)
+            return
+        for ix in table.list_indices():
+            if ix.index_type == "FTS":
+                table.drop_index(ix.name)
+        self.fts_ready.discard(name)
+
+    def optimize(self, vector_index_min_rows: int = 0, *, compact_all: bool = False) -> None:
+        """Make missing full-text indexes, compact, bring indexes up to date, index vectors.
 
         Below ``vector_index_min_rows`` rows an exact (flat) cosine search is fast and exact; above
         it an IVF_PQ index (product quantised) keeps search fast and the index small, and a search
         re-ranks its candidates by exact distance (``lance.VECTOR_REFINE``). Against IVF_HNSW_SQ at
         100k rows: a first query of 30-45 ms instead of 120-150 (a 3 MB index read instead of 46),
         half the build time, and better recall with the re-ranking (``bench/results/notes.md``).
+        A bulk writer compacts only tables of many files (``COMPACT_MIN_FRAGMENTS``) unless
+        ``compact_all``: erasure needs every table and index rewritten without the deleted rows.
         Tables are optimised side by side. Every table gets a B-tree index of ``owner_id``: reading
         one owner of a shard of 1,000 then takes 14 ms instead of 40 (the six tables scanned). The
         change log keeps its last ``CHANGE_HISTORY`` commits.
@@ -194,9 +215,9 @@ class ShardWrites(ShardReads):
             for name in TABLES:
                 table = self.tables.get(name)
                 if table is not None:
-                    writes.submit(self._optimize_table, name, table, vector_index_min_rows)
+                    writes.submit(self._optimize_table, name, table, vector_index_min_rows, compact_all)
 
-    def _optimize_table(self, name: str, table: Any, vector_index_min_rows: int) -> None:
+    def _optimize_table(self, name: str, table: Any, vector_index_min_rows: int, compact_all: bool) -> None:
         if name in TEXT_FIELDS and name not in self.fts_ready:
             self._index_text(name, table)
         rows = table.count_rows()
@@ -211,7 +232,11 @@ class ShardWrites(ShardReads):
             table.create_index("vector", config=IvfPq(distance_type="cosine"))
         if not any(ix.columns == ["owner_id"] for ix in table.list_indices()):
             table.create_index("owner_id", config=BTree())
-        table.optimize()
+        if compact_all or not self.bulk or _worth_compacting(table):
+            table.optimize()
+        else:  # the indexes brought up to date, the files left as they are
+            table.to_lance().optimize.optimize_indices()
+            table.checkout_latest()
 
     def erase_history(self) -> None:
         """Rewrite fragments holding deleted rows, checkpoint the new versions, remove every older version."""
@@ -221,13 +246,26 @@ class ShardWrites(ShardReads):
                 table = self.tables.get(name)
                 if table is not None:
                     writes.submit(_materialize_deletions, table)
-        self.optimize(self.vector_index_min_rows)
+        # The full-text indexes made anew: an index is only remapped when a rewrite drops a file whole, and
+        # keeps the words of that file's rows.
+        with _Writes() as writes:
+            for name in TEXT_FIELDS:
+                table = self.tables.get(name)
+                if table is not None:
+                    writes.submit(self._reindex_text, name, table)
+        self.optimize(self.vector_index_min_rows, compact_all=True)
         self.commit([], {}, 0, guarded=True)  # the checkpoint now names the rewritten versions, the only ones kept
         with _Writes() as writes:
             for name in (*TABLES, CHECKPOINTS, CHANGES):
                 table = self.tables.get(name)
                 if table is not None:
                     writes.submit(_drop_old_versions, table)
+
+
+def _worth_compacting(table: Any) -> bool:
+    """Whether ``optimize`` should rewrite a table's files: many of them, or any holding deleted rows."""
+    fragments = table.to_lance().get_fragments()
+    return len(fragments) > COMPACT_MIN_FRAGMENTS or any(f.metadata.deletion_file is not None for f in fragments)
 
 
 def _materialize_deletions(table: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from adamem.errors import StoreError
 from adamem.partitioning import owner_partition
@@ -42,6 +43,8 @@ class _View:
     shards: dict[int, dict[str, dict[str, Row]]] = field(default_factory=dict)
     checkpoints: dict[int, dict[str, int]] = field(default_factory=dict)
     generation: dict[str, str] = field(default_factory=dict)
+    rebuild_job: dict[str, Any] = field(default_factory=dict)
+    erased: set[int] = field(default_factory=set)
     commits: dict[int, int] = field(default_factory=dict)
     changes: dict[int, deque[tuple[int, ChangeEntry]]] = field(default_factory=dict)
 
@@ -146,6 +149,15 @@ class InMemoryStore:
     def record_generation(self, info: dict[str, str]) -> None:
         """Record the analysis generation."""
         self._written().generation = dict(info)
+
+    def rebuild_job(self) -> dict[str, Any]:
+        """The recorded rebuild job, with the partitions a rebuild erased forgets in ({} if none)."""
+        view = self._view
+        return {**view.rebuild_job, "erased": sorted(view.erased)} if view.rebuild_job else {}
+
+    def record_rebuild_job(self, job: dict[str, Any]) -> None:
+        """Record the view's rebuild job."""
+        self._written().rebuild_job = dict(job)
 
     def checkpoint(self, partition: int) -> dict[str, int]:
         """Next offset per topic for a shard."""
@@ -277,7 +289,10 @@ class InMemoryStore:
         a writer of the active view removes them; a bulk writer of a view not yet active does not)."""
         if self._read_only:
             raise StoreError(f"store {self.url} view {self._name} is read-only; cannot erase shard p{partition}")
-        if self._bulk or self._name != self._views.active:
+        if self._bulk:
+            self._written().erased.add(partition)
+            return []
+        if self._name != self._views.active:
             return []
         return self.remove_other_views(self._name)
 

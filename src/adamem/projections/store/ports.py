@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from adamem.projections.folds.changes import Change
 from adamem.projections.folds.rows import MessageRow, Row
@@ -106,6 +106,12 @@ class StoreReader(Protocol):
     def generation(self) -> dict[str, str]:
         """The analysis generation the rows come from (name, extractor, embedder, ...); {} if none recorded."""
 
+    def rebuild_job(self) -> dict[str, Any]:
+        """The rebuild job of this view that a group of members shares (``streams.replay_group``); {} if none.
+
+        Its ``erased`` lists the partitions whose forgets a rebuild's writer erased in this view.
+        """
+
     def archive_split(self, owner_id: str, hot_messages: int) -> ArchiveSplit | None:
         """Where the owner's newest ``hot_messages`` messages begin; None when it has at most that many
         (or none): load it whole.
@@ -158,6 +164,9 @@ class StoreWriter(Protocol):
 
     def record_generation(self, info: dict[str, str]) -> None:
         """Record which analysis generation this store projects (kept with the store, or its view)."""
+
+    def record_rebuild_job(self, job: dict[str, Any]) -> None:
+        """Record the rebuild job of this view, where the members of a group find it (``rebuild_job``)."""
 
     def erase_history(self, partition: int) -> list[str]:
         """After a forget reached a shard: keep no copy of deleted rows anywhere (old versions, other views).

@@ -57,9 +57,13 @@ public final class Conformance {
   private static final HexFormat HEX = HexFormat.of();
   private static final String[] SCHEMA_FILES = {
     "chat_message.avsc", "message_analyzed.avsc", "memory_forgotten.avsc", "memory_corrected.avsc",
+    "answer_feedback.avsc", // feedback on answers (adamem.control)
+    "memory_compressed.avsc", // a summary of episodic records (adamem.control)
     "memory_changed.avsc", // the change feed (adamem.changes)
+    "memory_grant_changed.avsc", // grants of read access to another tenant (adamem.control)
+    "memory_read.avsc", // reads under a grant, the owner's audit trail (adamem.audit)
     // The plaintext records inside the sealed ciphertexts (crypto-shredding); they name MessageAnalyzed's types.
-    "message_content.avsc", "analysis_content.avsc"
+    "message_content.avsc", "analysis_content.avsc", "compression_content.avsc"
   };
 
   private Conformance() {}
