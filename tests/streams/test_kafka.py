@@ -9,6 +9,7 @@ partitions than murmur2 does: those records are dead-lettered once, and nobody e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import shutil
@@ -172,6 +173,34 @@ async def test_no_broker_is_a_clear_error(settings: Settings) -> None:
     log = open_log("kafka://127.0.0.1:1", Settings(kafka_timeout_s=3.0, topic_prefix=settings.topic_prefix))
     with pytest.raises(BrokerUnavailable, match=r"deploy/kafka\.sh start"):
         await log.start()
+
+
+async def test_a_call_cancelled_while_its_client_starts_leaves_no_client_open(
+    settings: Settings, kafka_bootstrap: str
+) -> None:
+    """A caller cancelled at any point of ``end_offsets`` or ``start`` stops the client it opened."""
+    import gc
+    import warnings
+
+    log = open_log(f"kafka://{kafka_bootstrap}", settings)
+    await log.start()
+    try:
+        topic = settings.topic("messages")
+        for delay in (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2):
+            other = open_log(f"kafka://{kafka_bootstrap}", settings)
+            for call in (log.end_offsets(topic), other.start()):
+                task = asyncio.create_task(call)
+                await asyncio.sleep(delay)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await other.stop()  # what a caller whose start returned does; nothing to stop otherwise
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            gc.collect()
+        assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    finally:
+        await log.stop()
 
 
 # ---- producers on librdkafka's default partitioner (CRC32), and kcat ---------------------------

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -20,7 +21,28 @@ from adamem.errors import BrokerUnavailable, LogError
 from adamem.settings import Settings
 from adamem.streams.log import TOPICS, LogRecord, OutgoingRecord, partition_for
 
-__all__ = ["KafkaLog", "topic_configs"]
+__all__ = ["KafkaLog", "start_client", "topic_configs"]
+
+
+async def start_client(start: Coroutine[Any, Any, Any], stop: Callable[[], Awaitable[Any]], timeout_s: float) -> None:
+    """Start an aiokafka client within ``timeout_s``; a start that fails or is cancelled stops it.
+
+    A caller cancelled midway waits for the start to settle first: aiokafka leaves the connection it
+    bootstraps from open when its start is cancelled between connecting and reading the metadata.
+    """
+    task = asyncio.ensure_future(asyncio.wait_for(start, timeout_s))
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await task
+        with contextlib.suppress(Exception):  # the cancellation is what the caller hears
+            await asyncio.shield(stop())
+        raise
+    except BaseException:
+        with contextlib.suppress(Exception):  # the start's own error is what the caller hears
+            await stop()
+        raise
 
 
 def topic_configs(name: str) -> dict[str, str]:
@@ -60,18 +82,21 @@ class KafkaLog:
             request_timeout_ms=int(self._settings.kafka_timeout_s * 1000),
         )
         try:
-            await asyncio.wait_for(producer.start(), self._settings.kafka_timeout_s)
+            await start_client(producer.start(), producer.stop, self._settings.kafka_timeout_s)
         except (TimeoutError, KafkaConnectionError, OSError) as exc:
-            await producer.stop()
             raise self._unavailable(exc) from exc
-        self._producer = producer
-        for name in TOPICS:
-            topic = self._settings.topic(name)
-            parts = producer.client.cluster.partitions_for_topic(topic)
-            if not parts:
-                await producer.client.force_metadata_update()
+        try:
+            for name in TOPICS:
+                topic = self._settings.topic(name)
                 parts = producer.client.cluster.partitions_for_topic(topic)
-            self._partitions[topic] = len(parts or ()) or self._settings.partitions
+                if not parts:
+                    await producer.client.force_metadata_update()
+                    parts = producer.client.cluster.partitions_for_topic(topic)
+                self._partitions[topic] = len(parts or ()) or self._settings.partitions
+        except BaseException:  # a start that fails leaves nothing open
+            await asyncio.shield(producer.stop())
+            raise
+        self._producer = producer
 
     async def ensure_topics(self) -> None:
         """Create the messages, analyses, control, dead-letter, changes and audit topics with explicit settings."""
@@ -79,9 +104,8 @@ class KafkaLog:
             bootstrap_servers=self.bootstrap, request_timeout_ms=int(self._settings.kafka_timeout_s * 1000)
         )
         try:
-            await asyncio.wait_for(admin.start(), self._settings.kafka_timeout_s)
+            await start_client(admin.start(), admin.close, self._settings.kafka_timeout_s)
         except (TimeoutError, KafkaConnectionError, OSError) as exc:
-            await admin.close()
             raise self._unavailable(exc) from exc
         try:
             existing = set(await admin.list_topics())
@@ -109,7 +133,7 @@ class KafkaLog:
             bootstrap_servers=self.bootstrap, request_timeout_ms=int(self._settings.kafka_timeout_s * 1000)
         )
         try:
-            await asyncio.wait_for(admin.start(), self._settings.kafka_timeout_s)
+            await start_client(admin.start(), admin.close, self._settings.kafka_timeout_s)
             prefix = self._settings.topic_prefix + "."
             return sorted(t for t in await admin.list_topics() if t.startswith(prefix))
         except (TimeoutError, KafkaConnectionError, OSError) as exc:
@@ -167,9 +191,8 @@ class KafkaLog:
             retry_backoff_ms=10,
         )
         try:
-            await asyncio.wait_for(consumer.start(), self._settings.kafka_timeout_s)
+            await start_client(consumer.start(), consumer.stop, self._settings.kafka_timeout_s)
         except (TimeoutError, KafkaConnectionError, OSError) as exc:
-            await consumer.stop()
             raise self._unavailable(exc) from exc
         return consumer
 

@@ -27,6 +27,7 @@ from aiokafka.errors import KafkaError, ProducerFenced
 
 from adamem.errors import LogError, LogFenced
 from adamem.settings import Settings
+from adamem.streams.kafka_log import start_client
 
 __all__ = ["CommittedEnds", "Outgoing", "PartitionTransactions", "transactional_id"]
 
@@ -82,12 +83,7 @@ class PartitionTransactions:
             # A zombie's open transaction is aborted by the broker after this at the latest.
             transaction_timeout_ms=int(max(10.0, 2 * self._settings.kafka_timeout_s) * 1000),
         )
-        try:
-            await asyncio.wait_for(producer.start(), self._settings.kafka_timeout_s)  # InitProducerId: fences
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await producer.stop()
-            raise
+        await start_client(producer.start(), producer.stop, self._settings.kafka_timeout_s)  # InitProducerId: fences
         return producer
 
     async def release(self, partitions: list[int]) -> None:
@@ -177,12 +173,7 @@ class CommittedEnds:
                 retry_backoff_ms=10,
                 fetch_max_wait_ms=50,
             )
-            try:
-                await asyncio.wait_for(consumer.start(), self._settings.kafka_timeout_s)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    await consumer.stop()
-                raise
+            await start_client(consumer.start(), consumer.stop, self._settings.kafka_timeout_s)
             self._consumer = consumer
         return self._consumer
 
