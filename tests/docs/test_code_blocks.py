@@ -157,7 +157,7 @@ def test_every_public_name_and_method_has_a_docstring() -> None:
 
 
 def test_the_readme_three_lines_print_the_message_just_added(tmp_path: Path) -> None:
-    """The README's first example, run as printed in an empty folder: the answer's first item is the message."""
+    """The README's first example, run twice in an empty folder: the first item is the message, kept once."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("## In three lines", 1)[1].split("\n## ", 1)[0]
     [code] = re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
@@ -167,6 +167,10 @@ def test_the_readme_three_lines_print_the_message_just_added(tmp_path: Path) -> 
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "I moved to Lisbon last week.", done.stdout
+    count = 'from adamem import Memory\nwith Memory() as m:\n    print(len(m.working("alice")))'
+    done = subprocess.run([sys.executable, "-c", count], cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1", "the second run stored the message again"
 
 
 def test_the_readme_http_example_runs_as_printed(tmp_path: Path) -> None:
