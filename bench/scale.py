@@ -114,7 +114,9 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
         if cls not in defaults:
             hints = typing.get_type_hints(cls)
             defaults[cls] = {
-                f.name: {str: "", int: 0, float: 0.0, bool: False}.get(
+                f.name: f.default
+                if f.default is not dataclasses.MISSING  # optional fields (utc_offset_minutes: None)
+                else {str: "", int: 0, float: 0.0, bool: False}.get(
                     hints[f.name], () if typing.get_origin(hints[f.name]) is tuple else []
                 )
                 for f in dataclasses.fields(cls)
