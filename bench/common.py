@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import dataclasses
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import typing
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,6 +46,7 @@ __all__ = [
     "proc_memory",
     "run_topics",
     "spread",
+    "synthetic_row",
     "write_result",
 ]
 
@@ -400,3 +403,22 @@ def standalone_main(
     )
     add_arguments(p)
     return execute(p.parse_args(args), [name, *args])
+
+
+@functools.cache
+def _row_defaults(cls: Any) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {
+        f.name: f.default
+        if f.default is not dataclasses.MISSING  # an optional field keeps its own default (None)
+        else {str: "", int: 0, float: 0.0, bool: False}.get(
+            hints[f.name], () if typing.get_origin(hints[f.name]) is tuple else []
+        )
+        for f in dataclasses.fields(cls)
+    }
+
+
+def synthetic_row(cls: Any, **values: Any) -> Any:
+    """A store row of ``cls`` for synthetic benchmark stores: every field its own default or an empty
+    value of its type, then ``values``."""
+    return cls(**{**_row_defaults(cls), **values})

@@ -33,6 +33,7 @@ from typing import Any
 
 import lancedb
 import numpy as np
+from lancedb.index import IvfFlat, IvfPq, IvfSq
 
 from adamem.analysis.factory import build_embedder
 from adamem.owners import split_owner
@@ -200,11 +201,11 @@ def service_rss(store: str, owner_questions: Sequence[tuple[str, str]]) -> dict[
             proc.wait(30)
 
 
-INDEXES: dict[str, dict[str, Any]] = {
-    "IVF_PQ (48×8 bit, 48 B/vector)": {"index_type": "IVF_PQ", "num_sub_vectors": 48, "num_bits": 8},
-    "IVF_PQ (96×8 bit, 96 B/vector)": {"index_type": "IVF_PQ", "num_sub_vectors": 96, "num_bits": 8},
-    "IVF_SQ (8-bit scalar, 384 B/vector)": {"index_type": "IVF_SQ"},
-    "IVF_FLAT (float32, 1536 B/vector)": {"index_type": "IVF_FLAT"},
+INDEXES: dict[str, Any] = {
+    "IVF_PQ (48×8 bit, 48 B/vector)": IvfPq(distance_type="cosine", num_sub_vectors=48, num_bits=8),
+    "IVF_PQ (96×8 bit, 96 B/vector)": IvfPq(distance_type="cosine", num_sub_vectors=96, num_bits=8),
+    "IVF_SQ (8-bit scalar, 384 B/vector)": IvfSq(distance_type="cosine"),
+    "IVF_FLAT (float32, 1536 B/vector)": IvfFlat(distance_type="cosine"),
 }
 
 
@@ -215,7 +216,7 @@ def index_compression(
     root = Path(store)
     shard = sorted((root / "views" / current_view(root)).glob("p*"))[0]
     src = lancedb.connect(str(shard)).open_table("messages")
-    data = src.to_arrow().select(["id", "user_id", "vector"])
+    data = src.to_arrow().select(["id", "owner_id", "vector"])
     settings = Settings.from_env()
     qv = np.asarray(build_embedder(settings).embed_query(list(queries)), dtype=np.float32)
     out: dict[str, Any] = {
@@ -244,11 +245,11 @@ def index_compression(
             times.append((time.perf_counter() - t) * 1000)
             exact.append(res.column("id").to_pylist())
         out["exact"] = {"latency_ms": dict(summary_ms(times)), "table_bytes": dir_size(Path(tmp) / "exact.lance")}
-        for name, params in INDEXES.items():
+        for name, config in INDEXES.items():
             table: Any = db.create_table(f"t{len(out['indexes'])}", data=data)
             before = dir_size(Path(tmp) / f"{table.name}.lance")
             t = time.perf_counter()
-            table.create_index(metric="cosine", vector_column_name="vector", **params)
+            table.create_index("vector", config=config)
             build_s = time.perf_counter() - t
             index_bytes = dir_size(Path(tmp) / f"{table.name}.lance") - before
             entry: dict[str, Any] = {

@@ -13,14 +13,11 @@ few tens of ms per request).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import functools
 import random
 import statistics
 import sys
 import tempfile
 import time
-import typing
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -28,7 +25,7 @@ from typing import Any
 from adamem.projections.folds.changes import Upsert
 from adamem.projections.folds.rows import MessageRow, OwnerRow
 from adamem.projections.store.lance import LanceStore
-from bench.common import measure_and_record, print_table, standalone_main
+from bench.common import measure_and_record, print_table, standalone_main, synthetic_row
 
 __all__ = ["add_arguments", "execute", "main", "run"]
 
@@ -45,22 +42,6 @@ def _stats(xs: Sequence[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(xs) * 1000, 2), "p95_ms": round(_pct(xs, 0.95) * 1000, 2), "n": len(xs)}
 
 
-@functools.cache
-def _defaults(cls: Any) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    return {
-        f.name: {str: "", int: 0, float: 0.0, bool: False}.get(
-            hints[f.name], () if typing.get_origin(hints[f.name]) is tuple else []
-        )
-        for f in dataclasses.fields(cls)
-    }
-
-
-def _make(cls: Any, **values: Any) -> Any:
-    """A row with every field defaulted by its type, then the given values."""
-    return cls(**{**_defaults(cls), **values})
-
-
 def _vector(rng: random.Random) -> tuple[float, ...]:
     v = [rng.gauss(0, 1) for _ in range(DIM)]
     norm = sum(x * x for x in v) ** 0.5
@@ -70,7 +51,7 @@ def _vector(rng: random.Random) -> tuple[float, ...]:
 def _batches(owners: int, messages: int, batch: int, seed: int) -> list[list[Upsert]]:
     rng = random.Random(seed)
     rows: list[Upsert] = [
-        Upsert("owners", _make(OwnerRow, id=f"default:o{o}", owner_id=f"default:o{o}", next_seq=1))
+        Upsert("owners", synthetic_row(OwnerRow, id=f"default:o{o}", owner_id=f"default:o{o}", next_seq=1))
         for o in range(owners)
     ]
     for n in range(messages):
@@ -79,7 +60,7 @@ def _batches(owners: int, messages: int, batch: int, seed: int) -> list[list[Ups
         rows.append(
             Upsert(
                 "messages",
-                _make(MessageRow, id=f"m{n}", owner_id=f"default:o{o}", text=text, vector=_vector(rng), seq=n),
+                synthetic_row(MessageRow, id=f"m{n}", owner_id=f"default:o{o}", text=text, vector=_vector(rng), seq=n),
             )
         )
     return [rows[i : i + batch] for i in range(0, len(rows), batch)]

@@ -39,7 +39,7 @@ import numpy as np
 
 from adamem.cli import SERVICE_THREADS
 from adamem.retrieval.config import SEED_DEFAULT
-from bench.common import RESULTS, measure_and_record, print_table, standalone_main
+from bench.common import RESULTS, measure_and_record, print_table, standalone_main, synthetic_row
 
 __all__ = ["add_arguments", "execute", "main", "run"]
 
@@ -99,7 +99,6 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
     one ``optimize`` (full-text and owner indexes, compaction) and a checkpoint naming the versions.
     """
     import dataclasses
-    import typing
 
     import pyarrow as pa
 
@@ -107,21 +106,6 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
     from adamem.projections.folds.rows import MessageRow, OwnerRow
     from adamem.projections.store.lance import LanceStore
     from adamem.projections.store.lance_arrow import rows_to_arrow
-
-    defaults: dict[Any, dict[str, Any]] = {}
-
-    def make(cls: Any, **values: Any) -> Any:
-        if cls not in defaults:
-            hints = typing.get_type_hints(cls)
-            defaults[cls] = {
-                f.name: f.default
-                if f.default is not dataclasses.MISSING  # optional fields (utc_offset_minutes: None)
-                else {str: "", int: 0, float: 0.0, bool: False}.get(
-                    hints[f.name], () if typing.get_origin(hints[f.name]) is tuple else []
-                )
-                for f in dataclasses.fields(cls)
-            }
-        return cls(**{**defaults[cls], **values})
 
     rng = np.random.default_rng(seed)
     words = random.Random(seed)
@@ -131,13 +115,13 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
     store.bind(1)
     t0 = time.perf_counter()
     owner_rows: list[Any] = [
-        Upsert("owners", make(OwnerRow, id=f"default:o{o}", owner_id=f"default:o{o}", next_seq=per_owner))
+        Upsert("owners", synthetic_row(OwnerRow, id=f"default:o{o}", owner_id=f"default:o{o}", next_seq=per_owner))
         for o in range(owners)
     ]
     vectors = rng.standard_normal((POOL, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     pool = [
-        make(
+        synthetic_row(
             MessageRow,
             id=f"pool{i}",
             owner_id="default:o0",
