@@ -9,6 +9,7 @@ command's own parser, so a renamed command or option fails here.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
@@ -80,6 +81,19 @@ def test_every_python_block_runs(served: tuple[Path, int], page: Path, n: int, c
         [sys.executable, "-W", "error", "-c", code], cwd=root, env=_env(), capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, f"{page.relative_to(REPO)} block {n}:\n{code}\n--- stderr:\n{done.stderr[-4000:]}"
+
+
+def test_the_http_guides_add_example_finds_the_message_it_added_first(served: tuple[Path, int]) -> None:
+    """The mem0-style example of the HTTP guide, run twice: the home it just added is the first item both times."""
+    root, port = served
+    code = next(c for p, _, c in PYTHON if p.name == "http.md" and 'm.add("carol"' in c)
+    code = code.replace(SHOWN_PORT, f"127.0.0.1:{port}")
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", code], cwd=root, env=_env(), capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        shown = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+        assert shown[0] == "I moved to Lisbon last month.", shown
+        assert shown.count("I moved to Lisbon last month.") == 1, shown
 
 
 def _command_lines(block: str) -> Iterator[list[str]]:
