@@ -766,6 +766,15 @@ def test_messages_by_id_reads_the_owners_messages_in_id_order(store: MemoryStore
     assert [m.id for m in store.messages_by_id(BOB_BESIDE_ALICE, ["b01", "m01"])] == ["b01"]
 
 
+def test_message_ids_lists_the_owners_message_ids_below_a_seq(store: MemoryStore) -> None:
+    _archive(store, [_numbered("default:alice", s) for s in range(12)], [_numbered(BOB_BESIDE_ALICE, 1)])
+    assert store.message_ids("default:alice") == [f"m{s:02d}" for s in range(12)]
+    assert store.message_ids("default:alice", below_seq=5) == [f"m{s:02d}" for s in range(5)]
+    assert store.message_ids("default:alice", below_seq=0) == []
+    assert store.message_ids(BOB_BESIDE_ALICE) == ["b01"]  # the other owner's, not alice's
+    assert store.message_ids("default:nobody") == []
+
+
 def test_lancedb_an_ivf_pq_index_still_finds_the_nearest_cold_message_first(tmp_path: Path) -> None:
     """Past ``vector_index_min_rows`` the messages table gets an IVF_PQ index; a search below a seq,
     re-ranked by exact distance, still returns the planted nearest cold message first."""

@@ -23,6 +23,8 @@ from adamem.projections.store.factory import open_store
 from adamem.retrieval import SEED_DEFAULT, AsOf, Retriever
 from adamem.retrieval.base import SemanticScorer, base_candidates, query_terms
 from adamem.retrieval.config import CacheSettings, RetrievalConfig
+from adamem.retrieval.fusion import fact_support
+from adamem.retrieval.graph import PositionRelevance
 from adamem.retrieval.index import TextIndex, extracted_text
 from adamem.retrieval.snapshot import View
 from adamem.retrieval.whose import whose_memory
@@ -159,3 +161,51 @@ def test_cold_candidates_are_scored_like_hot_ones(services: tuple[Retriever, Ret
         alone = TextIndex([*held.messages.values(), row], TEXT_FIELDS["messages"], extra=extracted_text)
         want = float(alone.scores(terms)[alone.position[m.id]])
         assert held.text_index("messages").score_outside(row, terms) == pytest.approx(want, rel=1e-9)
+
+
+def test_support_and_evidence_of_cold_messages_are_counted_without_reading_them(
+    services: tuple[Retriever, Retriever],
+) -> None:
+    """Now, a record's source or a trait's evidence counts when the message exists: the tiered owner answers
+    from the cold part's ids (one read of that column), the same counts as the whole owner's, no row read."""
+    tiered, whole = services
+    held, every = tiered.snapshot(OWNER), whole.snapshot(OWNER)
+    assert held.archive is not None
+    cold = sorted(set(every.messages) - set(held.messages))
+    assert cold and held.existing_messages([*cold, "no-such-message"]) == set(cold)
+    assert held.existing_messages(every.messages) == set(every.messages)
+    reads = held.archive.reads
+    for r in every.records.values():
+        assert fact_support(r, View(held), SEED_DEFAULT) == fact_support(r, View(every), SEED_DEFAULT), r.content
+    for t in every.traits.values():
+        assert View(held).evidence(t) == View(every).evidence(t), t.value
+    assert held.archive.reads <= reads + 1  # the id column once, if not read before
+    assert not any(held.archive.get(i) for i in cold)  # no cold row was read to count them
+
+
+def test_hub_relevance_of_a_tiered_owner_is_the_cosine_of_the_cold_messages_the_query_read(
+    services: tuple[Retriever, Retriever],
+) -> None:
+    from adamem.retrieval.service import _with_cold
+
+    tiered, _ = services
+    question = "Which spicy food do I love, Sichuan hotpot?"
+    snap = tiered.snapshot(OWNER)
+    scorer = SemanticScorer(View(snap), question, tiered.embed(question), SEED_DEFAULT, whose_memory("", ()))
+    base_candidates(tiered.store, scorer, question)  # reads the cold messages the store's searches find
+    assert scorer.cold_vectors
+    relevance = _with_cold(View(snap), scorer)
+    assert isinstance(relevance, PositionRelevance)
+    hot = scorer.cosines("messages")
+    nodes = sorted(snap.nodes)
+    want = []
+    for node in nodes:
+        n = snap.nodes[node]
+        if node in snap.message_position:
+            want.append(float(hot[snap.message_position[node]]))
+        elif n.node_type == "message":
+            want.append(scorer.read_cosine(n.ref_id) or 0.0)
+        else:
+            want.append(0.0)
+    assert list(relevance(nodes)) == want
+    assert any(w != 0.0 for node, w in zip(nodes, want, strict=True) if node not in snap.message_position)

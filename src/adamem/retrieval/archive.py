@@ -5,7 +5,9 @@ newest ``hot_messages`` messages plus every record, trait and graph row (``Owner
 older messages stay in the store. ``ColdArchive`` finds them for a question with the store's own
 vector and full-text indexes (``below_seq``: the cold part only), reads them by id when a record,
 a trait or a graph node points at one, and keeps what it read in a bounded memo: rows without
-their vectors, and each vector once, normalised, as float32.
+their vectors, and each vector once, normalised, as float32. Whether a cold message exists (all the
+current view needs of a record's sources or a trait's evidence) is answered from the cold part's ids,
+read once on first need and held as a sorted array of their hashes: 8 bytes a message.
 
 Cold candidates are scored as hot ones are (``SemanticScorer``): the cosine from the stored vector,
 BM25 with the hot window's statistics (``TextIndex.score_outside``). What the store's indexes do not
@@ -49,6 +51,7 @@ class ColdArchive:
         self._rows: OrderedDict[str, MessageRow] = OrderedDict()  # least recently used first
         self._vectors: dict[str, npt.NDArray[np.float32]] = {}
         self._absent: set[str] = set()
+        self._id_hashes: npt.NDArray[np.int64] | None = None
         self._lock = threading.Lock()
         self.reads = 0  # store reads made (searches and fetches), for tests and metrics
 
@@ -64,7 +67,8 @@ class ColdArchive:
     @property
     def size(self) -> int:
         """Approximate resident bytes of the memo."""
-        return len(self._rows) * _ROW_BYTES + sum(v.nbytes for v in self._vectors.values())
+        ids = self._id_hashes.nbytes if self._id_hashes is not None else 0
+        return ids + len(self._rows) * _ROW_BYTES + sum(v.nbytes for v in self._vectors.values())
 
     def _keep(self, rows: Iterable[MessageRow]) -> list[tuple[MessageRow, Vector | None]]:
         """Memoise rows read from the store (vectors apart); the memo's version of each with its unit vector."""
@@ -125,6 +129,30 @@ class ColdArchive:
             with self._lock:
                 self._absent.update(i for i in missing if i not in found)
         return found
+
+    def existing(self, ids: Iterable[str]) -> set[str]:
+        """The cold messages among ``ids`` that exist, without reading their rows.
+
+        The cold part's ids are read once (``message_ids``) and kept as the sorted hashes of their text;
+        an id is taken to exist when its hash is among them (two ids of one owner sharing a 64-bit hash
+        is the only way to be wrong). The cold part does not change under a snapshot: a cold message
+        rewritten or forgotten makes the owner load afresh, with a new archive.
+        """
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return set()
+        with self._lock:
+            hashes = self._id_hashes
+        if hashes is None:
+            cold = self.store.message_ids(self.owner_id, below_seq=self.below_seq)
+            self.reads += 1
+            hashes = np.sort(np.fromiter((hash(i) for i in cold), dtype=np.int64, count=len(cold)))
+            with self._lock:
+                self._id_hashes = hashes
+        asked = np.fromiter((hash(i) for i in wanted), dtype=np.int64, count=len(wanted))
+        at = np.minimum(np.searchsorted(hashes, asked), max(len(hashes) - 1, 0))
+        hit = hashes[at] == asked if len(hashes) else np.zeros(len(wanted), dtype=bool)
+        return {i for i, h in zip(wanted, hit.tolist(), strict=True) if h}
 
     def vector(self, message_id: str) -> Vector | None:
         """A memoised message's unit vector (None when none is held)."""

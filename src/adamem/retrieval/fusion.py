@@ -207,6 +207,6 @@ def _support(row: MemoryRow, view: View) -> int:
 
 
 def _visible_messages(ids: Iterable[str], view: View) -> int:
-    snap, ids = view.snapshot, list(ids)
-    found = snap.messages_for(ids)
-    return sum(1 for i in ids if (m := found.get(i)) is not None and view.message(m))
+    ids = list(ids)
+    seen = view.visible_messages(ids)
+    return sum(1 for i in ids if i in seen)

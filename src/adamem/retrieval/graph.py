@@ -136,6 +136,7 @@ class MemoryGraph:
         self._hub_times: dict[str, tuple[list[int], list[str]]] = {}
         self._hub_positions: dict[str, tuple[Mapping[str, int], np.ndarray]] = {}
         self._order: dict[str, list[tuple[int, str, float, str]]] = {}
+        self._by_target: dict[str, dict[str, tuple[int, str, float, str]]] = {}
 
     def __contains__(self, node: object) -> bool:
         if not isinstance(node, str):
@@ -190,6 +191,13 @@ class MemoryGraph:
             order = sorted((rank, v, weight, kind) for v, (weight, rank, kind) in best.items())
             self._order[node] = order
         return order
+
+    def arcs_by_target(self, node: str) -> dict[str, tuple[int, str, float, str]]:
+        """``arcs(node)`` by target node (each target has one arc); made once per node."""
+        found = self._by_target.get(node)
+        if found is None:
+            found = self._by_target[node] = {a[1]: a for a in self.arcs(node)}
+        return found
 
     def hub_neighbours(
         self,
@@ -278,7 +286,8 @@ def _expand_one(
                         u, graph.time(entered), config.hub_fanout, direction, limit, frozenset(visited), relevance
                     )
                 )
-                arcs = [a for a in arcs if a[1] in allowed]
+                by_target = graph.arcs_by_target(u)
+                arcs = sorted(by_target[v] for v in allowed if v in by_target)  # ``arcs`` order: one arc a target
             for rank, v, weight, edge_type in arcs:
                 if weight < config.min_edge_weight or v in visited or not usable(v):
                     continue

@@ -35,7 +35,7 @@ import numpy as np
 
 from adamem.analysis import Embedder
 from adamem.partitioning import owner_partition
-from adamem.projections.folds.ids import trait_id
+from adamem.projections.folds.ids import node_id, trait_id
 from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.folds.params import MemoryParameters
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
@@ -59,7 +59,7 @@ from adamem.retrieval.fusion import (
     temporal_score,
     time_windows,
 )
-from adamem.retrieval.graph import MemoryGraph, PositionRelevance, Reach, Relevance, expand
+from adamem.retrieval.graph import MemoryGraph, PositionRelevance, Reach, expand
 from adamem.retrieval.index import Vector
 from adamem.retrieval.language import language_notice
 from adamem.retrieval.route import RoutePlan, route_query
@@ -457,8 +457,11 @@ class Retriever:
             """A seed and a node standing on the same messages (a message and its own record)."""
             return not snap.sources_of_node(seed).isdisjoint(snap.sources_of_node(node))
 
-        hot = PositionRelevance(scorer.cosines("messages"), snap.message_position)
-        relevance: Relevance = hot if snap.archive is None else _with_cold(hot, view, scorer)
+        relevance = (
+            PositionRelevance(scorer.cosines("messages"), snap.message_position)
+            if snap.archive is None
+            else _with_cold(view, scorer)
+        )
         return expand(
             graph,
             seeds,
@@ -645,6 +648,9 @@ class Retriever:
             for i, s in enumerate(chosen):
                 if i < place.get(id(s), len(unstyled)):
                     moved.setdefault(id(s), []).append(RULE_STYLE)
+        snap.messages_for(  # the cold messages the chosen items stand on, in one store read
+            i for s in chosen if isinstance(s[1].row, EpisodicRow) for i in s[1].row.source_message_ids
+        )
         return [
             self._item(rank, view, scorer, s, "; ".join(moved.get(id(s), ()))) for rank, s in enumerate(chosen, start=1)
         ]
@@ -673,7 +679,7 @@ class Retriever:
         fresh: list[_Scored] = []
         covered: set[str] = set()
         for s in scored:
-            ids = {p.id for p in self._sources(view, scorer, s[1].row)}
+            ids = self._source_ids(view, scorer, s[1].row)
             if cfg.dedupe_evidence and ids and ids <= covered:
                 continue
             covered |= ids
@@ -709,7 +715,7 @@ class Retriever:
         covered: set[str] = set()
         shown = 0
         for n, s in enumerate(scored):
-            ids = {p.id for p in self._sources(view, scorer, s[1].row)}
+            ids = self._source_ids(view, scorer, s[1].row)
             if ids and ids <= covered:
                 continue
             covered |= ids
@@ -717,6 +723,12 @@ class Retriever:
             if shown == window:
                 return n + 1
         return len(scored)
+
+    def _source_ids(self, view: View, scorer: SemanticScorer, row: MemoryRow) -> set[str]:
+        """Ids of the messages ``_sources`` gives for an item; a record's without reading a cold one's row."""
+        if isinstance(row, EpisodicRow) and not (row.type == "summary" and self.config.summary_evidence > 0):
+            return view.visible_messages(row.source_message_ids)
+        return {m.id for m in self._sources(view, scorer, row)}
 
     def _sources(self, view: View, scorer: SemanticScorer, row: MemoryRow) -> list[MessageRow]:
         if isinstance(row, MessageRow):
@@ -796,20 +808,21 @@ def _ms(a: float, b: float) -> float:
     return (b - a) * 1000.0
 
 
-def _with_cold(hot: PositionRelevance, view: View, scorer: SemanticScorer) -> Relevance:
+def _with_cold(view: View, scorer: SemanticScorer) -> PositionRelevance:
     """Hub relevance of a tiered owner: a cold message node is as relevant as its cosine when this query read
     it (the cold messages its base searches found), 0 otherwise, as a non-message is: the same reads give
-    the same relevance, whatever other queries left in the archive's memo."""
+    the same relevance, whatever other queries left in the archive's memo. The cold cosines sit after the
+    hot ones at the snapshot's ``tiered_message_position`` (stable, so a hub's positions are made once)."""
     snap = view.snapshot
-
-    def relevance(nodes: Sequence[str]) -> Sequence[float]:
-        out = list(hot(nodes))
-        for i, node in enumerate(nodes):
-            if node not in hot.positions and (n := snap.nodes.get(node)) is not None and n.node_type == "message":
-                out[i] = scorer.read_cosine(n.ref_id) or 0.0
-        return out
-
-    return relevance
+    positions = snap.tiered_message_position
+    hot = scorer.cosines("messages")
+    cosines = np.zeros(len(hot) + len(positions), dtype=np.float64)  # the cold places start at len(hot)
+    cosines[: len(hot)] = hot
+    for mid in scorer.cold_vectors:
+        at = positions.get(node_id(snap.owner_id, "message", mid), -1)
+        if at >= len(hot) and (cosine := scorer.read_cosine(mid)) is not None:
+            cosines[at] = cosine
+    return PositionRelevance(cosines, positions)
 
 
 def _stale(view: View, row: MemoryRow) -> bool:

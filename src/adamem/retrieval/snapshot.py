@@ -281,6 +281,16 @@ class OwnerSnapshot:
         return {node: position[mid] for mid, node in self.node_of.items() if mid in position}
 
     @cached_property
+    def tiered_message_position(self) -> dict[str, int]:
+        """``message_position``, and after the index's rows the message nodes without one (a tiered owner's
+        cold messages), in node id order: the places where hub relevance keeps a query's cold cosines."""
+        out = dict(self.message_position)
+        start = self.vector_index("messages").matrix.shape[0]
+        rest = sorted(n.id for n in self.nodes.values() if n.node_type == "message" and n.id not in out)
+        out.update((node, start + i) for i, node in enumerate(rest))
+        return out
+
+    @cached_property
     def node_of(self) -> dict[str, str]:
         """Graph node id of every message and record id."""
         out = {mid: node_id(self.owner_id, "message", mid) for mid in self.messages}
@@ -407,6 +417,14 @@ class OwnerSnapshot:
             found.update(self.archive.fetch(i for i in ids if i not in found))
         return found
 
+    def existing_messages(self, ids: Iterable[str]) -> set[str]:
+        """The messages among ``ids`` that exist, hot or cold, without reading a cold one's row."""
+        ids = list(ids)
+        found = {i for i in ids if i in self.messages}
+        if self.archive is not None and len(found) < len(set(ids)):
+            found |= self.archive.existing(i for i in ids if i not in found)
+        return found
+
     def row(self, table: str, row_id: str) -> MemoryRow | None:
         """A message, record or trait by table and id (a cold message only if memoised: no store read)."""
         if table == "messages":
@@ -500,12 +518,16 @@ class View:
         keep = n if n <= cap else cap + 1 - batch + (n - cap - 1) % batch
         return frozenset(m.id for m in seen[n - keep :])
 
+    def visible_messages(self, ids: Iterable[str]) -> set[str]:
+        """The messages among ``ids`` that exist and are visible here (now: every one that exists, so a
+        cold message's row is not read)."""
+        if self.as_of is None:
+            return self.snapshot.existing_messages(ids)
+        found = self.snapshot.messages_for(ids)
+        return {i for i, m in found.items() if self.message(m)}
+
     def evidence(self, t: PersonaRow) -> list[tuple[str, float, int]]:
         """A trait's (message id, confidence, time) evidence visible at this point."""
-        out = []
-        found = self.snapshot.messages_for(t.evidence_message_ids)
-        for mid, conf, at in zip(t.evidence_message_ids, t.evidence_confidences, t.evidence_times, strict=True):
-            m = found.get(mid)
-            if m is not None and self.message(m):
-                out.append((mid, conf, at))
-        return out
+        seen = self.visible_messages(t.evidence_message_ids)
+        zipped = zip(t.evidence_message_ids, t.evidence_confidences, t.evidence_times, strict=True)
+        return [(mid, conf, at) for mid, conf, at in zipped if mid in seen]

@@ -409,6 +409,15 @@ class LanceStore:
         where = f"owner_id = {quote(owner_id)} AND id IN ({', '.join(quote(i) for i in sorted(set(ids)))})"
         return cast(list[MessageRow], shard.reading(lambda: shard.select("messages", where)))
 
+    def message_ids(self, owner_id: str, below_seq: int | None = None) -> list[str]:
+        """Ids of the owner's messages (those with ``seq < below_seq`` when given), sorted: the id column only."""
+        shard = self._reading_shard(owner_id)
+        if shard is None:
+            return []
+        where = _seq_filter(f"owner_id = {quote(owner_id)}", below_seq)
+        data = shard.reading(lambda: shard.columns("messages", where, ("id",)))
+        return [] if data is None else sorted(data.column("id").to_pylist())
+
     def rows(self, table: str, owner_id: str) -> list[Row]:
         """Rows of one table for an owner, in id order."""
         shard = self._owner_shard(owner_id)

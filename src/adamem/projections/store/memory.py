@@ -284,6 +284,10 @@ class InMemoryStore:
         found = (messages.get(i) for i in sorted(set(ids)))
         return [m for m in found if m is not None and m.owner_id == owner_id]  # type: ignore[misc]
 
+    def message_ids(self, owner_id: str, below_seq: int | None = None) -> list[str]:
+        """Ids of the owner's messages (those with ``seq < below_seq`` when given), sorted."""
+        return sorted(m.id for m in self._messages(owner_id) if below_seq is None or m.seq < below_seq)
+
     def erase_history(self, partition: int) -> list[str]:
         """Deleted rows are gone from the dicts already; other views may still hold them (as in LanceDB,
         a writer of the active view removes them; a bulk writer of a view not yet active does not)."""

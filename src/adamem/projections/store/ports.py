@@ -147,6 +147,10 @@ class StoreReader(Protocol):
         """The owner's messages with these ids (absent ids, and other owners', skipped), in id order;
         one read, not one per id."""
 
+    def message_ids(self, owner_id: str, below_seq: int | None = None) -> list[str]:
+        """Ids of the owner's messages (only those with ``seq < below_seq`` when given), sorted; one read
+        of the id column, no row made."""
+
     def close(self) -> None:
         """Release resources."""
 
