@@ -48,6 +48,24 @@ async def test_files_are_plain_avro_containers(settings: Settings) -> None:
     assert [(r["offset"], r["key"], r["value"]) for r in rows] == [(0, "alice", b"one"), (1, "bob", b"two")]
 
 
+async def test_appends_from_threads_of_one_process_all_land(settings: Settings) -> None:
+    """A process's appends may run side by side (``append`` runs on a thread; a parent appends for its
+    reanalysis processes): they share the process's writer lock instead of racing to take it."""
+    topic = settings.topic("messages")
+    for attempt in range(5):
+        log = _log(settings, partitions=4)
+        await log.start()
+        await asyncio.gather(
+            *(log.append(topic, [OutgoingRecord(f"u{i}", f"{attempt}-{i}".encode())]) for i in range(32))
+        )
+        await log.stop()
+    log = _log(settings, partitions=4)
+    await log.start()
+    values = sorted(await _values(log, topic))
+    await log.stop()
+    assert values == sorted(f"{a}-{i}".encode() for a in range(5) for i in range(32))
+
+
 def _end_record(path: Path) -> Path:
     return path.with_name(path.name + ".end")
 

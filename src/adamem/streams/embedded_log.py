@@ -38,6 +38,7 @@ import functools
 import json
 import os
 import secrets
+import threading
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -733,6 +734,7 @@ class EmbeddedLog:
         self._settings = settings
         self._parts: dict[str, list[_Partition]] = {}
         self._lock: IO[bytes] | None = None
+        self._appending = threading.Lock()  # appends run on threads: one at a time, as one writer
 
     async def start(self) -> None:
         """Open the folder, create missing topics, and verify every partition (damage is refused)."""
@@ -852,6 +854,10 @@ class EmbeddedLog:
     def _append(self, topic: str, records: Sequence[OutgoingRecord]) -> list[tuple[int, int]]:
         if any(name == GAP_HEADER for rec in records for name, _ in rec.headers):
             raise LogError(f"the header {GAP_HEADER!r} is the embedded log's own; records may not carry it")
+        with self._appending:  # appends of one process side by side (threads) would race for the files
+            return self._append_one(topic, records)
+
+    def _append_one(self, topic: str, records: Sequence[OutgoingRecord]) -> list[tuple[int, int]]:
         self._writer_lock()
         parts = self._open_topic(topic)
         scans: dict[int, Scan] = {}
