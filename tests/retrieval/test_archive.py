@@ -166,8 +166,9 @@ def test_cold_candidates_are_scored_like_hot_ones(services: tuple[Retriever, Ret
 def test_support_and_evidence_of_cold_messages_are_counted_without_reading_them(
     services: tuple[Retriever, Retriever],
 ) -> None:
-    """Now, a record's source or a trait's evidence counts when the message exists: the tiered owner answers
-    from the cold part's ids (one read of that column), the same counts as the whole owner's, no row read."""
+    """In the current view a record's source or a trait's evidence counts when the message exists: the tiered
+    owner answers from the cold part's ids (one read of that column): the same counts as the whole owner's,
+    no row read."""
     tiered, whole = services
     held, every = tiered.snapshot(OWNER), whole.snapshot(OWNER)
     assert held.archive is not None

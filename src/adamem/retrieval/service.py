@@ -816,7 +816,7 @@ def _with_cold(view: View, scorer: SemanticScorer) -> PositionRelevance:
     snap = view.snapshot
     positions = snap.tiered_message_position
     hot = scorer.cosines("messages")
-    cosines = np.zeros(len(hot) + len(positions), dtype=np.float64)  # the cold places start at len(hot)
+    cosines = np.zeros(len(hot) + len(positions) - len(snap.message_position), dtype=np.float64)  # cold after hot
     cosines[: len(hot)] = hot
     for mid in scorer.cold_vectors:
         at = positions.get(node_id(snap.owner_id, "message", mid), -1)
