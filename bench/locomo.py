@@ -53,7 +53,7 @@ from adamem.events import ChatMessage
 from adamem.owners import owner_key
 from adamem.progress import Progress
 from adamem.projections.folds.rows import MessageRow, Row
-from adamem.projections.store.base import ArchiveSplit, Hit, MemoryStore, OwnerChanges
+from adamem.projections.store.base import ArchiveSplit, Hit, MemoryStore, OwnerChanges, OwnerColumns, owner_columns
 from adamem.projections.store.factory import open_store
 from adamem.projections.store.scoring import bm25_scores
 from adamem.retrieval import SEED_DEFAULT, Answer, FusionWeights, RetrievalConfig, Retriever
@@ -127,6 +127,9 @@ class MessagesOnly:
 
     def load_owner(self, user_id: str, messages_from_seq: int = 0) -> list[Row]:
         return [r for r in self.inner.load_owner(user_id, messages_from_seq) if r.TABLE not in HIDDEN]
+
+    def load_owner_columns(self, user_id: str, messages_from_seq: int = 0) -> OwnerColumns:
+        return owner_columns(self.load_owner(user_id, messages_from_seq))
 
     def messages_by_id(self, user_id: str, ids: Sequence[str]) -> list[MessageRow]:
         return self.inner.messages_by_id(user_id, ids)

@@ -133,13 +133,14 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> Callable[[MemoryStore], list[str]]
 
     def watch(store: MemoryStore) -> list[str]:
         seen: list[str] = []
-        real = store.load_owner
+        for name in ("load_owner", "load_owner_columns"):  # as rows, and as a query process loads them
+            real = getattr(store, name)
 
-        def counting(user_id: str, messages_from_seq: int = 0) -> list[Any]:
-            seen.append(user_id)
-            return real(user_id, messages_from_seq)
+            def counting(user_id: str, messages_from_seq: int = 0, real: Any = real) -> Any:
+                seen.append(user_id)
+                return real(user_id, messages_from_seq)
 
-        monkeypatch.setattr(store, "load_owner", counting)
+            monkeypatch.setattr(store, name, counting)
         return seen
 
     return watch

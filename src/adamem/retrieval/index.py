@@ -265,6 +265,23 @@ class VectorIndex:
         dim = int(self._lengths.max(initial=0))
         self.matrix: npt.NDArray[np.float32] = _normalised(ordered, dim)
 
+    @classmethod
+    def of_matrix(cls, ids: Sequence[str], vectors: npt.NDArray[np.float32]) -> VectorIndex:
+        """The index of rows given as ids and their vectors (zero rows: none), as ``VectorIndex(rows)`` makes it."""
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        new = object.__new__(cls)
+        new.ids = [ids[i] for i in order]
+        new.position = {id_: i for i, id_ in enumerate(new.ids)}
+        matrix = np.asarray(vectors, dtype=np.float32)[order] if len(ids) else np.zeros((0, 0), dtype=np.float32)
+        present = matrix.any(axis=1) if matrix.size else np.zeros(len(ids), dtype=bool)
+        dim = matrix.shape[1] if present.any() else 0
+        new._lengths = np.where(present, dim, 0).astype(np.int64)
+        matrix = matrix[:, :dim]
+        norms = np.linalg.norm(matrix, axis=1)
+        norms[norms == 0] = 1.0
+        new.matrix = matrix / norms[:, None]
+        return new
+
     def updated(self, rows: Sequence[_Row], changed: Iterable[str]) -> VectorIndex | None:
         """The index of ``rows`` reusing this one's vectors for rows not in ``changed``; None: build afresh.
 

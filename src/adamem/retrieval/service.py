@@ -219,10 +219,12 @@ class Retriever:
         hot = self.config.cache.hot_messages
         split = self.store.archive_split(owner_id, hot) if hot > 0 and not whole else None
         if split is None:
-            return OwnerSnapshot(owner_id, self.store.load_owner(owner_id), self.params_for(owner_id))
-        rows = self.store.load_owner(owner_id, messages_from_seq=split.cold_below_seq)
+            return OwnerSnapshot.of_columns(
+                owner_id, self.store.load_owner_columns(owner_id), self.params_for(owner_id)
+            )
+        columns = self.store.load_owner_columns(owner_id, messages_from_seq=split.cold_below_seq)
         archive = ColdArchive(self.store, owner_id, split, self.config.cache.cold_memo_rows)
-        return OwnerSnapshot(owner_id, rows, self.params_for(owner_id), archive)
+        return OwnerSnapshot.of_columns(owner_id, columns, self.params_for(owner_id), archive)
 
     def params_for(self, owner_id: str) -> MemoryParameters:
         """The memory parameters the owner was folded with: ``memory_params`` with its tenant's recorded packs."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -37,9 +37,10 @@ from adamem.projections.folds.keys import record_content_key
 from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.folds.params import MemoryParameters
 from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, OwnerRow, PersonaRow, Row
-from adamem.projections.store.base import TEXT_FIELDS, OwnerChanges
+from adamem.projections.store.base import TEXT_FIELDS, OwnerChanges, OwnerColumns, owner_columns
 from adamem.retrieval.archive import ColdArchive
-from adamem.retrieval.graph import MemoryGraph, edges_by_node
+from adamem.retrieval.edges import EdgeColumns, EdgeIndex
+from adamem.retrieval.graph import MemoryGraph
 from adamem.retrieval.index import TextIndex, VectorIndex, extracted_text
 
 __all__ = ["AsOf", "MemoryRow", "OwnerSnapshot", "View"]
@@ -55,7 +56,6 @@ _ROW_BYTES = {
     "episodic": 1800,
     "persona": 1600,
     "graph_nodes": 800,
-    "graph_edges": 750,
 }
 """Approximate resident bytes per row of each table, its share of the text index included (for ``size``;
 measured with tracemalloc: 1.1 MB for a 100-message owner, 90 MB for a 10,000-message one)."""
@@ -84,6 +84,24 @@ class OwnerSnapshot:
         archive: ColdArchive | None = None,
     ) -> None:
         """``archive``: the owner's cold messages when ``rows`` hold its newest messages only."""
+        self._setup(owner_id, owner_columns(rows), params, archive)
+
+    @classmethod
+    def of_columns(
+        cls,
+        owner_id: str,
+        columns: OwnerColumns,
+        params: MemoryParameters = MEMORY_DEFAULT,
+        archive: ColdArchive | None = None,
+    ) -> OwnerSnapshot:
+        """The snapshot of an owner loaded as columns (``StoreReader.load_owner_columns``): the same as of its rows."""
+        snap = object.__new__(cls)
+        snap._setup(owner_id, columns, params, archive)
+        return snap
+
+    def _setup(
+        self, owner_id: str, columns: OwnerColumns, params: MemoryParameters, archive: ColdArchive | None
+    ) -> None:
         self.owner_id = owner_id
         self.params = params
         self.archive = archive
@@ -92,22 +110,20 @@ class OwnerSnapshot:
         self.records: dict[str, EpisodicRow] = {}
         self.traits: dict[str, PersonaRow] = {}
         self.nodes: dict[str, GraphNodeRow] = {}
-        self.edge_rows: dict[str, GraphEdgeRow] = {}
-        for row in rows:
+        for row in columns.rows:
             self._put(row)
-        self._vector_indexes = {t: VectorIndex(self.table_rows(t)) for t in SEARCHED}
-        for t in SEARCHED:
-            self._strip(t, self._rows_of(t))
+        self._edges = EdgeIndex(EdgeColumns(owner_id, columns.edges))
+        self._vector_indexes = {t: VectorIndex.of_matrix(*columns.vectors[t]) for t in SEARCHED}
         self._derive()
 
     def _rows_of(self, table: str) -> dict[str, Any]:
-        rows: dict[str, Any] = self.edge_rows if table == "graph_edges" else getattr(self, _ATTRIBUTE[table])
+        rows: dict[str, Any] = getattr(self, _ATTRIBUTE[table])
         return rows
 
     def _put(self, row: Row) -> None:
         if isinstance(row, OwnerRow):
             self.owner = row
-        elif row.TABLE in _HELD:
+        elif row.TABLE in _ATTRIBUTE:
             self._rows_of(row.TABLE)[row.id] = row
 
     def _strip(self, table: str, rows: dict[str, Any], ids: Iterable[str] | None = None) -> None:
@@ -150,17 +166,17 @@ class OwnerSnapshot:
             return self
         new = object.__new__(OwnerSnapshot)
         new.owner_id, new.params, new.owner, new.archive = self.owner_id, self.params, self.owner, self.archive
-        for table in ("messages", "episodic", "persona", "graph_nodes", "graph_edges"):
+        for table in ("messages", "episodic", "persona", "graph_nodes"):
             rows = self._rows_of(table)
-            setattr(
-                new,
-                "edge_rows" if table == "graph_edges" else _ATTRIBUTE[table],
-                dict(rows) if table in touched else rows,
-            )
+            setattr(new, _ATTRIBUTE[table], dict(rows) if table in touched else rows)
+        new._edges = self._edges
+        if "graph_edges" in touched:
+            written = [r for r in changes.rows if isinstance(r, GraphEdgeRow)]
+            new._edges = self._edges.changed(written, touched["graph_edges"])
         for table, ids in touched.items():
             if table == "owners":
                 new.owner = None
-            else:
+            elif table != "graph_edges":
                 target = new._rows_of(table)
                 for id_ in ids:
                     target.pop(id_, None)
@@ -182,6 +198,8 @@ class OwnerSnapshot:
         """Which of ``ids`` this snapshot holds in ``table``."""
         if table == "owners":
             return {self.owner.id} & ids if self.owner is not None else set()
+        if table == "graph_edges":
+            return self._edges.held(ids)
         return set(ids & self._rows_of(table).keys())
 
     def _carry(self, old: OwnerSnapshot, touched: dict[str, set[str]]) -> None:
@@ -207,47 +225,30 @@ class OwnerSnapshot:
                 if rid in self.records:
                     node_of[rid] = node_id(self.owner_id, self.records[rid].type, rid)
             self.node_of = node_of
-        if "edges_at" in made:
-            self.edges_at = (
-                old.edges_at if "graph_edges" not in touched else self._edges_at_after(old, touched["graph_edges"])
-            )
         if "speakers" in made and "messages" not in touched:
             self.speakers = old.speakers
 
-    def _edges_at_after(self, old: OwnerSnapshot, ids: set[str]) -> dict[str, list[GraphEdgeRow]]:
-        """``edges_at`` with the edges ``ids`` rewritten, added or removed."""
-        ends: set[str] = set()
-        for id_ in ids:
-            for e in (old.edge_rows.get(id_), self.edge_rows.get(id_)):
-                if e is not None:
-                    ends.update((e.src, e.dst))
-        out = dict(old.edges_at)
-        for node in ends:
-            kept = [e for e in out.get(node, ()) if e.id not in ids]
-            kept += [e for i in ids if (e := self.edge_rows.get(i)) is not None and node in (e.src, e.dst)]
-            kept.sort(key=lambda e: e.id)
-            if kept:
-                out[node] = kept
-            else:
-                out.pop(node, None)
-        return out
-
     @cached_property
     def edges(self) -> list[GraphEdgeRow]:
-        """Every graph edge, in id order."""
-        return sorted(self.edge_rows.values(), key=lambda e: e.id)
+        """Every graph edge, in id order (made into rows: for small owners and tests)."""
+        return self._edges.all()
 
-    @cached_property
-    def edges_at(self) -> dict[str, list[GraphEdgeRow]]:
-        """The edges at each graph node, in id order (``retrieval.graph.edges_by_node``)."""
-        return edges_by_node(self.edge_rows.values())
+    @property
+    def edges_at(self) -> EdgeIndex:
+        """The edges at each graph node, in id order (``retrieval.graph.edges_by_node``'s mapping, held as columns)."""
+        return self._edges
+
+    @property
+    def edge_rows(self) -> Mapping[str, GraphEdgeRow]:
+        """The graph edges by id."""
+        return self._edges.by_id
 
     @property
     def size(self) -> int:
         """Approximate resident bytes: rows by table, vector matrices and text indexes."""
         counts = {"messages": len(self.messages), "episodic": len(self.records), "persona": len(self.traits)}
-        counts |= {"graph_nodes": len(self.nodes), "graph_edges": len(self.edge_rows), "owners": 1}
-        rows = sum(_ROW_BYTES[t] * n for t, n in counts.items())
+        counts |= {"graph_nodes": len(self.nodes), "owners": 1}
+        rows = sum(_ROW_BYTES[t] * n for t, n in counts.items()) + self._edges.nbytes
         archive = self.archive.size if self.archive is not None else 0
         return rows + archive + sum(v.matrix.nbytes for v in self._vector_indexes.values())
 

@@ -571,7 +571,7 @@ def ui_router(service: Service) -> APIRouter:
         if not center_id and visible:
             center_id = max(
                 [n for n in visible if n.node_type != "message"] or visible,
-                key=lambda n: (len(snap.edges_at.get(n.id, ())), n.id),
+                key=lambda n: (snap.edges_at.degree(n.id), n.id),
             ).id
         find = ctx.params.get("find", "").strip()
         finder = (

@@ -6,25 +6,35 @@ The ports themselves (``MemoryStore``, ``StoreReader``, ``StoreWriter``, ``ViewC
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from adamem.errors import ConfigError, StoreError
 from adamem.projections.folds.changes import Change, Delete, Upsert
-from adamem.projections.folds.rows import TABLES, Row
-from adamem.projections.store.ports import ArchiveSplit, Hit, MemoryStore, OwnerChanges
+from adamem.projections.folds.rows import TABLES, EpisodicRow, GraphEdgeRow, MessageRow, PersonaRow, Row
+from adamem.projections.store.ports import ArchiveSplit, Hit, MemoryStore, OwnerChanges, OwnerColumns
 
 __all__ = [
     "CHANGE_HISTORY",
+    "EDGE_COLUMNS",
+    "EDGE_SCHEMA",
+    "SEARCHED_TABLES",
     "TEXT_FIELDS",
     "ArchiveSplit",
     "ChangeEntry",
     "Hit",
     "MemoryStore",
     "OwnerChanges",
+    "OwnerColumns",
     "change_entry",
     "check_below_seq",
+    "edge_table",
     "final_rows",
+    "owner_columns",
     "owner_ids",
     "store_folder",
 ]
@@ -36,6 +46,51 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "graph_nodes": ("label",),
 }
 """Fields whose words make a table's full-text ``tokens`` column."""
+
+
+SEARCHED_TABLES = ("messages", "episodic", "persona")
+"""Tables with a vector column that retrieval searches."""
+
+EDGE_COLUMNS = ("id", "src", "dst", "edge_type", "weight", "direction", "occurred_at", "message_id")
+"""The columns of ``GraphEdgeRow`` in ``OwnerColumns.edges`` (not ``owner_id``: one owner's edges)."""
+
+EDGE_SCHEMA = pa.schema(
+    [(name, {"weight": pa.float64(), "occurred_at": pa.int64()}.get(name, pa.string())) for name in EDGE_COLUMNS]
+)
+
+
+def edge_table(edges: Iterable[GraphEdgeRow]) -> pa.Table:
+    """Edge rows as ``OwnerColumns.edges``."""
+    rows = list(edges)
+    return pa.table({f.name: pa.array([getattr(e, f.name) for e in rows], type=f.type) for f in EDGE_SCHEMA})
+
+
+def owner_columns(rows: Iterable[Row]) -> OwnerColumns:
+    """``OwnerColumns`` of an owner's rows (``load_owner``'s): for adapters that hold rows, not columns."""
+    kept: list[Row] = []
+    edges: list[GraphEdgeRow] = []
+    vectors: dict[str, tuple[list[str], list[Sequence[float]]]] = {t: ([], []) for t in SEARCHED_TABLES}
+    for row in rows:
+        if isinstance(row, GraphEdgeRow):
+            edges.append(row)
+            continue
+        if isinstance(row, MessageRow | EpisodicRow | PersonaRow):
+            ids, vecs = vectors[row.TABLE]
+            ids.append(row.id)
+            vecs.append(row.vector)
+            row = dataclasses.replace(row, vector=())
+        kept.append(row)
+    return OwnerColumns(kept, {t: (ids, _matrix(vecs)) for t, (ids, vecs) in vectors.items()}, edge_table(edges))
+
+
+def _matrix(vectors: Sequence[Sequence[float]]) -> np.ndarray:
+    """Vectors as float32 rows of the longest one's length (zeros for an empty or shorter vector)."""
+    dim = max((len(v) for v in vectors), default=0)
+    matrix = np.zeros((len(vectors), dim), dtype=np.float32)
+    for i, v in enumerate(vectors):
+        if len(v) == dim and dim:
+            matrix[i] = v
+    return matrix
 
 
 CHANGE_HISTORY = 500

@@ -29,8 +29,19 @@ from adamem.errors import StoreError, StoreFenced
 from adamem.partitioning import owner_partition
 from adamem.projections.folds.changes import Change, Upsert
 from adamem.projections.folds.rows import TABLES, MessageRow, Row
-from adamem.projections.store.base import TEXT_FIELDS, ArchiveSplit, Hit, OwnerChanges, check_below_seq
-from adamem.projections.store.lance_arrow import has_vector, rows_from_arrow
+from adamem.projections.store.base import (
+    EDGE_COLUMNS,
+    EDGE_SCHEMA,
+    SEARCHED_TABLES,
+    TEXT_FIELDS,
+    ArchiveSplit,
+    Hit,
+    OwnerChanges,
+    OwnerColumns,
+    check_below_seq,
+    owner_columns,
+)
+from adamem.projections.store.lance_arrow import has_vector, rows_from_arrow, vector_matrix
 from adamem.projections.store.lance_reads import read_pool
 from adamem.projections.store.lance_tables import CHECKPOINTS, LegacyStore, quote, writer_name
 from adamem.projections.store.lance_views import current_view, list_views, remove_other_views, switch_view
@@ -398,6 +409,40 @@ class LanceStore:
             shard.pin()
             found = read_pool().map(lambda table: shard.select(table, wheres[table], repin=False), TABLES)
             return [row for rows in found for row in rows]
+
+        return shard.reading(read)
+
+    def load_owner_columns(self, owner_id: str, messages_from_seq: int = 0) -> OwnerColumns:
+        """``load_owner`` as columns: the edges as the Arrow the table holds, each searched table's vectors as one
+        float32 matrix (the rows without them), every table as of one checkpoint."""
+        shard = self._reading_shard(owner_id)
+        if shard is None:
+            return owner_columns(())
+        where = f"owner_id = {quote(owner_id)}"
+        wheres = {table: where for table in TABLES}
+        if messages_from_seq:
+            wheres["messages"] = f"{where} AND seq >= {int(messages_from_seq)}"
+
+        def one(table: str) -> tuple[list[Row], tuple[list[str], Any] | None, pa.Table | None]:
+            wanted = EDGE_COLUMNS if table == "graph_edges" else None
+            data = shard.columns(table, wheres[table], wanted, repin=False)
+            if table == "graph_edges":
+                return [], None, data.cast(EDGE_SCHEMA) if data is not None else None
+            if data is None:
+                return [], None, None
+            if table not in SEARCHED_TABLES:
+                return rows_from_arrow(table, data), None, None
+            vectors = (data.column("id").to_pylist(), vector_matrix(data.column("vector")))
+            return rows_from_arrow(table, data, vectors=False), vectors, None
+
+        def read() -> OwnerColumns:
+            shard.pin()
+            found = dict(zip(TABLES, read_pool().map(one, TABLES), strict=True))
+            empty = owner_columns(())
+            vectors = {t: found[t][1] or empty.vectors[t] for t in SEARCHED_TABLES}
+            edges = found["graph_edges"][2]
+            rows = [row for rows, _, _ in found.values() for row in rows]
+            return OwnerColumns(rows, vectors, edges if edges is not None else empty.edges)
 
         return shard.reading(read)
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from adamem.errors import ConfigError
@@ -32,6 +33,7 @@ __all__ = [
     "row_tokens",
     "rows_from_arrow",
     "rows_to_arrow",
+    "vector_matrix",
 ]
 
 
@@ -181,13 +183,26 @@ def _vectors(column: pa.ChunkedArray) -> list[tuple[float, ...]]:
     return [tuple(v) if present else () for v, present in zip(flat.tolist(), flat.any(axis=1).tolist(), strict=True)]
 
 
-def rows_from_arrow(table: str, data: pa.Table) -> list[Row]:
-    """The rows of an Arrow table of ``table``: the same rows as ``row_from_dict`` gives, built column by column."""
+def vector_matrix(column: pa.ChunkedArray) -> npt.NDArray[np.float32]:
+    """A vector column as one float32 matrix (zero rows: no vector); no Python float made."""
+    array = column.combine_chunks()
+    if not pa.types.is_fixed_size_list(array.type) or array.null_count:
+        return np.asarray([v or () for v in array.to_pylist()], dtype=np.float32).reshape(len(array), -1)
+    dim = array.type.list_size
+    return np.array(array.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+
+
+def rows_from_arrow(table: str, data: pa.Table, *, vectors: bool = True) -> list[Row]:
+    """The rows of an Arrow table of ``table``: the same rows as ``row_from_dict`` gives, built column by column
+    (``vectors=False``: every vector empty, the column not read)."""
     cls = row_types()[table]
     fields = dataclasses.fields(cls)
     columns: list[list[Any]] = []
     for f in fields:
         name = f.name
+        if name == "vector" and not vectors:
+            columns.append([()] * data.num_rows)
+            continue
         if name not in data.column_names and f.default is None:  # a column added since the table was made
             columns.append([None] * data.num_rows)
             continue

@@ -134,13 +134,15 @@ class ShardReads(ShardHandle):
         rows.sort(key=lambda r: r.id)
         return rows
 
-    def columns(self, name: str, where: str, columns: Sequence[str]) -> pa.Table | None:
-        """Some columns of a table's rows matching a filter, as readers may see them, as Arrow (no rows
-        made); None when readers see no such table."""
-        table = self.visible(name)
+    def columns(self, name: str, where: str, columns: Sequence[str] | None, *, repin: bool = True) -> pa.Table | None:
+        """Some columns (None: every one) of a table's rows matching a filter, as readers may see them, as
+        Arrow (no rows made); None when readers see no such table."""
+        table = self.visible(name, repin=repin)
         if table is None:
             return None
-        data: pa.Table = self._dataset(name, table).to_table(columns=list(columns), filter=where)
+        data: pa.Table = self._dataset(name, table).to_table(
+            columns=list(columns) if columns is not None else None, filter=where
+        )
         return data
 
     def search(self, name: str, where: str, limit: int, **query: Any) -> pa.Table | None:

@@ -23,9 +23,11 @@ from adamem.projections.store.base import (
     ChangeEntry,
     Hit,
     OwnerChanges,
+    OwnerColumns,
     change_entry,
     check_below_seq,
     final_rows,
+    owner_columns,
     owner_ids,
 )
 from adamem.projections.store.ports import DEFAULT_VIEW
@@ -235,6 +237,10 @@ class InMemoryStore:
         if not messages_from_seq:
             return rows
         return [r for r in rows if not isinstance(r, MessageRow) or r.seq >= messages_from_seq]
+
+    def load_owner_columns(self, owner_id: str, messages_from_seq: int = 0) -> OwnerColumns:
+        """``load_owner`` as columns (``base.owner_columns``)."""
+        return owner_columns(self.load_owner(owner_id, messages_from_seq))
 
     def rows(self, table: str, owner_id: str) -> list[Row]:
         """Rows of one table for an owner, in id order."""

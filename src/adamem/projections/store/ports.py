@@ -21,10 +21,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from adamem.projections.folds.changes import Change
 from adamem.projections.folds.rows import MessageRow, Row
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
 
 __all__ = [
     "DEFAULT_VIEW",
@@ -32,6 +37,7 @@ __all__ = [
     "Hit",
     "MemoryStore",
     "OwnerChanges",
+    "OwnerColumns",
     "StoreReader",
     "StoreWriter",
     "ViewCatalog",
@@ -76,6 +82,16 @@ class ArchiveSplit:
     cold_messages: int  # how many messages are cold
     messages: int  # every message of the owner
     speakers: tuple[tuple[str, str], ...]  # every (speaker, role) pair of the owner's messages, sorted
+
+
+@dataclass(frozen=True)
+class OwnerColumns:
+    """An owner's rows as a query process loads them (``StoreReader.load_owner_columns``): the graph edges
+    and the searched tables' vectors as columns, not one Python object per edge or per vector value."""
+
+    rows: list[Row]  # every row but the graph edges; messages, records and traits without their vectors
+    vectors: dict[str, tuple[list[str], npt.NDArray[np.float32]]]  # table -> (row ids, their vectors; zeros: none)
+    edges: pa.Table  # the graph edges, ``base.EDGE_COLUMNS``
 
 
 class StoreReader(Protocol):
@@ -123,6 +139,10 @@ class StoreReader(Protocol):
     def load_owner(self, owner_id: str, messages_from_seq: int = 0) -> list[Row]:
         """Every row of an owner, in any order (the fold state is rebuilt from them); messages only
         those with ``seq >= messages_from_seq`` (every one by default)."""
+
+    def load_owner_columns(self, owner_id: str, messages_from_seq: int = 0) -> OwnerColumns:
+        """``load_owner``'s rows as of one checkpoint, with the graph edges and vectors as columns
+        (``base.owner_columns`` makes them from rows)."""
 
     def rows(self, table: str, owner_id: str) -> list[Row]:
         """Every row of one table for an owner."""
