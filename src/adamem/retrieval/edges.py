@@ -32,25 +32,40 @@ _COMPACT_MIN = 4096
 """An overlay of fewer changed edges than this is never merged into the columns."""
 
 
+def _codes(column: pa.ChunkedArray) -> tuple[list[Any], npt.NDArray[np.int64]]:
+    """A column as its distinct values and each row's number among them (one dictionary over every chunk)."""
+    chunks = [c for c in pc.dictionary_encode(column).chunks if len(c)]
+    if not chunks:
+        return [], np.zeros(0, dtype=np.int64)
+    if not all(c.dictionary.equals(chunks[0].dictionary) for c in chunks[1:]):  # chunks with dictionaries of their own
+        chunks = [c for c in pa.chunked_array(chunks).unify_dictionaries().chunks if len(c)]
+    numbers = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks]).astype(np.int64)
+    return chunks[0].dictionary.to_pylist(), numbers
+
+
+def _strings(column: pa.ChunkedArray) -> pa.Array:
+    """A string column as one array: a take from it costs what it takes, not a pass over every chunk."""
+    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+
+
 class EdgeColumns:
-    """One owner's edges as Arrow columns, and the edges at each node as a slice of ``_at`` (immutable)."""
+    """One owner's edges as columns (node and type numbers, weights, times; ids as Arrow strings), and the edges
+    at each node as a slice of ``_at`` (immutable)."""
 
     def __init__(self, owner_id: str, table: pa.Table) -> None:
         self.owner_id = owner_id
-        self.table = table.select(list(EDGE_COLUMNS)).cast(EDGE_SCHEMA)
-        n = self.table.num_rows
-        names: list[str] = []
-        number = np.zeros(0, dtype=np.int64)
-        if n:  # one dictionary over every chunk of both ends: a node's number
-            ends = pc.dictionary_encode(pa.chunked_array([*self.table["src"].chunks, *self.table["dst"].chunks]))
-            chunks = [c for c in ends.chunks if len(c)]
-            if not all(c.dictionary.equals(chunks[0].dictionary) for c in chunks[1:]):  # not one dictionary
-                chunks = [c for c in ends.unify_dictionaries().chunks if len(c)]
-            names = chunks[0].dictionary.to_pylist()
-            number = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks]).astype(np.int64)
-        src, dst = number[:n], number[n:]
-        loop = src == dst
-        nodes = np.concatenate([src, dst[~loop]])
+        table = table.select(list(EDGE_COLUMNS)).cast(EDGE_SCHEMA)
+        n = table.num_rows
+        names, ends = _codes(pa.chunked_array([*table["src"].chunks, *table["dst"].chunks], type=pa.string()))
+        self._names = names
+        self._src, self._dst = ends[:n], ends[n:]
+        self._types, self._type = _codes(table["edge_type"])
+        self._directions, self._direction = _codes(table["direction"])
+        self._weight = table["weight"].to_numpy()
+        self._occurred = table["occurred_at"].to_numpy()
+        self._ids, self._messages = _strings(table["id"]), _strings(table["message_id"])
+        loop = self._src == self._dst
+        nodes = np.concatenate([self._src, self._dst[~loop]])
         edges = np.concatenate([np.arange(n), np.nonzero(~loop)[0]])
         order = np.argsort(nodes, kind="stable")
         self._number: dict[str, int] = {name: i for i, name in enumerate(names)}
@@ -58,12 +73,23 @@ class EdgeColumns:
         self._start: npt.NDArray[np.int64] = np.searchsorted(nodes[order], np.arange(len(names) + 1))
 
     def __len__(self) -> int:
-        return int(self.table.num_rows)
+        return len(self._src)
 
     @property
     def nbytes(self) -> int:
-        """Resident bytes of the columns and the node index (the node names' dict approximated)."""
-        return int(self.table.nbytes + self._at.nbytes + self._start.nbytes + 120 * len(self._number))
+        """Resident bytes of the columns and the node index (the node names and their dict approximated)."""
+        arrays = (
+            self._src,
+            self._dst,
+            self._type,
+            self._direction,
+            self._weight,
+            self._occurred,
+            self._at,
+            self._start,
+        )
+        strings = self._ids.nbytes + self._messages.nbytes + 200 * len(self._names)
+        return int(sum(a.nbytes for a in arrays) + strings)
 
     def nodes(self) -> Iterator[str]:
         """Every node with an edge."""
@@ -80,17 +106,48 @@ class EdgeColumns:
         """The edges at these row numbers, in that order."""
         if not len(positions):
             return []
-        taken = self.table.take(pa.array(np.asarray(positions, dtype=np.int64)))
-        columns = [taken[name].to_pylist() for name in EDGE_COLUMNS]
+        at = np.asarray(positions, dtype=np.int64)
+        taken = pa.array(at)
+        names, types, directions = self._names, self._types, self._directions
+        columns = zip(
+            self._ids.take(taken).to_pylist(),
+            self._src[at].tolist(),
+            self._dst[at].tolist(),
+            self._type[at].tolist(),
+            self._weight[at].tolist(),
+            self._direction[at].tolist(),
+            self._occurred[at].tolist(),
+            self._messages.take(taken).to_pylist(),
+            strict=True,
+        )
         owner = self.owner_id
-        return [GraphEdgeRow(i, owner, *rest) for i, *rest in zip(*columns, strict=True)]
+        return [
+            GraphEdgeRow(i, owner, names[s], names[d], types[t], w, directions[r], o, m)
+            for i, s, d, t, w, r, o, m in columns
+        ]
+
+    def table(self) -> pa.Table:
+        """The edges as ``base.EDGE_COLUMNS``."""
+        names = pa.array(self._names, type=pa.string())
+        return pa.table(
+            {
+                "id": self._ids,
+                "src": names.take(pa.array(self._src)),
+                "dst": names.take(pa.array(self._dst)),
+                "edge_type": pa.array(self._types, type=pa.string()).take(pa.array(self._type)),
+                "weight": pa.array(self._weight, type=pa.float64()),
+                "direction": pa.array(self._directions, type=pa.string()).take(pa.array(self._direction)),
+                "occurred_at": pa.array(self._occurred, type=pa.int64()),
+                "message_id": self._messages,
+            }
+        )
 
     def positions_of(self, ids: Iterable[str]) -> npt.NDArray[np.int64]:
         """Row numbers of the edges among ``ids`` (one scan of the id column)."""
         wanted = pa.array(sorted(set(ids)), type=pa.string())
         if not len(wanted) or not len(self):
             return np.zeros(0, dtype=np.int64)
-        return np.nonzero(pc.is_in(self.table["id"], value_set=wanted).to_numpy(zero_copy_only=False))[0]
+        return np.nonzero(pc.is_in(self._ids, value_set=wanted).to_numpy(zero_copy_only=False))[0]
 
 
 class EdgeIndex(Mapping[str, Sequence[GraphEdgeRow]]):
@@ -194,8 +251,9 @@ class EdgeIndex(Mapping[str, Sequence[GraphEdgeRow]]):
         removed = self._removed | touched
         if len(added) + len(removed) < max(_COMPACT_MIN, len(self.columns) // 4):
             return EdgeIndex(self.columns, frozenset(removed), added)
-        keep = pc.invert(pc.is_in(self.columns.table["id"], value_set=pa.array(sorted(removed), type=pa.string())))
-        merged = pa.concat_tables([self.columns.table.filter(keep), edge_table(added.values())])
+        table = self.columns.table()
+        keep = pc.invert(pc.is_in(table["id"], value_set=pa.array(sorted(removed), type=pa.string())))
+        merged = pa.concat_tables([table.filter(keep), edge_table(added.values())])
         return EdgeIndex(EdgeColumns(self.columns.owner_id, merged))
 
 
