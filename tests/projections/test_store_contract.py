@@ -283,7 +283,7 @@ def test_lancedb_indexes_vectors_of_large_tables_and_still_finds_the_nearest(tmp
     shard = store._shard(0, create=False)
     assert shard is not None
     kinds = {tuple(ix.columns): ix.index_type for ix in shard.tables["messages"].list_indices()}
-    assert kinds == {("vector",): "IvfPq", ("tokens",): "FTS", ("owner_id",): "BTree"}
+    assert kinds == {("vector",): "IvfPq", ("tokens",): "FTS", ("owner_id",): "BTree", ("id",): "BTree"}
     late = message("default:bob", "b99", "after the index", (0.0, 1.0, 0.0, 0.0))
     store.commit(0, [Upsert("messages", late)], {"analyses": 2})  # the next checkpoint covers the indexed version
     reader = LanceStore(str(tmp_path / "store"), read_only=True)
@@ -293,6 +293,8 @@ def test_lancedb_indexes_vectors_of_large_tables_and_still_finds_the_nearest(tmp
         "b99"
     ]  # indexed, and not yet
     assert len(reader.rows("messages", "default:alice")) == 400
+    by_id = reader.messages_by_id("default:bob", ["b99", "b03", "m0007"])  # through the id index, and past it
+    assert [m.id for m in by_id] == ["b03", "b99"]  # not alice's m0007
 
 
 def _bulk_history() -> list[list[Any]]:

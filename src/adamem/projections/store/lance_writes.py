@@ -59,6 +59,12 @@ _COMMIT_ATTEMPTS = 3  # a commit interleaved with a fenced writer's late table w
 log = logging.getLogger("adamem.store")
 
 
+_BTREE_COLUMNS = {"messages": ("owner_id", "id")}
+"""Columns with a B-tree index, by table (others: ``owner_id`` only). A long-lived owner's older messages are read
+by id (a record's sources, the messages a graph walk reaches): 6-10 ms a read of 100k rows with the index, 20-28
+without it (``bench/results/notes.md``)."""
+
+
 class ShardWrites(ShardReads):
     """A shard's writes: commits, indexes and compaction, erasure of history."""
 
@@ -204,7 +210,8 @@ class ShardWrites(ShardReads):
         ``compact_all``: erasure needs every table and index rewritten without the deleted rows.
         Tables are optimised side by side. Every table gets a B-tree index of ``owner_id``: reading
         one owner of a shard of 1,000 then takes 14 ms instead of 40 (the six tables scanned). The
-        change log keeps its last ``CHANGE_HISTORY`` commits.
+        messages table gets one of ``id`` too (``_BTREE_COLUMNS``). The change log keeps its last
+        ``CHANGE_HISTORY`` commits.
         """
         log = self.tables.get(CHANGES)
         if log is not None:
@@ -230,8 +237,10 @@ class ShardWrites(ShardReads):
             and not any(ix.columns == ["vector"] for ix in table.list_indices())
         ):
             table.create_index("vector", config=IvfPq(distance_type="cosine"))
-        if not any(ix.columns == ["owner_id"] for ix in table.list_indices()):
-            table.create_index("owner_id", config=BTree())
+        indexed = [ix.columns for ix in table.list_indices()]
+        for column in _BTREE_COLUMNS.get(name, ("owner_id",)):
+            if [column] not in indexed:
+                table.create_index(column, config=BTree())
         if compact_all or not self.bulk or _worth_compacting(table):
             table.optimize()
         else:  # the indexes brought up to date, the files left as they are
