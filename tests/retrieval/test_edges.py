@@ -6,10 +6,11 @@ import random
 
 import pytest
 
-from adamem.projections.folds.rows import GraphEdgeRow
+from adamem.projections.folds.rows import GraphEdgeRow, GraphNodeRow
 from adamem.retrieval import edges as edges_module
+from adamem.retrieval.config import SEED_DEFAULT
 from adamem.retrieval.edges import EdgeIndex
-from adamem.retrieval.graph import edges_by_node
+from adamem.retrieval.graph import MemoryGraph, edges_by_node
 
 OWNER = "default:u"
 
@@ -37,6 +38,7 @@ def _same(index: EdgeIndex, rows: list[GraphEdgeRow], nodes: int) -> None:
         assert index.get(n) == expected.get(n), n
         assert index.get(n, ()) == expected.get(n, ())
         assert index.degree(n) == len(expected.get(n, ()))
+        assert index.ends_at(n) == [(e.src, e.dst, e.edge_type, e.weight, e.direction) for e in expected.get(n, ())]
     assert list(index) == sorted(expected) and len(index) == len(expected)
     by_id = {e.id: e for e in rows}
     assert index.count() == len(by_id) == len(index.by_id) and index.all() == sorted(rows, key=lambda e: e.id)
@@ -82,3 +84,20 @@ def test_changed_edges_answer_as_the_changed_rows_indexed_afresh(
 def _rewrite(e: GraphEdgeRow, rng: random.Random) -> GraphEdgeRow:
     """The same edge id, moved to other nodes with another weight."""
     return GraphEdgeRow(e.id, OWNER, f"n{rng.randrange(33)}", e.dst, e.edge_type, 0.123, e.direction, 5, e.message_id)
+
+
+@pytest.mark.parametrize("as_of", [None, 500_000], ids=["live", "as-of"])
+def test_a_graph_over_the_columns_walks_the_arcs_of_one_over_rows(as_of: int | None) -> None:
+    """Every node's arcs (targets, weights, types, their order), live (from the columns) and as of a time (rows)."""
+    rng = random.Random(5)
+    rows = [_edge(rng, i, 40) for i in range(800)]
+    nodes = {
+        f"n{i}": GraphNodeRow(f"n{i}", OWNER, "fact" if i % 3 else "message", f"r{i}", "", 0.9, i, True)
+        for i in range(39)  # n39 is missing: its edges are not walked
+    }
+    shown = None if as_of is None else (lambda e: e.occurred_at <= as_of)
+    over_rows = MemoryGraph.over(nodes, edges_by_node(rows), SEED_DEFAULT, lambda n: n.occurred_at != 7, shown)
+    over_columns = MemoryGraph.over(nodes, EdgeIndex.of(OWNER, rows), SEED_DEFAULT, lambda n: n.occurred_at != 7, shown)
+    assert sum(len(over_rows.arcs(n)) for n in nodes) > 100
+    for n in nodes:
+        assert over_columns.arcs(n) == over_rows.arcs(n), n

@@ -1,13 +1,14 @@
 """The cold part of a long-lived owner's archive: messages older than its hot window, read through the store.
 
 A query process holds an owner with more than ``CacheSettings.hot_messages`` messages as its
-newest ``hot_messages`` messages plus every record, trait and graph row (``OwnerSnapshot``). The
-older messages stay in the store. ``ColdArchive`` finds them for a question with the store's own
-vector and full-text indexes (``below_seq``: the cold part only), reads them by id when a record,
-a trait or a graph node points at one, and keeps what it read in a bounded memo: rows without
-their vectors, and each vector once, normalised, as float32. Whether a cold message exists (all the
-current view needs of a record's sources or a trait's evidence) is answered from the cold part's ids,
-read once on first need and held as a sorted array of their hashes: 8 bytes a message.
+newest ``hot_messages`` messages plus every record, trait and graph node, and its edges as columns
+(``OwnerSnapshot``, ``retrieval.edges``). The older messages stay in the store. ``ColdArchive``
+finds them for a question with the store's own vector and full-text indexes (``below_seq``: the
+cold part only), reads them by id when a record, a trait or a graph node points at one, and keeps
+what it read in a bounded memo: rows without their vectors, and each vector once, normalised, as
+float32. Whether a cold message exists (all the current view needs of a record's sources or a
+trait's evidence) is answered from the cold part's ids, read once on first need and held as a
+sorted array of their hashes: 8 bytes a message.
 
 Cold candidates are scored as hot ones are (``SemanticScorer``): the cosine from the stored vector,
 BM25 with the hot window's statistics (``TextIndex.score_outside``). What the store's indexes do not

@@ -26,6 +26,7 @@ import numpy as np
 
 from adamem.projections.folds.rows import GraphEdgeRow, GraphNodeRow
 from adamem.retrieval.config import Direction, RetrievalConfig
+from adamem.retrieval.edges import EdgeIndex
 
 __all__ = ["REVERSIBLE", "Hop", "MemoryGraph", "PositionRelevance", "Reach", "Relevance", "edges_by_node", "expand"]
 
@@ -171,26 +172,34 @@ class MemoryGraph:
         if order is None:
             config, others = self._config, len(self._config.edge_priority)
             best: dict[str, tuple[float, int, str]] = {}
-            for e in self._edges_at.get(node, ()):
-                if e.src not in self or e.dst not in self:
+            for src, dst, edge_type, weight, direction in self._ends(node):
+                if src not in self or dst not in self:
                     continue
-                if self._edge_visible is not None and not self._edge_visible(e):
-                    continue
-                rank = config.edge_rank(e.edge_type)
+                rank = config.edge_rank(edge_type)
                 if rank == others and not config.walk_other_edges:
                     continue
-                targets = [e.dst] if e.src == node else []
-                if e.dst == node and (
-                    e.direction == "both" or (e.direction == "forward" and e.edge_type in REVERSIBLE)
-                ):
-                    targets.append(e.src)
+                targets = [dst] if src == node else []
+                if dst == node and (direction == "both" or (direction == "forward" and edge_type in REVERSIBLE)):
+                    targets.append(src)
                 for v in targets:
                     old = best.get(v)
-                    if old is None or (e.weight, -rank) > (old[0], -old[1]):
-                        best[v] = (e.weight, rank, e.edge_type)
+                    if old is None or (weight, -rank) > (old[0], -old[1]):
+                        best[v] = (weight, rank, edge_type)
             order = sorted((rank, v, weight, kind) for v, (weight, rank, kind) in best.items())
             self._order[node] = order
         return order
+
+    def _ends(self, node: str) -> Iterable[tuple[str, str, str, float, str]]:
+        """``(src, dst, edge_type, weight, direction)`` of the edges at ``node`` this graph shows, in id order
+        (from an ``EdgeIndex``'s columns when every edge is shown: no rows made)."""
+        if self._edge_visible is None and isinstance(self._edges_at, EdgeIndex):
+            return self._edges_at.ends_at(node)
+        shown = self._edge_visible
+        return [
+            (e.src, e.dst, e.edge_type, e.weight, e.direction)
+            for e in self._edges_at.get(node, ())
+            if shown is None or shown(e)
+        ]
 
     def arcs_by_target(self, node: str) -> dict[str, tuple[int, str, float, str]]:
         """``arcs(node)`` by target node (each target has one arc); made once per node."""

@@ -1,10 +1,11 @@
 """One owner's memory as retrieval reads it: the rows, lookups derived from them, and as-of views.
 
-``OwnerSnapshot`` is built from ``store.load_owner`` and never changes; a changed projection makes
+``OwnerSnapshot`` is built from ``store.load_owner_columns`` (or rows) and never changes; a changed projection makes
 a new snapshot, from the store's ``owner_changes`` when it can tell them (``updated``: only the
 changed rows are indexed again, the rest is shared with the predecessor) and from every row
 otherwise. Either way it answers exactly as one loaded afresh. Vectors live in the snapshot's
-vector matrices only: its rows are kept without them. A long-lived owner's snapshot holds its
+vector matrices only: its rows are kept without them. Its graph edges are held as columns
+(``retrieval.edges.EdgeIndex``), made into rows for the nodes a question walks. A long-lived owner's snapshot holds its
 newest messages only, with a ``ColdArchive`` for the older ones (``retrieval.archive``): look a
 message up with ``message``/``messages_for``, which read a cold one from the store, not through
 ``messages``, which holds the hot ones. ``View`` is the snapshot as it was at an
