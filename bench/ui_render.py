@@ -33,7 +33,7 @@ from typing import Any
 
 from bench.common import measure_and_record, print_table, standalone_main
 
-__all__ = ["PANELS", "main", "run"]
+__all__ = ["PANELS", "main", "panels_for", "run"]
 
 USER = "o0"
 PANELS = [
@@ -47,6 +47,21 @@ PANELS = [
     ("views", f"/ui/owners/{USER}/views"),
 ]
 """Each panel timed: its name and its page (the synthetic messages are 1 s apart from 2023-11-14T22:13:20Z)."""
+
+
+def panels_for(messages: int) -> list[tuple[str, str]]:
+    """``PANELS`` for an owner of ``messages`` messages: the timeline's page 50, or its last page when it has fewer."""
+    from adamem.api.routes.ui import PAGE_ROWS
+
+    last = max(1, -(-messages // PAGE_ROWS))
+    page = min(50, last)
+    return [
+        (f"timeline page {page}", f"/ui/owners/{USER}/timeline?page={page}")
+        if name == "timeline page 50"
+        else (name, p)
+        for name, p in PANELS
+    ]
+
 
 _TIMING = """
 const n = performance.getEntriesByType('navigation')[0];
@@ -162,7 +177,7 @@ def run(store: str | None, messages: int = 10_000, runs: int = 5, with_log: bool
             if not (folder / "views").exists():
                 _build(folder, messages)
             inspector = start_inspector(Path(tmp), {"ADAMEM_STORE": str(folder), "ADAMEM_LOG": None})
-            panels = PANELS
+            panels = panels_for(messages)
         chrome = headless_chrome()
         try:
             results = []
