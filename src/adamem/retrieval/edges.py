@@ -1,11 +1,11 @@
-"""An owner's graph edges held as columns: the edges at a node found through an array, made into rows when walked.
+"""An owner's graph edges held as columns: the edges at a node found through an array, made into rows when asked.
 
-A long-lived owner has hundreds of thousands of edges (a 100k-message owner: 440k). Held as one
-``GraphEdgeRow`` each, indexed by node in Python dicts, they took 2 s to read and 2 s to index per
-cold load, and ~700 bytes apiece. ``EdgeColumns`` keeps the store's Arrow columns (``base.EDGE_COLUMNS``)
-and a compressed sparse row index of node numbers: the edges at a node are a slice of one array,
-made into rows only when a query walks the node (``EdgeIndex.get``, in id order as
-``graph.edges_by_node`` gives them).
+A long-lived owner has hundreds of thousands of edges (a 100k-message owner: 440k). ``EdgeColumns``
+holds them as numpy arrays (node, type and direction numbers, weights, times) and one Arrow string
+array per id column, with a compressed sparse row index of node numbers: the edges at a node are a
+slice of one array. A live graph walk reads a node's ends, types, weights and directions from the
+columns (``EdgeIndex.ends_at``); rows are made only when asked for (``EdgeIndex.get``, in id order as
+``graph.edges_by_node`` gives them). ``bench/results/notes.md`` has what this saves at load.
 
 A snapshot updated by an owner's changes shares the columns and lays the changed edges over them
 (``EdgeIndex.changed``); when the overlay grows past a quarter of the columns, the columns are made
@@ -104,26 +104,12 @@ class EdgeColumns:
 
     def rows(self, positions: Sequence[int] | npt.NDArray[Any]) -> list[GraphEdgeRow]:
         """The edges at these row numbers, in that order."""
-        if not len(positions):
-            return []
         at = np.asarray(positions, dtype=np.int64)
-        taken = pa.array(at)
-        names, types, directions = self._names, self._types, self._directions
-        columns = zip(
-            self._ids.take(taken).to_pylist(),
-            self._src[at].tolist(),
-            self._dst[at].tolist(),
-            self._type[at].tolist(),
-            self._weight[at].tolist(),
-            self._direction[at].tolist(),
-            self._occurred[at].tolist(),
-            self._messages.take(taken).to_pylist(),
-            strict=True,
-        )
+        occurred, messages = self._occurred[at].tolist(), self._messages.take(pa.array(at)).to_pylist()
         owner = self.owner_id
         return [
-            GraphEdgeRow(i, owner, names[s], names[d], types[t], w, directions[r], o, m)
-            for i, s, d, t, w, r, o, m in columns
+            GraphEdgeRow(i, owner, s, d, t, w, r, o, m)
+            for (i, s, d, t, w, r), o, m in zip(self.ends(at), occurred, messages, strict=True)
         ]
 
     def ends(self, positions: Sequence[int] | npt.NDArray[Any]) -> list[tuple[str, str, str, str, float, str]]:

@@ -31,7 +31,6 @@ from adamem.projections.folds.changes import Change, Upsert
 from adamem.projections.folds.rows import TABLES, MessageRow, Row
 from adamem.projections.store.base import (
     EDGE_COLUMNS,
-    EDGE_SCHEMA,
     SEARCHED_TABLES,
     TEXT_FIELDS,
     ArchiveSplit,
@@ -413,8 +412,9 @@ class LanceStore:
         return shard.reading(read)
 
     def load_owner_columns(self, owner_id: str, messages_from_seq: int = 0) -> OwnerColumns:
-        """``load_owner`` as columns: the edges as the Arrow the table holds, each searched table's vectors as one
-        float32 matrix (the rows without them), every table as of one checkpoint."""
+        """``load_owner`` as columns: the edges as the Arrow the table holds (a reader casts them to
+        ``base.EDGE_SCHEMA``), each searched table's vectors as one float32 matrix (the rows without
+        them), every table as of one checkpoint."""
         shard = self._reading_shard(owner_id)
         if shard is None:
             return owner_columns(())
@@ -427,7 +427,7 @@ class LanceStore:
             wanted = EDGE_COLUMNS if table == "graph_edges" else None
             data = shard.columns(table, wheres[table], wanted, repin=False)
             if table == "graph_edges":
-                return [], None, data.cast(EDGE_SCHEMA) if data is not None else None
+                return [], None, data
             if data is None:
                 return [], None, None
             if table not in SEARCHED_TABLES:
