@@ -1286,13 +1286,71 @@ def test_catalog_views_keep_their_rebuild_job_and_the_partitions_a_rebuild_erase
     rebuild.bind(PARTITIONS)
     rebuild.record_rebuild_job(job)
     reader = catalog.open_view("r1", read_only=True)
-    assert reader.rebuild_job() == {**job, "erased": []}
+    assert reader.rebuild_job() == {**job, "erased": [], "erasing": []}
     assert catalog.open_view("main", read_only=True).rebuild_job() == {}  # only the view it was recorded in
     rebuild.commit(ALICE, _alice("kept"), {"analyses": 1})
     rebuild.commit(ALICE, [Delete("messages", "m1")], {"analyses": 2})
     rebuild.erase_history(ALICE)
-    assert catalog.open_view("r1", read_only=True).rebuild_job() == {**job, "erased": [ALICE]}
+    assert catalog.open_view("r1", read_only=True).rebuild_job() == {**job, "erased": [ALICE], "erasing": []}
     assert rebuild.checkpoint(ALICE) == {"analyses": 2}  # recording the job and the erasure commits nothing
+
+
+def test_catalog_a_shard_owes_its_erasure_from_before_its_commit_of_forgets_until_it_is_erased(
+    catalog: ViewCatalog,
+) -> None:
+    """``note_forgets`` comes before the commit: whoever sees the checkpoint reach past a forget also sees the
+    erasure owed (and, in a rebuild, the partition among those the switch must treat as erased)."""
+    _view_with(catalog, None, "live")
+    job = {"group": "t-rebuild-r1", "topic": "analyses", "targets": {"0": 2, "1": 0}, "until_time": None}
+    rebuild = catalog.open_view("r1", bulk=True, optimize_every=0)
+    rebuild.bind(PARTITIONS)
+    rebuild.record_rebuild_job(job)
+    rebuild.commit(ALICE, _alice("kept"), {"analyses": 1})
+    reader = catalog.open_view("r1", read_only=True)
+    rebuild.note_forgets(ALICE)
+    assert reader.rebuild_job() == {**job, "erased": [ALICE], "erasing": [ALICE]}
+    rebuild.commit(ALICE, [Delete("messages", "m1")], {"analyses": 2})
+    assert reader.rebuild_job()["erasing"] == [ALICE] and reader.checkpoint(ALICE) == {"analyses": 2}
+    assert rebuild.erase_history(ALICE) == []
+    assert reader.rebuild_job() == {**job, "erased": [ALICE], "erasing": []}
+    with pytest.raises(StoreError, match="read-only"):
+        reader.note_forgets(ALICE)
+
+
+def test_lancedb_a_writer_that_claims_a_shard_owing_its_erasure_erases_it_first(lance_root: StoreLocation) -> None:
+    """A writer that committed a forget and stopped before ``erase_history`` leaves the deleted row in an old
+    version; the next writer to claim the shard erases it before anything else, and removes the other views."""
+    root = lance_root
+    views = open_views(root)
+    then = views.open_view("then", optimize_every=0)
+    then.bind(1)
+    then.commit(0, [Upsert("messages", message("default:alice", "m1", "zanzibarquokka", (1.0, 0.0, 0.0)))], {"a": 1})
+    first = views.open_view("main", optimize_every=0)
+    first.bind(1)
+    first.commit(0, [Upsert("messages", message("default:alice", "m1", "zanzibarquokka", (1.0, 0.0, 0.0)))], {"a": 1})
+    first.commit(0, [Upsert("messages", message("default:alice", "m2", "kept words", (0.0, 1.0, 0.0)))], {"a": 2})
+    first.note_forgets(0)
+    first.commit(0, [Delete("messages", "m1")], {"a": 3})
+    first.close()  # stopped before its erasure
+
+    def versions() -> int:
+        reader = open_store(root, read_only=True)
+        assert isinstance(reader, LanceStore)
+        shard = reader._shard(0, create=False)
+        assert shard is not None
+        return len(shard.get("messages").list_versions())
+
+    assert versions() > 1 and views.views() == ["main", "then"]
+    second = views.open_view("main", optimize_every=0)
+    assert second.checkpoint(0) == {"a": 3}  # claiming the shard erased it first
+    assert versions() == 1 and views.views() == ["main"]
+    assert [h.row.id for h in second.text_search("messages", "default:alice", "kept", 5)] == ["m2"]
+    assert second.text_search("messages", "default:alice", "zanzibarquokka", 5) == []
+    second.commit(0, [Upsert("messages", message("default:alice", "m3", "more words", (0.0, 0.0, 1.0)))], {"a": 4})
+    second.close()
+    third = views.open_view("main", optimize_every=0)
+    assert third.checkpoint(0) == {"a": 4} and versions() > 1  # nothing owed: the next claim erases nothing
+    third.close()
 
 
 def test_catalog_views_keep_their_own_generation_and_checkpoints(catalog: ViewCatalog) -> None:

@@ -3,6 +3,7 @@ offset, after a forget, from a real broker, and when a fold process is killed ha
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import json
@@ -10,6 +11,7 @@ import os
 import signal
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,6 +136,91 @@ async def test_a_forget_is_replayed_in_parallel_and_the_views_before_it_removed(
     assert not [m for m in rebuilt.rows("messages", "default:carol") if "Haidian" in m.text]  # type: ignore[attr-defined]
     assert [m for m in rebuilt.rows("messages", "default:alice") if "Haidian" in m.text]  # type: ignore[attr-defined]
     assert report.events == kept.events
+    await log.stop()
+
+
+class _Killed(Exception):
+    """The process of a member was killed."""
+
+
+class _KilledAsItErases(LanceStore):
+    """A member's store whose process is killed between its commit of a forget and the erasure after it."""
+
+    def erase_history(self, partition: int) -> list[str]:
+        raise _Killed(partition)
+
+
+def _deleted_kept(root: str, view: str, partition: int) -> dict[str, set[str]]:
+    """Per table of a shard, the ids of rows its versions kept on disk hold and its latest version does not."""
+    import lance
+
+    found = {}
+    for table in sorted(TABLES):
+        path = f"{root}/views/{view}/p{partition}/{table}.lance"
+        if not Path(path).exists():
+            continue
+        versions = [v["version"] for v in lance.dataset(path).versions()]
+        ids = [set(lance.dataset(path, version=v).to_table(columns=["id"]).column("id").to_pylist()) for v in versions]
+        if ids and set().union(*ids) - ids[-1]:
+            found[table] = set().union(*ids) - ids[-1]
+    return found
+
+
+async def test_a_group_rebuild_waits_for_the_erasure_a_killed_member_owed_and_switches_without_the_forgotten(
+    four: Settings, tmp_path: Path
+) -> None:
+    """A member killed between committing a forget and erasing the history it leaves: the partition's
+    checkpoint is at its target, but the job is not done until a member that claims the shard erases it,
+    and the switch removes the views the rebuild replaces."""
+    from adamem.streams.replay_group import POLL_S, _members_done
+    from adamem.streams.replay_jobs import _fold_range
+
+    log, root = await _built(four, tmp_path)
+    store = LanceStore(root)
+    item = store.rows("persona", "default:carol")[0]  # a rebuild folds it, then the forget deletes it
+    forget = MemoryForgotten("0d5e0d11-1111-4111-8111-0000000000f3", "carol", "item", 1_713_700_000_000, item.id)
+    await log.append(four.topic("control"), [OutgoingRecord("carol", encode_event(forget))])
+    await run_pipeline(log, Projector(store), MemoryAgent(RuleExtractor(), _embedder()), four)
+    await rebuild_view(log, root, four, view="before", switch=False, jobs=1)
+    before = _checksum(root, "before")
+    carol = owner_partition("default:carol", 4)
+    waits: list[bool] = []
+
+    async def member(plan: FoldPlan, erases: bool) -> None:
+        assert plan.to is not None
+        kind = LanceStore if erases else _KilledAsItErases
+        projector = Projector(kind(root, view=plan.view, optimize_every=0, bulk=True), feed=False)
+        try:
+            for p in sorted(plan.partitions, key=lambda p: p == carol):  # carol's last
+                await _fold_range(log, projector, four, p, plan.to[p], batch=5)
+        except _Killed:
+            pass
+        finally:
+            projector.store.close()
+
+    async def members(rebuilt: Any, plan: FoldPlan, tick: Any) -> None:
+        catalog = LanceStore(root, read_only=True)
+        done = asyncio.create_task(
+            _members_done(rebuilt, plan, tick, settings=four, catalog=catalog, batch=5, announce=None)
+        )
+        while not catalog.open_view(plan.view, read_only=True).rebuild_job():  # the job recorded
+            await asyncio.sleep(0.01)
+        await member(plan, erases=False)  # folds up to the forget in carol's partition, and is killed there
+        view = catalog.open_view(plan.view, read_only=True)
+        assert view.rebuild_job()["erasing"] == [carol] and view.rebuild_job()["erased"] == [carol]
+        assert plan.to == {p: view.checkpoint(p).get(four.topic("analyses"), 0) for p in plan.partitions}
+        assert _deleted_kept(root, plan.view, carol) == {"persona": {item.id}}  # an old version still holds it
+        await asyncio.sleep(3 * POLL_S)
+        waits.append(done.done())
+        await member(plan, erases=True)  # claims the shard: erases it first, then folds the rest
+        await asyncio.wait_for(done, 30)
+
+    report = await rebuild_view(log, root, four, view="grp", members=members)
+    assert waits == [False]  # the coordinator waited while the erasure was owed
+    assert report.switched and report.removed_views == ["before", "main"]
+    assert _deleted_kept(root, "grp", carol) == {}
+    assert LanceStore(root, read_only=True).open_view("grp", read_only=True).rebuild_job()["erasing"] == []
+    assert _checksum(root, "grp") == before
     await log.stop()
 
 

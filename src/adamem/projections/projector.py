@@ -130,6 +130,8 @@ class Projector:
                     feed.extend(change_events(positioned, delta, view_name))
             folded = time.perf_counter()
             reach = max(reach, todo[-1].offset + 1)
+            if _forgets(todo):
+                self.store.note_forgets(partition)
             self.store.commit(partition, changes, {topic: reach})
             metrics.FOLD_DURATION.observe(folded - started)
             metrics.COMMIT_DURATION.observe(time.perf_counter() - folded)
@@ -155,6 +157,7 @@ class Projector:
                 )
                 changes.extend(delta)
             if changes:
+                self.store.note_forgets(partition)
                 self.store.commit(partition, changes, {})
         except BaseException:
             self.forget_cache()
@@ -163,7 +166,11 @@ class Projector:
 
     def _erase(self, partition: int, applied: Sequence[Positioned]) -> tuple[str, ...]:
         """After forgets were committed: ``store.erase_history``; the views it removed."""
-        if not any(isinstance(p.event, MemoryForgotten) for p in applied):
+        if not _forgets(applied):
             return ()
         self.erased += 1
         return tuple(self.store.erase_history(partition))
+
+
+def _forgets(events: Sequence[Positioned]) -> bool:
+    return any(isinstance(p.event, MemoryForgotten) for p in events)

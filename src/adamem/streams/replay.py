@@ -284,10 +284,13 @@ async def rebuild_owner(
     layers: Sequence[str] | None = None,
     verify_only: bool = False,
     keys: KeyRingLike | None = None,
+    forgets: bool = False,
 ) -> RebuildReport:
     """Fold one owner's recorded events again; report differences; replace their rows unless ``verify_only``.
 
     ``user`` is the owner key (``tenant:user_id``); the owner's records are keyed by its bare user id.
+    ``forgets``: the rows replaced hold effects of forgotten messages, so the commit owes the shard's
+    erasure (``note_forgets``; the caller erases).
     """
     from adamem.owners import partition_key
     from adamem.partitioning import owner_partition
@@ -327,6 +330,8 @@ async def rebuild_owner(
     if not verify_only and report.diffs:
         changes: list[Any] = [Delete(t, i) for (t, i) in have if (t, i) not in want]
         changes += [Upsert(t, r) for (t, _), r in want.items() if have.get((t, r.id)) != r]
+        if forgets:
+            store.note_forgets(p)
         store.commit(p, changes, {})
         report.switched = True
     return report

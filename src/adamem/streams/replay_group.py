@@ -4,7 +4,8 @@
 ``replay.rebuild_view`` does (bound to the partitions, the generation recorded, the target
 offsets fixed: the ends of the analyses topic, or ``--until``), records the job in the view
 (``record_rebuild_job``), and waits until every partition's checkpoint in the view has reached its
-target; ``rebuild_view`` then verifies, catches up and switches, as in a rebuild of one process.
+target and no shard owes the erasure of forgets folded into it (``MemoryStore.note_forgets``);
+``rebuild_view`` then verifies, catches up and switches, as in a rebuild of one process.
 
 ``run_member`` (``adamem worker --rebuild VIEW``) is a member. Members join a consumer group of
 the job's own (``{prefix}-rebuild-{view}``); each folds the partitions the group assigns it into
@@ -12,7 +13,7 @@ their shards of the view with the fencing of live folding: reading a shard's che
 writer claims the shard (a new owner epoch), and a member that lost the shard since cannot commit
 to it (``StoreFenced``). A member folds a partition from the shard's checkpoint up to the target,
 commit by commit (each commit is the rows and the checkpoint together), and then pauses it. It
-leaves once every partition of the job has reached its target, whoever folded it: until then it
+leaves once the job is done, whoever folded it: until then it
 stays in the group, ready to take the partitions of a member that dies. A killed member's
 partitions move to the others after the session timeout (``ADAMEM_WORKER_SESSION_TIMEOUT``);
 their new owner recovers each shard to its checkpoint and goes on from there, so what the killed
@@ -99,8 +100,10 @@ class RebuildJob:
         return {p: min(t, store.checkpoint(p).get(self.topic, 0)) for p, t in self.targets.items()}
 
     def done(self, store: MemoryStore) -> bool:
-        """Whether every partition's checkpoint in the view has reached its target."""
-        return self.reached(store) == dict(self.targets)
+        """Whether every partition's checkpoint in the view has reached its target, and no shard owes the
+        erasure of forgets it committed (a member erases after its commit; a member that claims a shard
+        whose writer stopped in between erases it first)."""
+        return self.reached(store) == dict(self.targets) and not store.rebuild_job().get("erasing")
 
 
 def open_job(views: ViewCatalog, view: str) -> RebuildJob:
@@ -357,7 +360,7 @@ async def _members_done(
     batch: int,
     announce: Callable[[str], None] | None,
 ) -> None:
-    """Record the job in the view, then wait until every partition's checkpoint has reached its target."""
+    """Record the job in the view, then wait until it is done (``RebuildJob.done``)."""
     assert plan.to is not None
     job = RebuildJob(plan.view, group_of(settings, plan.view), settings.topic("analyses"), dict(plan.to),
                      plan.until_time, batch)  # fmt: skip
@@ -376,7 +379,7 @@ async def _members_done(
         if reached > seen:
             tick(reached - seen)
             seen = reached
-        if reached == sum(job.targets.values()):
+        if reached == sum(job.targets.values()) and await asyncio.to_thread(job.done, watch):
             return
         await asyncio.sleep(POLL_S)
 

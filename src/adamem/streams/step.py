@@ -244,7 +244,9 @@ async def rebuild_after_forgets(
         return 0
     changed = False
     for owner in owners:
-        report = await rebuild_owner(log, projector.store, settings, owner, keys=keystore_for(log, settings))
+        report = await rebuild_owner(
+            log, projector.store, settings, owner, keys=keystore_for(log, settings), forgets=True
+        )
         changed = changed or report.switched
     projector.forget_cache()  # the states cached for these owners are not their rows any more
     if changed:

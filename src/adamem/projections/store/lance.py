@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -59,6 +60,9 @@ __all__ = [
     "remove_other_views",
     "switch_view",
 ]
+
+
+log = logging.getLogger(__name__)
 
 
 class _Shard(ShardWrites):
@@ -216,7 +220,8 @@ class LanceStore:
         self._write_meta()
 
     def rebuild_job(self) -> dict[str, Any]:
-        """The view's rebuild job (meta.json), with the partitions a rebuild erased forgets in; {} if none."""
+        """The view's rebuild job (meta.json), with the partitions a rebuild folded forgets in and those still
+        owing their erasure; {} if none."""
         self._follow()
         self._meta = self._read_meta() or self._meta
         recorded = self._meta.get("rebuild_job")
@@ -224,7 +229,8 @@ class LanceStore:
             return {}
         partitions = int(self._meta.get("partitions") or 0)
         erased = [p for p in range(partitions) if self.loc.exists(f"views/{self.view}/erased-p{p}")]
-        return {**recorded, "erased": erased}
+        erasing = [p for p in range(partitions) if self.loc.exists(self._erasing(p))]
+        return {**recorded, "erased": erased, "erasing": erasing}
 
     def record_rebuild_job(self, job: dict[str, Any]) -> None:
         """Record the view's rebuild job in its meta.json."""
@@ -258,7 +264,15 @@ class LanceStore:
                 self._bulk_vector_index_min_rows if self._bulk else self._vector_index_min_rows
             )
             self._shards[partition] = shard
+            if shard.writer and self.loc.exists(self._erasing(partition)):
+                # The writer before this one committed forgets and stopped before erasing the history they
+                # leave: this writer erases it before anything else (``note_forgets``).
+                log.warning("%s: erasing the history of forgets its last writer committed", shard.path)
+                self.erase_history(partition)
         return shard
+
+    def _erasing(self, partition: int) -> str:
+        return f"views/{self.view}/erasing-p{partition}"
 
     def _owner_shard(self, owner_id: str) -> _Shard | None:
         partitions = self._current_meta().get("partitions")
@@ -355,14 +369,27 @@ class LanceStore:
                 shard.erase_history()
         except (OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
             raise StoreError(f"erasing old versions of shard p{partition} of view {self.view} failed: {exc}") from exc
+        removed: list[str] = []
         if self._bulk:
-            # Noted beside the view (one file per shard: no two writers share it), so the process that
-            # switches to a view other processes rebuilt knows the views it replaces may hold the forget.
-            self.loc.write_text(f"views/{self.view}/erased-p{partition}", "")
-            return []
-        if self.view != current_view(self.loc):
-            return []
-        return remove_other_views(self.loc, self.view)
+            self._note_erased(partition)
+        elif self.view == current_view(self.loc):
+            removed = remove_other_views(self.loc, self.view)
+        self.loc.remove_file(self._erasing(partition))  # last: whatever stops before this, the next writer erases
+        return removed
+
+    def note_forgets(self, partition: int) -> None:
+        """Before a commit that folds forgets: noted beside the view (a file per shard, which no two writers
+        share) until ``erase_history`` has run; a rebuild's view also notes the partition as erased."""
+        if self._read_only:
+            raise StoreError(f"store {self.root} was opened read-only; cannot note forgets in shard p{partition}")
+        self.loc.write_text(self._erasing(partition), "")
+        if self._bulk:
+            self._note_erased(partition)
+
+    def _note_erased(self, partition: int) -> None:
+        # So the process that switches to a view other processes rebuilt knows the views it replaces may
+        # hold what the forgets removed.
+        self.loc.write_text(f"views/{self.view}/erased-p{partition}", "")
 
     def _reading_shard(self, owner_id: str) -> _Shard | None:
         """The owner's shard, None when it has none or a bulk writer has not written the owner yet."""

@@ -23,6 +23,9 @@ up to date (the full-text index is remapped to the rewritten rows, and its token
 no word only a deleted row had), records the new versions in the checkpoint, then removes every older version's files
 (``cleanup_old_versions(older_than=0)``); the store then removes, in the active view, every other
 view (``LanceStore.erase_history``). How a reader copes with versions removed under it: ``lance_reads``.
+The commit and the erasure after it are two steps: before the commit, ``LanceStore.note_forgets`` leaves
+a note beside the view that the erasure removes last, and a writer that claims a shard with the note
+(its writer stopped in between) erases the shard first.
 """
 
 from __future__ import annotations

@@ -91,6 +91,16 @@ class Location:
     def exists(self, rel: str) -> bool:
         return bool(self.fs.get_file_info(self._path(rel)).type != pafs.FileType.NotFound)
 
+    def remove_file(self, rel: str) -> None:
+        """Remove a small file; nothing when it does not exist."""
+        try:
+            self.fs.delete_file(self._path(rel))
+        except FileNotFoundError:
+            pass
+        except OSError:
+            if self.exists(rel):
+                raise
+
     def remove_tree(self, rel: str) -> None:
         try:
             self.fs.delete_dir(self._path(rel))

@@ -47,6 +47,7 @@ class _View:
     generation: dict[str, str] = field(default_factory=dict)
     rebuild_job: dict[str, Any] = field(default_factory=dict)
     erased: set[int] = field(default_factory=set)
+    erasing: set[int] = field(default_factory=set)
     commits: dict[int, int] = field(default_factory=dict)
     changes: dict[int, deque[tuple[int, ChangeEntry]]] = field(default_factory=dict)
 
@@ -153,9 +154,12 @@ class InMemoryStore:
         self._written().generation = dict(info)
 
     def rebuild_job(self) -> dict[str, Any]:
-        """The recorded rebuild job, with the partitions a rebuild erased forgets in ({} if none)."""
+        """The recorded rebuild job, with the partitions a rebuild folded forgets in and those still owing
+        their erasure ({} if none)."""
         view = self._view
-        return {**view.rebuild_job, "erased": sorted(view.erased)} if view.rebuild_job else {}
+        if not view.rebuild_job:
+            return {}
+        return {**view.rebuild_job, "erased": sorted(view.erased), "erasing": sorted(view.erasing)}
 
     def record_rebuild_job(self, job: dict[str, Any]) -> None:
         """Record the view's rebuild job."""
@@ -294,11 +298,21 @@ class InMemoryStore:
         """Ids of the owner's messages (those with ``seq < below_seq`` when given), sorted."""
         return sorted(m.id for m in self._messages(owner_id) if below_seq is None or m.seq < below_seq)
 
+    def note_forgets(self, partition: int) -> None:
+        """The shard owes its erasure until ``erase_history``; a rebuild's view lists the partition as erased."""
+        if self._read_only:
+            raise StoreError(f"store {self.url} view {self._name} is read-only; cannot note forgets in p{partition}")
+        view = self._written()
+        view.erasing.add(partition)
+        if self._bulk:
+            view.erased.add(partition)
+
     def erase_history(self, partition: int) -> list[str]:
         """Deleted rows are gone from the dicts already; other views may still hold them (as in LanceDB,
         a writer of the active view removes them; a bulk writer of a view not yet active does not)."""
         if self._read_only:
             raise StoreError(f"store {self.url} view {self._name} is read-only; cannot erase shard p{partition}")
+        self._written().erasing.discard(partition)
         if self._bulk:
             self._written().erased.add(partition)
             return []

@@ -125,7 +125,9 @@ class StoreReader(Protocol):
     def rebuild_job(self) -> dict[str, Any]:
         """The rebuild job of this view that a group of members shares (``streams.replay_group``); {} if none.
 
-        Its ``erased`` lists the partitions whose forgets a rebuild's writer erased in this view.
+        Its ``erased`` lists the partitions in which a rebuild's writer folded forgets (the views the
+        rebuild replaces may still hold what they removed); its ``erasing``, the partitions whose
+        writer committed forgets and has not yet erased the history they leave (``note_forgets``).
         """
 
     def archive_split(self, owner_id: str, hot_messages: int) -> ArchiveSplit | None:
@@ -192,11 +194,20 @@ class StoreWriter(Protocol):
     def record_rebuild_job(self, job: dict[str, Any]) -> None:
         """Record the rebuild job of this view, where the members of a group find it (``rebuild_job``)."""
 
+    def note_forgets(self, partition: int) -> None:
+        """Before a commit that folds forgets: the shard owes ``erase_history`` until it has run.
+
+        A writer that claims the shard while it is owed (the one before stopped between its commit
+        and its erasure) erases it first. A rebuild's view also lists the partition in
+        ``rebuild_job()["erased"]``, for the process that switches to it.
+        """
+
     def erase_history(self, partition: int) -> list[str]:
         """After a forget reached a shard: keep no copy of deleted rows anywhere (old versions, other views).
 
         Returns the views removed with it (a writer of the active view removes every other view;
-        a store that keeps no history and has no other view returns []).
+        a store that keeps no history and has no other view returns []). The shard then owes no
+        erasure (``note_forgets``).
         """
 
     def optimize(self) -> None:
