@@ -35,7 +35,7 @@ from adamem.projections.store import (
     lance_writes,
 )
 from adamem.projections.store import memory as memory_store
-from adamem.projections.store.base import ArchiveSplit, OwnerChanges, OwnerColumns, owner_columns
+from adamem.projections.store.base import NODE_COLUMNS, ArchiveSplit, OwnerChanges, OwnerColumns, owner_columns
 from adamem.projections.store.factory import open_store, open_views
 from adamem.projections.store.lance import LanceStore, switch_view
 from adamem.settings import Settings
@@ -777,39 +777,49 @@ def test_message_ids_lists_the_owners_message_ids_below_a_seq(store: MemoryStore
     assert store.message_ids("default:nobody") == []
 
 
-def _columns(loaded: OwnerColumns) -> tuple[list[Row], dict[str, dict[str, list[float]]], list[dict[str, Any]]]:
-    """What ``OwnerColumns`` hold, comparable across adapters: rows by table and id, each row's vector, edges by id."""
+def _columns(
+    loaded: OwnerColumns,
+) -> tuple[list[Row], dict[str, dict[str, list[float]]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """What ``OwnerColumns`` hold, comparable across adapters: rows by table and id, each row's vector, edges and
+    nodes by id."""
     vectors = {
         t: {i: m.tolist() for i, m in zip(ids, matrix, strict=True)} for t, (ids, matrix) in loaded.vectors.items()
     }
-    return _sorted(loaded.rows), vectors, sorted(loaded.edges.to_pylist(), key=lambda e: e["id"])
+    edges = sorted(loaded.edges.to_pylist(), key=lambda e: e["id"])
+    nodes = sorted(loaded.nodes.select(list(NODE_COLUMNS)).to_pylist(), key=lambda n: n["id"])
+    return _sorted(loaded.rows), vectors, edges, nodes
 
 
 def test_load_owner_columns_holds_the_rows_load_owner_reads(store: MemoryStore) -> None:
     """Every row of the owner as ``load_owner`` reads it (hot messages only with ``messages_from_seq``), the graph
-    edges as columns, the vectors as matrices (zeros where a row has none), another owner's rows never."""
+    nodes and edges as columns, the vectors as matrices (zeros where a row has none), another owner's rows never."""
     alice = [_numbered("default:alice", s, vector=(float(s), 1.0, 0.5)) for s in range(8)]
     alice[3] = _numbered("default:alice", 3, vector=())  # no vector
     bob = [_numbered(BOB_BESIDE_ALICE, 1)]
     trait = make(PersonaRow, id="p1", owner_id="default:alice", value="tea", vector=(0.0, 0.0, 2.0))
     node = make(GraphNodeRow, id="n1", owner_id="default:alice", node_type="topic", ref_id="tea", label="tea")
+    node_of_bob = make(GraphNodeRow, id="n9", owner_id=BOB_BESIDE_ALICE, node_type="topic", ref_id="tea", label="tea")
     edges = [
         make(GraphEdgeRow, id=f"g{i}", owner_id=user, src="n1", dst=f"n{i + 2}", edge_type="mentions", weight=0.5)
         for i, user in enumerate(["default:alice", "default:alice", BOB_BESIDE_ALICE])
     ]
     _archive(store, alice, bob)
-    _commit(store, "default:alice", [Upsert(r.TABLE, r) for r in [trait, node, *edges]], 3)
+    _commit(store, "default:alice", [Upsert(r.TABLE, r) for r in [trait, node, node_of_bob, *edges]], 3)
     for since in (0, 5):
         loaded = store.load_owner_columns("default:alice", messages_from_seq=since)
-        rows, vectors, edge_columns = _columns(loaded)
-        assert (rows, vectors, edge_columns) == _columns(owner_columns(store.load_owner("default:alice", since)))
+        rows, vectors, edge_columns, node_columns = _columns(loaded)
+        expected = _columns(owner_columns(store.load_owner("default:alice", since)))
+        assert (rows, vectors, edge_columns, node_columns) == expected
         assert [r.id for r in rows if isinstance(r, MessageRow)] == [f"m{s:02d}" for s in range(since, 8)]
         assert all(not getattr(r, "vector", ()) for r in rows)  # the vectors are in the matrices only
         assert vectors["messages"]["m07"] == [7.0, 1.0, 0.5] and vectors["persona"] == {"p1": [0.0, 0.0, 2.0]}
         assert vectors["messages"].get("m03", [0.0] * 3) == [0.0] * 3
         assert [e["id"] for e in edge_columns] == ["g0", "g1"]  # bob's edge is bob's
+        assert node_columns == [{c: getattr(node, c) for c in NODE_COLUMNS}]  # and so is his node
+        assert not [r for r in rows if isinstance(r, GraphNodeRow | GraphEdgeRow)]  # the graph in columns only
     empty = store.load_owner_columns("default:nobody")
-    assert empty.rows == [] and empty.edges.num_rows == 0 and all(not ids for ids, _ in empty.vectors.values())
+    assert empty.rows == [] and empty.edges.num_rows == 0 and empty.nodes.num_rows == 0
+    assert all(not ids for ids, _ in empty.vectors.values())
 
 
 def test_lancedb_an_ivf_pq_index_still_finds_the_nearest_cold_message_first(tmp_path: Path) -> None:

@@ -4,11 +4,12 @@
 a new snapshot, from the store's ``owner_changes`` when it can tell them (``updated``: only the
 changed rows are indexed again, the rest is shared with the predecessor) and from every row
 otherwise. Either way it answers exactly as one loaded afresh. Vectors live in the snapshot's
-vector matrices only: its rows are kept without them. Its graph edges are held as columns
-(``retrieval.edges.EdgeIndex``), made into rows for the nodes a question walks. A long-lived owner's snapshot holds its
-newest messages only, with a ``ColdArchive`` for the older ones (``retrieval.archive``): look a
-message up with ``message``/``messages_for``, which read a cold one from the store, not through
-``messages``, which holds the hot ones. ``View`` is the snapshot as it was at an
+vector matrices only: its rows are kept without them. Its graph nodes and edges are held as
+columns (``retrieval.nodes.NodeIndex``, ``retrieval.edges.EdgeIndex``), made into rows for the
+nodes a question walks. A long-lived owner's snapshot holds its newest messages only, with a
+``ColdArchive`` for the older ones (``retrieval.archive``): look a message up with
+``message``/``messages_for``, which read a cold one from the store, not through ``messages``,
+which holds the hot ones. ``View`` is the snapshot as it was at an
 event time or a log offset (``AsOf``), or as it is now:
 
 - now: every message; episodic records and persona traits with ``status == 'active'``
@@ -43,20 +44,21 @@ from adamem.retrieval.archive import ColdArchive
 from adamem.retrieval.edges import EdgeColumns, EdgeIndex
 from adamem.retrieval.graph import MemoryGraph
 from adamem.retrieval.index import TextIndex, VectorIndex, extracted_text
+from adamem.retrieval.nodes import NodeColumns, NodeIndex
 
 __all__ = ["AsOf", "MemoryRow", "OwnerSnapshot", "View"]
 
 MemoryRow = MessageRow | EpisodicRow | PersonaRow
 SEARCHED = ("messages", "episodic", "persona")
 """Tables with a vector and a text index."""
-_ATTRIBUTE = {"messages": "messages", "episodic": "records", "persona": "traits", "graph_nodes": "nodes"}
-_HELD = frozenset({"owners", "graph_edges", *_ATTRIBUTE})  # the memory layers; grants are not memory (``api.sharing``)
+_ATTRIBUTE = {"messages": "messages", "episodic": "records", "persona": "traits"}
+_HELD = frozenset({"owners", "graph_nodes", "graph_edges", *_ATTRIBUTE})
+"""The memory layers; grants are not memory (``api.sharing``)."""
 _ROW_BYTES = {
     "owners": 600,
     "messages": 2800,
     "episodic": 1800,
     "persona": 1600,
-    "graph_nodes": 800,
 }
 """Approximate resident bytes per row of each table, its share of the text index included (for ``size``;
 measured with tracemalloc: 1.1 MB for a 100-message owner, 90 MB for a 10,000-message one)."""
@@ -110,9 +112,9 @@ class OwnerSnapshot:
         self.messages: dict[str, MessageRow] = {}
         self.records: dict[str, EpisodicRow] = {}
         self.traits: dict[str, PersonaRow] = {}
-        self.nodes: dict[str, GraphNodeRow] = {}
         for row in columns.rows:
             self._put(row)
+        self.nodes = NodeIndex(NodeColumns(owner_id, columns.nodes))
         self._edges = EdgeIndex(EdgeColumns(owner_id, columns.edges))
         self._vector_indexes = {t: VectorIndex.of_matrix(*columns.vectors[t]) for t in SEARCHED}
         self._derive()
@@ -167,9 +169,13 @@ class OwnerSnapshot:
             return self
         new = object.__new__(OwnerSnapshot)
         new.owner_id, new.params, new.owner, new.archive = self.owner_id, self.params, self.owner, self.archive
-        for table in ("messages", "episodic", "persona", "graph_nodes"):
+        for table in _ATTRIBUTE:
             rows = self._rows_of(table)
             setattr(new, _ATTRIBUTE[table], dict(rows) if table in touched else rows)
+        new.nodes = self.nodes
+        if "graph_nodes" in touched:
+            written_nodes = [r for r in changes.rows if isinstance(r, GraphNodeRow)]
+            new.nodes = self.nodes.changed(written_nodes, touched["graph_nodes"])
         new._edges = self._edges
         if "graph_edges" in touched:
             written = [r for r in changes.rows if isinstance(r, GraphEdgeRow)]
@@ -177,7 +183,7 @@ class OwnerSnapshot:
         for table, ids in touched.items():
             if table == "owners":
                 new.owner = None
-            elif table != "graph_edges":
+            elif table in _ATTRIBUTE:
                 target = new._rows_of(table)
                 for id_ in ids:
                     target.pop(id_, None)
@@ -201,6 +207,8 @@ class OwnerSnapshot:
             return {self.owner.id} & ids if self.owner is not None else set()
         if table == "graph_edges":
             return self._edges.held(ids)
+        if table == "graph_nodes":
+            return {node for node in ids if node in self.nodes}
         return set(ids & self._rows_of(table).keys())
 
     def _carry(self, old: OwnerSnapshot, touched: dict[str, set[str]]) -> None:
@@ -248,8 +256,8 @@ class OwnerSnapshot:
     def size(self) -> int:
         """Approximate resident bytes: rows by table, vector matrices and text indexes."""
         counts = {"messages": len(self.messages), "episodic": len(self.records), "persona": len(self.traits)}
-        counts |= {"graph_nodes": len(self.nodes), "owners": 1}
-        rows = sum(_ROW_BYTES[t] * n for t, n in counts.items()) + self._edges.nbytes
+        counts |= {"owners": 1}
+        rows = sum(_ROW_BYTES[t] * n for t, n in counts.items()) + self.nodes.nbytes + self._edges.nbytes
         archive = self.archive.size if self.archive is not None else 0
         return rows + archive + sum(v.matrix.nbytes for v in self._vector_indexes.values())
 
@@ -288,7 +296,7 @@ class OwnerSnapshot:
         cold messages), in node id order: the places where hub relevance keeps a query's cold cosines."""
         out = dict(self.message_position)
         start = self.vector_index("messages").matrix.shape[0]
-        rest = sorted(n.id for n in self.nodes.values() if n.node_type == "message" and n.id not in out)
+        rest = sorted(n for n in self.nodes.of_type("message") if n not in out)
         out.update((node, start + i) for i, node in enumerate(rest))
         return out
 

@@ -15,13 +15,15 @@ import pyarrow as pa
 
 from adamem.errors import ConfigError, StoreError
 from adamem.projections.folds.changes import Change, Delete, Upsert
-from adamem.projections.folds.rows import TABLES, EpisodicRow, GraphEdgeRow, MessageRow, PersonaRow, Row
+from adamem.projections.folds.rows import TABLES, EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, PersonaRow, Row
 from adamem.projections.store.ports import ArchiveSplit, Hit, MemoryStore, OwnerChanges, OwnerColumns
 
 __all__ = [
     "CHANGE_HISTORY",
     "EDGE_COLUMNS",
     "EDGE_SCHEMA",
+    "NODE_COLUMNS",
+    "NODE_SCHEMA",
     "SEARCHED_TABLES",
     "TEXT_FIELDS",
     "ArchiveSplit",
@@ -34,6 +36,7 @@ __all__ = [
     "check_below_seq",
     "edge_table",
     "final_rows",
+    "node_table",
     "owner_columns",
     "owner_ids",
     "store_folder",
@@ -65,14 +68,35 @@ def edge_table(edges: Iterable[GraphEdgeRow]) -> pa.Table:
     return pa.table({f.name: pa.array([getattr(e, f.name) for e in rows], type=f.type) for f in EDGE_SCHEMA})
 
 
+NODE_COLUMNS = ("id", "node_type", "ref_id", "label", "confidence", "occurred_at", "active")
+"""The columns of ``GraphNodeRow`` in ``OwnerColumns.nodes`` (not ``owner_id``: one owner's nodes)."""
+
+NODE_SCHEMA = pa.schema(
+    [
+        (name, {"confidence": pa.float64(), "occurred_at": pa.int64(), "active": pa.bool_()}.get(name, pa.string()))
+        for name in NODE_COLUMNS
+    ]
+)
+
+
+def node_table(nodes: Iterable[GraphNodeRow]) -> pa.Table:
+    """Graph node rows as ``OwnerColumns.nodes``."""
+    rows = list(nodes)
+    return pa.table({f.name: pa.array([getattr(n, f.name) for n in rows], type=f.type) for f in NODE_SCHEMA})
+
+
 def owner_columns(rows: Iterable[Row]) -> OwnerColumns:
     """``OwnerColumns`` of an owner's rows (``load_owner``'s): for adapters that hold rows, not columns."""
     kept: list[Row] = []
     edges: list[GraphEdgeRow] = []
+    nodes: list[GraphNodeRow] = []
     vectors: dict[str, tuple[list[str], list[Sequence[float]]]] = {t: ([], []) for t in SEARCHED_TABLES}
     for row in rows:
         if isinstance(row, GraphEdgeRow):
             edges.append(row)
+            continue
+        if isinstance(row, GraphNodeRow):
+            nodes.append(row)
             continue
         if isinstance(row, MessageRow | EpisodicRow | PersonaRow):
             ids, vecs = vectors[row.TABLE]
@@ -80,7 +104,8 @@ def owner_columns(rows: Iterable[Row]) -> OwnerColumns:
             vecs.append(row.vector)
             row = dataclasses.replace(row, vector=())
         kept.append(row)
-    return OwnerColumns(kept, {t: (ids, _matrix(vecs)) for t, (ids, vecs) in vectors.items()}, edge_table(edges))
+    matrices = {t: (ids, _matrix(vecs)) for t, (ids, vecs) in vectors.items()}
+    return OwnerColumns(kept, matrices, edge_table(edges), node_table(nodes))
 
 
 def _matrix(vectors: Sequence[Sequence[float]]) -> np.ndarray:

@@ -32,6 +32,7 @@ from adamem.projections.folds.changes import Change, Upsert
 from adamem.projections.folds.rows import TABLES, MessageRow, Row
 from adamem.projections.store.base import (
     EDGE_COLUMNS,
+    NODE_COLUMNS,
     SEARCHED_TABLES,
     TEXT_FIELDS,
     ArchiveSplit,
@@ -439,9 +440,9 @@ class LanceStore:
         return shard.reading(read)
 
     def load_owner_columns(self, owner_id: str, messages_from_seq: int = 0) -> OwnerColumns:
-        """``load_owner`` as columns: the edges as the Arrow the table holds (a reader casts them to
-        ``base.EDGE_SCHEMA``), each searched table's vectors as one float32 matrix (the rows without
-        them), every table as of one checkpoint."""
+        """``load_owner`` as columns: the graph's nodes and edges as the Arrow the tables hold (a reader casts
+        them to ``base.NODE_SCHEMA`` and ``base.EDGE_SCHEMA``), each searched table's vectors as one float32
+        matrix (the rows without them), every table as of one checkpoint."""
         shard = self._reading_shard(owner_id)
         if shard is None:
             return owner_columns(())
@@ -450,10 +451,11 @@ class LanceStore:
         if messages_from_seq:
             wheres["messages"] = f"{where} AND seq >= {int(messages_from_seq)}"
 
+        graph = {"graph_edges": EDGE_COLUMNS, "graph_nodes": NODE_COLUMNS}
+
         def one(table: str) -> tuple[list[Row], tuple[list[str], Any] | None, pa.Table | None]:
-            wanted = EDGE_COLUMNS if table == "graph_edges" else None
-            data = shard.columns(table, wheres[table], wanted, repin=False)
-            if table == "graph_edges":
+            data = shard.columns(table, wheres[table], graph.get(table), repin=False)
+            if table in graph:
                 return [], None, data
             if data is None:
                 return [], None, None
@@ -467,9 +469,11 @@ class LanceStore:
             found = dict(zip(TABLES, read_pool().map(one, TABLES), strict=True))
             empty = owner_columns(())
             vectors = {t: found[t][1] or empty.vectors[t] for t in SEARCHED_TABLES}
-            edges = found["graph_edges"][2]
+            edges, nodes = found["graph_edges"][2], found["graph_nodes"][2]
             rows = [row for rows, _, _ in found.values() for row in rows]
-            return OwnerColumns(rows, vectors, edges if edges is not None else empty.edges)
+            return OwnerColumns(
+                rows, vectors, edges if edges is not None else empty.edges, nodes if nodes is not None else empty.nodes
+            )
 
         return shard.reading(read)
 

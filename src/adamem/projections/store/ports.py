@@ -86,12 +86,13 @@ class ArchiveSplit:
 
 @dataclass(frozen=True)
 class OwnerColumns:
-    """An owner's rows as a query process loads them (``StoreReader.load_owner_columns``): the graph edges
-    and the searched tables' vectors as columns, not one Python object per edge or per vector value."""
+    """An owner's rows as a query process loads them (``StoreReader.load_owner_columns``): the graph nodes
+    and edges and the searched tables' vectors as columns, not one Python object per node, edge or vector value."""
 
-    rows: list[Row]  # every row but the graph edges; messages, records and traits without their vectors
+    rows: list[Row]  # every row but the graph's; messages, records and traits without their vectors
     vectors: dict[str, tuple[list[str], npt.NDArray[np.float32]]]  # table -> (row ids, their vectors; zeros: none)
     edges: pa.Table  # the graph edges, ``base.EDGE_COLUMNS``
+    nodes: pa.Table  # the graph nodes, ``base.NODE_COLUMNS``
 
 
 class StoreReader(Protocol):
