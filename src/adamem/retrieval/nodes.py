@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from adamem.projections.folds.rows import GraphNodeRow
-from adamem.projections.store.base import NODE_COLUMNS, NODE_SCHEMA
+from adamem.projections.store.base import NODE_COLUMNS, NODE_SCHEMA, node_table
 from adamem.retrieval.edges import _codes
 
 __all__ = ["NodeColumns", "NodeIndex"]
@@ -87,8 +87,6 @@ class NodeIndex(Mapping[str, GraphNodeRow]):
     @classmethod
     def of_rows(cls, owner_id: str, rows: Iterable[GraphNodeRow]) -> NodeIndex:
         """The index of rows held in this process."""
-        from adamem.projections.store.base import node_table
-
         return cls(NodeColumns(owner_id, node_table(rows)))
 
     def get(self, key: str, default: Any = None) -> Any:

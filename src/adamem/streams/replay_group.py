@@ -103,7 +103,11 @@ class RebuildJob:
         """Whether every partition's checkpoint in the view has reached its target, and no shard owes the
         erasure of forgets it committed (a member erases after its commit; a member that claims a shard
         whose writer stopped in between erases it first)."""
-        return self.reached(store) == dict(self.targets) and not store.rebuild_job().get("erasing")
+        return self.reached(store) == dict(self.targets) and not self.owes_erasure(store)
+
+    def owes_erasure(self, store: MemoryStore) -> bool:
+        """Whether a shard of the view committed forgets it has not erased yet (``MemoryStore.note_forgets``)."""
+        return bool(store.rebuild_job().get("erasing"))
 
 
 def open_job(views: ViewCatalog, view: str) -> RebuildJob:
@@ -379,7 +383,7 @@ async def _members_done(
         if reached > seen:
             tick(reached - seen)
             seen = reached
-        if reached == sum(job.targets.values()) and await asyncio.to_thread(job.done, watch):
+        if reached == sum(job.targets.values()) and not await asyncio.to_thread(job.owes_erasure, watch):
             return
         await asyncio.sleep(POLL_S)
 

@@ -64,8 +64,7 @@ EDGE_SCHEMA = pa.schema(
 
 def edge_table(edges: Iterable[GraphEdgeRow]) -> pa.Table:
     """Edge rows as ``OwnerColumns.edges``."""
-    rows = list(edges)
-    return pa.table({f.name: pa.array([getattr(e, f.name) for e in rows], type=f.type) for f in EDGE_SCHEMA})
+    return _table(list(edges), EDGE_SCHEMA)
 
 
 NODE_COLUMNS = ("id", "node_type", "ref_id", "label", "confidence", "occurred_at", "active")
@@ -81,8 +80,12 @@ NODE_SCHEMA = pa.schema(
 
 def node_table(nodes: Iterable[GraphNodeRow]) -> pa.Table:
     """Graph node rows as ``OwnerColumns.nodes``."""
-    rows = list(nodes)
-    return pa.table({f.name: pa.array([getattr(n, f.name) for n in rows], type=f.type) for f in NODE_SCHEMA})
+    return _table(list(nodes), NODE_SCHEMA)
+
+
+def _table(rows: Sequence[Row], schema: pa.Schema) -> pa.Table:
+    """Rows as the Arrow columns of ``schema`` (each a field of the rows)."""
+    return pa.table({f.name: pa.array([getattr(r, f.name) for r in rows], type=f.type) for f in schema})
 
 
 def owner_columns(rows: Iterable[Row]) -> OwnerColumns:

@@ -65,6 +65,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_ERASED = "erased-p{}"
+"""Beside a rebuilt view: the rebuild folded forgets in this shard (the views it replaces may hold them)."""
+_ERASING = "erasing-p{}"
+"""Beside a view: this shard committed forgets and owes their erasure (``note_forgets``)."""
+
 
 class _Shard(ShardWrites):
     """One partition's LanceDB database and its open tables: opened and fenced, read, written."""
@@ -229,8 +234,9 @@ class LanceStore:
         if not isinstance(recorded, dict):
             return {}
         partitions = int(self._meta.get("partitions") or 0)
-        erased = [p for p in range(partitions) if self.loc.exists(f"views/{self.view}/erased-p{p}")]
-        erasing = [p for p in range(partitions) if self.loc.exists(self._erasing(p))]
+        notes = set(self.loc.files(f"views/{self.view}"))
+        erased = [p for p in range(partitions) if _ERASED.format(p) in notes]
+        erasing = [p for p in range(partitions) if _ERASING.format(p) in notes]
         return {**recorded, "erased": erased, "erasing": erasing}
 
     def record_rebuild_job(self, job: dict[str, Any]) -> None:
@@ -273,7 +279,7 @@ class LanceStore:
         return shard
 
     def _erasing(self, partition: int) -> str:
-        return f"views/{self.view}/erasing-p{partition}"
+        return f"views/{self.view}/{_ERASING.format(partition)}"
 
     def _owner_shard(self, owner_id: str) -> _Shard | None:
         partitions = self._current_meta().get("partitions")
@@ -390,7 +396,7 @@ class LanceStore:
     def _note_erased(self, partition: int) -> None:
         # So the process that switches to a view other processes rebuilt knows the views it replaces may
         # hold what the forgets removed.
-        self.loc.write_text(f"views/{self.view}/erased-p{partition}", "")
+        self.loc.write_text(f"views/{self.view}/{_ERASED.format(partition)}", "")
 
     def _reading_shard(self, owner_id: str) -> _Shard | None:
         """The owner's shard, None when it has none or a bulk writer has not written the owner yet."""

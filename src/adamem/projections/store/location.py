@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from pyarrow import fs as pafs
@@ -85,25 +86,29 @@ class Location:
 
     def dirs(self, rel: str) -> list[str]:
         """Names of the folders (prefixes) directly below ``rel``; [] when there is none."""
+        return self._names(rel, pafs.FileType.Directory)
+
+    def files(self, rel: str) -> list[str]:
+        """Names of the files directly below ``rel`` (one listing); [] when there is none."""
+        return self._names(rel, pafs.FileType.File)
+
+    def _names(self, rel: str, kind: pafs.FileType) -> list[str]:
         selector = pafs.FileSelector(self._path(rel), allow_not_found=True, recursive=False)
-        return sorted(i.base_name for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.Directory)
+        return sorted(i.base_name for i in self.fs.get_file_info(selector) if i.type == kind)
 
     def exists(self, rel: str) -> bool:
         return bool(self.fs.get_file_info(self._path(rel)).type != pafs.FileType.NotFound)
 
     def remove_file(self, rel: str) -> None:
         """Remove a small file; nothing when it does not exist."""
-        try:
-            self.fs.delete_file(self._path(rel))
-        except FileNotFoundError:
-            pass
-        except OSError:
-            if self.exists(rel):
-                raise
+        self._remove(self.fs.delete_file, rel)
 
     def remove_tree(self, rel: str) -> None:
+        self._remove(self.fs.delete_dir, rel)
+
+    def _remove(self, delete: Callable[[str], None], rel: str) -> None:
         try:
-            self.fs.delete_dir(self._path(rel))
+            delete(self._path(rel))
         except FileNotFoundError:
             pass
         except OSError:
