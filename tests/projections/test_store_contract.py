@@ -777,6 +777,31 @@ def test_message_ids_lists_the_owners_message_ids_below_a_seq(store: MemoryStore
     assert store.message_ids("default:nobody") == []
 
 
+def test_message_columns_reads_a_range_of_the_owners_messages_as_the_tables_arrow(store: MemoryStore) -> None:
+    """Every field of each message in the range (its vector as the table holds it, zeros for none), the full-text
+    ``tokens`` the LanceDB table indexes, or only the columns asked for; another owner's messages never."""
+    alice = [_numbered("default:alice", s, text=f"hiking day {s}", vector=(float(s), 1.0, 0.5)) for s in range(12)]
+    alice[3] = _numbered("default:alice", 3, vector=())
+    _archive(store, alice, [_numbered(BOB_BESIDE_ALICE, 4)])
+    data = store.message_columns("default:alice", from_seq=2, below_seq=7)
+    assert data is not None
+    got = sorted(lance_arrow.rows_from_arrow("messages", data), key=lambda r: r.id)
+    assert got == alice[2:7]  # the whole rows, vectors included; the one without stays without
+    tokens = dict(zip(data.column("id").to_pylist(), data.column("tokens").to_pylist(), strict=True))
+    assert tokens == {r.id: lance_arrow.row_tokens("messages", r) for r in alice[2:7]}
+    assert sorted(r.id for r in lance_arrow.rows_from_arrow("messages", store.message_columns("default:alice"))) == [
+        r.id for r in alice
+    ]  # the whole owner by default
+    seqs = store.message_columns("default:alice", below_seq=5, columns=("seq",))
+    assert (
+        seqs is not None and seqs.column_names == ["seq"] and sorted(seqs.column("seq").to_pylist()) == list(range(5))
+    )
+    empty = store.message_columns("default:alice", from_seq=40)
+    assert empty is None or empty.num_rows == 0
+    bob = store.message_columns(BOB_BESIDE_ALICE)
+    assert bob is not None and bob.column("id").to_pylist() == ["b04"]
+
+
 def _columns(
     loaded: OwnerColumns,
 ) -> tuple[list[Row], dict[str, dict[str, list[float]]], list[dict[str, Any]], list[dict[str, Any]]]:

@@ -210,3 +210,45 @@ def test_hub_relevance_of_a_tiered_owner_is_the_cosine_of_the_cold_messages_the_
             want.append(0.0)
     assert list(relevance(nodes)) == want
     assert any(w != 0.0 for node, w in zip(nodes, want, strict=True) if node not in snap.message_position)
+
+
+def test_after_its_first_question_a_tiered_owner_searches_its_cold_part_in_process(
+    alice: Any, embedder: E5Embedder, services: tuple[Retriever, Retriever]
+) -> None:
+    """The first question finds cold messages through the store's indexes and begins reading the cold part's
+    columns; the questions after it wait for that read and search the cold part in process (exact cosine, BM25
+    over it) with no store read, and still find what only an old message says. Without room for it
+    (``cold_index_bytes`` 0) every question reads the store."""
+    tiered, whole = services
+    every = whole.snapshot(OWNER)
+    held = tiered.snapshot(OWNER)
+    assert held.archive is not None and held.archive.indexed and held.archive.held() is None
+    cold = sorted(set(every.messages) - set(held.messages))
+    tiered.query(OWNER, "where do I live?")
+    index = held.archive.held()
+    assert index is not None and len(index) == len(cold) and sorted(index.positions(cold)) == cold
+    tiered.query(OWNER, "What food do I like?")
+    reads = held.archive.reads
+    question = "Which spicy food do I love, Sichuan hotpot?"
+    old = next(m for m in every.messages.values() if "Sichuan hotpot" in m.text)
+    assert old.id in _sources(tiered.query(OWNER, question))[:3]
+    assert held.archive.reads == reads  # searched and read in process
+    q = tiered.embed(question)
+    vectors = every.vector_index("messages")
+    cosine = vectors.cosines(q)
+    want = sorted(cold, key=lambda i: -cosine[vectors.position[i]])[:3]
+    assert index.ids_of(index.nearest(q.tolist(), 3)) == want
+
+    config = dataclasses.replace(
+        _config(HOT), cache=CacheSettings(query_cache=False, hot_messages=HOT, cold_index_bytes=0)
+    )
+    off = Retriever(open_store(alice.settings.store_url, read_only=True), embedder, config, partitions=2)
+    try:
+        off.query(OWNER, "where do I live?")
+        snap = off.snapshot(OWNER)
+        assert snap.archive is not None and not snap.archive.indexed and snap.archive.held() is None
+        reads = snap.archive.reads
+        assert old.id in _sources(off.query(OWNER, question))[:3]
+        assert snap.archive.reads > reads and snap.archive.held() is None
+    finally:
+        off.close()

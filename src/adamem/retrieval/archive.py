@@ -1,17 +1,21 @@
-"""The cold part of a long-lived owner's archive: messages older than its hot window, read through the store.
+"""The cold part of a long-lived owner's archive: messages older than its hot window.
 
 A query process holds an owner with more than ``CacheSettings.hot_messages`` messages as its
 newest ``hot_messages`` messages plus every record, trait and graph node, and its edges as columns
-(``OwnerSnapshot``, ``retrieval.edges``). The older messages stay in the store. ``ColdArchive``
-finds them for a question with the store's own vector and full-text indexes (``below_seq``: the
-cold part only), reads them by id when a record, a trait or a graph node points at one, and keeps
-what it read in a bounded memo: rows without their vectors, and each vector once, normalised, as
-float32. Whether a cold message exists (all the current view needs of a record's sources or a
-trait's evidence) is answered from the cold part's ids, read once on first need and held as a
-sorted array of their hashes: 8 bytes a message.
+(``OwnerSnapshot``, ``retrieval.edges``). The older messages are cold. ``ColdArchive`` finds them
+for the owner's first question with the store's own vector and full-text indexes (``below_seq``:
+the cold part only), then reads the cold part's columns once, beside the questions that follow
+(``retrieval.cold.ColdIndex``: unit vectors as one float32 matrix, a BM25 index of the stored
+tokens, the other fields as Arrow), when they fit ``CacheSettings.cold_index_bytes``; every later
+question waits for that read and searches the cold part in process, exactly, with no store read.
+A cold part larger than that stays in the store and every question reads it through its indexes.
+What the archive read either way is kept in a bounded memo: rows without their vectors, and each
+vector once, normalised, as float32. Whether a cold message exists (all the current view needs of
+a record's sources or a trait's evidence) is answered from the cold part's ids, read once on first
+need and held as a sorted array of their hashes: 8 bytes a message.
 
 Cold candidates are scored as hot ones are (``SemanticScorer``): the cosine from the stored vector,
-BM25 with the hot window's statistics (``TextIndex.score_outside``). What the store's indexes do not
+BM25 with the hot window's statistics (``TextIndex.score_outside``). What the searches do not
 return is not a candidate: that, and BM25 statistics taken from the hot window, are where a tiered
 owner's answers may differ from an owner held whole (measured by ``adamem bench scale`` and
 ``bench/results/notes.md``).
@@ -19,36 +23,79 @@ owner's answers may differ from an owner held whole (measured by ``adamem bench 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
+import itertools
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.base import ArchiveSplit, MemoryStore
+from adamem.retrieval.cold import ColdIndex
 
 __all__ = ["ColdArchive", "Vector"]
 
 Vector = npt.NDArray[np.float32]
 
+log = logging.getLogger(__name__)
+
 _SEARCHES = ThreadPoolExecutor(4, thread_name_prefix="adamem-cold")
 """Full-text searches of cold messages, run beside the vector search of the same query."""
+_READS = ThreadPoolExecutor(1, thread_name_prefix="adamem-cold-index")
+"""Reads of cold parts into ``ColdIndex``es, one at a time, beside the questions."""
 _ROW_BYTES = 2800
 """Approximate resident bytes of a message row without its vector (``snapshot._ROW_BYTES``)."""
+INDEX_ROW_BYTES = 2200
+"""Approximate resident bytes a cold message takes in a ``ColdIndex`` (a 384-float vector, its columns,
+postings and id), to tell before reading whether a cold part fits ``CacheSettings.cold_index_bytes``."""
+INDEX_READ_ROWS = 4096
+"""Cold messages read from the store at a time while a ``ColdIndex`` is made."""
+
+
+def _libc_trim() -> Callable[[int], object] | None:
+    try:
+        trim: Callable[[int], object] = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+    return trim
+
+
+_TRIM = _libc_trim()
+
+
+def _release() -> None:
+    """Hand the memory a piece's read freed back to the system (Arrow's pool, and glibc's heaps)."""
+    pa.default_memory_pool().release_unused()
+    if _TRIM is not None:
+        _TRIM(0)
+
+
+class _Closed(Exception):
+    """The archive was closed while its cold part was being read."""
 
 
 class ColdArchive:
     """One owner's cold messages as a query process sees them: a split point, the store, and a memo."""
 
-    def __init__(self, store: MemoryStore, owner_id: str, split: ArchiveSplit, memo_rows: int = 4096) -> None:
+    def __init__(
+        self, store: MemoryStore, owner_id: str, split: ArchiveSplit, memo_rows: int = 4096, index_bytes: int = 0
+    ) -> None:
+        """``index_bytes``: the most a ``ColdIndex`` of this cold part may take (0: never read one)."""
         self.store = store
         self.owner_id = owner_id
         self.split = split
         self._memo_rows = max(1, memo_rows)
+        self.indexed = 0 < split.cold_messages * INDEX_ROW_BYTES <= index_bytes
+        self._index: Future[ColdIndex | None] | None = None
+        self._closed = False
         self._rows: OrderedDict[str, MessageRow] = OrderedDict()  # least recently used first
         self._vectors: dict[str, npt.NDArray[np.float32]] = {}
         self._absent: set[str] = set()
@@ -67,26 +114,86 @@ class ColdArchive:
 
     @property
     def size(self) -> int:
-        """Approximate resident bytes of the memo."""
+        """Approximate resident bytes of the memo, and of the cold index held or to be read."""
         ids = self._id_hashes.nbytes if self._id_hashes is not None else 0
-        return ids + len(self._rows) * _ROW_BYTES + sum(v.nbytes for v in self._vectors.values())
+        index = self.split.cold_messages * INDEX_ROW_BYTES if self.indexed else 0
+        return index + ids + len(self._rows) * _ROW_BYTES + sum(v.nbytes for v in self._vectors.values())
+
+    def close(self) -> None:
+        """Stop reading the cold part (an evicted or closed owner): its questions go to the store's indexes."""
+        with self._lock:
+            self._closed = True
+            if self._index is not None:
+                self._index.cancel()
+
+    def _read_index(self) -> ColdIndex | None:
+        try:
+            index = ColdIndex(self._parts(), capacity=self.split.cold_messages)
+            _release()
+            return index
+        except _Closed:
+            return None
+        except Exception:  # the store's indexes still answer; say why once
+            log.exception("reading the cold messages of %s failed; they are searched through the store", self.owner_id)
+            return None
+
+    def _parts(self) -> Iterator[pa.Table]:
+        """The cold part's columns in pieces of about ``INDEX_READ_ROWS`` messages (bounds of ``seq`` from one read of
+        the ``seq`` column), so that only one piece's Arrow is held beside the index being made."""
+        seqs = self.store.message_columns(self.owner_id, below_seq=self.below_seq, columns=("seq",))
+        self.reads += 1
+        if seqs is None or not seqs.num_rows:
+            return
+        ordered = np.sort(seqs.column("seq").to_numpy())
+        bounds = [int(b) for b in ordered[::INDEX_READ_ROWS]] + [self.below_seq]
+        for lo, hi in itertools.pairwise(bounds):
+            if self._closed:
+                raise _Closed
+            part = self.store.message_columns(self.owner_id, from_seq=lo, below_seq=hi)
+            self.reads += 1
+            if part is not None:
+                yield part
+            _release()
+
+    def held(self) -> ColdIndex | None:
+        """The cold part in process, once its read has begun (waiting for it to end); None before or without."""
+        with self._lock:
+            reading = self._index
+        if reading is None:
+            return None
+        try:
+            return reading.result()
+        except CancelledError:
+            return None
+
+    def _begin_index(self) -> None:
+        with self._lock:
+            if self.indexed and self._index is None and not self._closed:
+                self._index = _READS.submit(self._read_index)
 
     def _keep(self, rows: Iterable[MessageRow]) -> list[tuple[MessageRow, Vector | None]]:
         """Memoise rows read from the store (vectors apart); the memo's version of each with its unit vector."""
         out = []
+        for row in rows:
+            v: Vector | None = None
+            if row.vector:
+                v = np.asarray(row.vector, dtype=np.float32)
+                norm = float(np.linalg.norm(v))
+                v = v / norm if norm else v
+                row = dataclasses.replace(row, vector=())
+            out.append((row, v))
+        return self._remember(out)
+
+    def _remember(self, found: Iterable[tuple[MessageRow, Vector | None]]) -> list[tuple[MessageRow, Vector | None]]:
+        """Memoise rows without their vectors, each given with its unit vector."""
+        out = list(found)
         with self._lock:
-            for row in rows:
-                v: Vector | None = None
-                if row.vector:
-                    v = np.asarray(row.vector, dtype=np.float32)
-                    norm = float(np.linalg.norm(v))
-                    v = v / norm if norm else v
+            for row, v in out:
+                if v is not None:
                     self._vectors[row.id] = v
-                    row = dataclasses.replace(row, vector=())
                 self._rows[row.id] = row
                 self._rows.move_to_end(row.id)
                 self._absent.discard(row.id)
-                out.append((row, v))
             while len(self._rows) > self._memo_rows:
                 old, _ = self._rows.popitem(last=False)
                 self._vectors.pop(old, None)
@@ -94,7 +201,13 @@ class ColdArchive:
 
     def search(self, vector: Sequence[float], text: str, k: int) -> list[tuple[MessageRow, Vector | None]]:
         """The ``k`` nearest cold messages by vector, and the ``k`` best by full text when ``text`` has words,
-        each with its unit vector (the caller keeps these: the memo may drop them for other queries' reads)."""
+        each with its unit vector (the caller keeps these: the memo may drop them for other queries' reads).
+
+        Through the store's indexes until the cold part is held; the first such search begins its read."""
+        index = self.held()
+        if index is not None:
+            at = dict.fromkeys(index.nearest(vector, k) + (index.matching(text, k) if text.strip() else []))
+            return self._remember(index.rows(list(at)))
         words = (
             _SEARCHES.submit(self.store.text_search, "messages", self.owner_id, text, k, self.below_seq)
             if text.strip()
@@ -109,6 +222,7 @@ class ColdArchive:
         for hit in hits:
             if isinstance(hit.row, MessageRow):
                 seen.setdefault(hit.row.id, hit.row)
+        self._begin_index()
         return self._keep(seen.values())
 
     def get(self, message_id: str) -> MessageRow | None:
@@ -117,18 +231,24 @@ class ColdArchive:
             return self._rows.get(message_id)
 
     def fetch(self, ids: Iterable[str]) -> dict[str, MessageRow]:
-        """The cold messages among ``ids``, read from the store in one read for those not memoised."""
+        """The cold messages among ``ids``: those not memoised from the held cold part, or else read from the
+        store in one read."""
         wanted = sorted(set(ids))
         with self._lock:
             found = {i: r for i in wanted if (r := self._rows.get(i)) is not None}
             missing = [i for i in wanted if i not in found and i not in self._absent]
-        if missing:
+        if not missing:
+            return found
+        index = self.held()
+        if index is not None:
+            kept = self._remember(index.rows(sorted(index.positions(missing).values())))
+        else:
             rows = self.store.messages_by_id(self.owner_id, missing)
             self.reads += 1
             kept = self._keep(r for r in rows if self.holds(r))
-            found.update((r.id, r) for r, _ in kept)
-            with self._lock:
-                self._absent.update(i for i in missing if i not in found)
+        found.update((r.id, r) for r, _ in kept)
+        with self._lock:
+            self._absent.update(i for i in missing if i not in found)
         return found
 
     def existing(self, ids: Iterable[str]) -> set[str]:

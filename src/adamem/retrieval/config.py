@@ -114,6 +114,10 @@ class CacheSettings:
     messages stay in the store and are found through its vector and full-text indexes (``retrieval.archive``)."""
     cold_memo_rows: int = 4096
     """Cold messages an owner's snapshot keeps after reading them (least recently used out first)."""
+    cold_index_bytes: int = 512 << 20
+    """Approximate memory an owner's cold messages may take when held in process after its first question
+    (``retrieval.cold``: about 2.2 KB a message with 384-dimension vectors, so up to ~240k cold messages);
+    a larger cold part is searched through the store's indexes on every question (0: always)."""
     query_entries: int = 4096
     """Answers kept per owner in the semantic query cache (least frequently used evicted)."""
     query_bytes: int = 256 << 20

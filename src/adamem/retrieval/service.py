@@ -125,7 +125,7 @@ class Retriever:
         c = config.cache
         self._states: LFUCache[str, OwnerState] = LFUCache(c.owners)
         self._snapshots: LFUCache[str, tuple[int, OwnerSnapshot]] = LFUCache(
-            c.hot_owners, c.hot_bytes, lambda kept: kept[1].size
+            c.hot_owners, c.hot_bytes, lambda kept: kept[1].size, lambda _, kept: _close_archive(kept[1])
         )
         self._answers: QueryCache[Answer] = QueryCache(c.query_entries, c.query_cosine, c.query_bytes, _answer_size)
         self._vectors = VectorMemo(c.question_vectors)
@@ -139,7 +139,9 @@ class Retriever:
         )
 
     def close(self) -> None:
-        """Stop the expansion threads."""
+        """Stop the expansion threads and the reads of cold parts."""
+        for _, (_, snap) in self._snapshots.items():
+            _close_archive(snap)
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
@@ -223,7 +225,8 @@ class Retriever:
                 owner_id, self.store.load_owner_columns(owner_id), self.params_for(owner_id)
             )
         columns = self.store.load_owner_columns(owner_id, messages_from_seq=split.cold_below_seq)
-        archive = ColdArchive(self.store, owner_id, split, self.config.cache.cold_memo_rows)
+        cache = self.config.cache
+        archive = ColdArchive(self.store, owner_id, split, cache.cold_memo_rows, cache.cold_index_bytes)
         return OwnerSnapshot.of_columns(owner_id, columns, self.params_for(owner_id), archive)
 
     def params_for(self, owner_id: str) -> MemoryParameters:
@@ -796,6 +799,11 @@ def _style_notice(style: AnswerStyle | None) -> str:
         f"ranked for this owner's answer style: {first} first, learned from {style.feedback} answers they judged "
         "(items it raised say so)"
     )
+
+
+def _close_archive(snap: OwnerSnapshot) -> None:
+    if snap.archive is not None:
+        snap.archive.close()
 
 
 def _answer_size(answer: Answer) -> int:

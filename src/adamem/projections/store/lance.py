@@ -500,6 +500,16 @@ class LanceStore:
         data = shard.reading(lambda: shard.columns("messages", where, ("id",)))
         return [] if data is None else sorted(data.column("id").to_pylist())
 
+    def message_columns(
+        self, owner_id: str, from_seq: int = 0, below_seq: int | None = None, columns: Sequence[str] | None = None
+    ) -> pa.Table | None:
+        """The owner's messages in a range of ``seq`` as the table's Arrow (every column, or ``columns``); one scan."""
+        shard = self._reading_shard(owner_id)
+        if shard is None:
+            return None
+        where = _seq_filter(f"owner_id = {quote(owner_id)} AND seq >= {int(from_seq)}", below_seq)
+        return shard.reading(lambda: shard.columns("messages", where, columns))
+
     def rows(self, table: str, owner_id: str) -> list[Row]:
         """Rows of one table for an owner, in id order."""
         shard = self._owner_shard(owner_id)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from adamem.errors import StoreError
 from adamem.partitioning import owner_partition
 from adamem.projections.folds.changes import Change
@@ -30,6 +32,7 @@ from adamem.projections.store.base import (
     owner_columns,
     owner_ids,
 )
+from adamem.projections.store.lance_arrow import arrow_schema, rows_to_arrow
 from adamem.projections.store.ports import DEFAULT_VIEW
 from adamem.projections.store.scoring import bm25_scores, cosine
 from adamem.text import search_text
@@ -297,6 +300,15 @@ class InMemoryStore:
     def message_ids(self, owner_id: str, below_seq: int | None = None) -> list[str]:
         """Ids of the owner's messages (those with ``seq < below_seq`` when given), sorted."""
         return sorted(m.id for m in self._messages(owner_id) if below_seq is None or m.seq < below_seq)
+
+    def message_columns(
+        self, owner_id: str, from_seq: int = 0, below_seq: int | None = None, columns: Sequence[str] | None = None
+    ) -> pa.Table | None:
+        """The owner's messages in a range of ``seq`` as the Arrow the LanceDB adapter's table holds."""
+        rows = [m for m in self._messages(owner_id) if from_seq <= m.seq and (below_seq is None or m.seq < below_seq)]
+        dim = max((len(m.vector) for m in rows), default=0) or 1
+        data = rows_to_arrow("messages", rows, arrow_schema("messages", dim))
+        return data.select(list(columns)) if columns is not None else data
 
     def note_forgets(self, partition: int) -> None:
         """The shard owes its erasure until ``erase_history``; a rebuild's view lists the partition as erased."""

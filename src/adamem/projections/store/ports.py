@@ -174,6 +174,14 @@ class StoreReader(Protocol):
         """Ids of the owner's messages (only those with ``seq < below_seq`` when given), sorted; one read
         of the id column, no row made."""
 
+    def message_columns(
+        self, owner_id: str, from_seq: int = 0, below_seq: int | None = None, columns: Sequence[str] | None = None
+    ) -> pa.Table | None:
+        """The owner's messages with ``from_seq <= seq`` (and ``seq < below_seq`` when given) as the Arrow of the
+        ``messages`` table: every field, the full-text ``tokens`` (``lance_arrow.row_tokens``) and the vectors
+        (zeros for a row without one), or only ``columns``; rows in any order; one read, no row made. None when
+        the store has no messages table."""
+
     def close(self) -> None:
         """Release resources."""
 

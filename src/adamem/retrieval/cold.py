@@ -1,0 +1,233 @@
+"""A long-lived owner's cold messages held as columns in the query process: exact searches, no store read.
+
+``ColdArchive`` (``retrieval.archive``) answers an owner's first question through the store's
+vector and full-text indexes, then reads the cold part's columns once (``message_columns``) into a
+``ColdIndex``: its vectors as one float32 matrix of unit rows, a BM25 index made from the stored
+``tokens`` column (never tokenised again), and the other fields as Arrow, made into rows only for
+the messages a question returns. Its searches are exact: the cosine with every cold message, and
+Okapi BM25 (k1 1.2, b 0.75) over the cold part as the corpus, ties broken by id, as the in-memory
+store's searches are.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from adamem.projections.folds.rows import MessageRow
+from adamem.projections.store.lance_arrow import rows_from_arrow, vector_matrix
+from adamem.text import search_text
+
+__all__ = ["ColdIndex"]
+
+Vector = npt.NDArray[np.float32]
+
+_K1, _B = 1.2, 0.75
+
+
+def _unit_rows(column: pa.ChunkedArray, out: Vector) -> None:
+    """Write a vector column into ``out`` as unit rows, chunk by chunk (zero rows, and rows of another length than
+    ``out``'s, stay zero): the column's own buffers are read in place, the division writes ``out``."""
+    at = 0
+    for chunk in column.chunks:
+        rows = len(chunk)
+        fixed = pa.types.is_fixed_size_list(chunk.type) and not chunk.null_count
+        if fixed and chunk.type.list_size == out.shape[1]:
+            matrix = chunk.flatten().to_numpy(zero_copy_only=False).reshape(rows, out.shape[1])
+        else:
+            matrix = vector_matrix(pa.chunked_array([chunk], chunk.type))
+            if matrix.shape[1] != out.shape[1]:
+                at += rows
+                continue
+        norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float32))
+        np.divide(matrix, np.where(norms > 0, norms, 1.0)[:, None], out=out[at : at + rows], dtype=np.float32)
+        at += rows
+
+
+def _dim(column: pa.ChunkedArray) -> int:
+    if pa.types.is_fixed_size_list(column.type):
+        return int(column.type.list_size)
+    return int(vector_matrix(column).shape[1])
+
+
+_SCANS = ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix="adamem-cold-scan")
+"""Threads sharing a long cold part's matrix-vector product (NumPy releases the GIL; one BLAS thread each)."""
+_SCAN_ROWS = 32_768
+"""Rows of the matrix one thread multiplies at most."""
+
+
+def _cosines(matrix: Vector, q: Vector) -> Vector:
+    """``matrix @ q``, in slices of ``_SCAN_ROWS`` rows spread over ``_SCANS`` when the matrix is long."""
+    out = np.empty(len(matrix), dtype=np.float32)
+    if len(matrix) <= _SCAN_ROWS or _SCANS._max_workers < 2:
+        np.dot(matrix, q, out=out)
+        return out
+    step = max(_SCAN_ROWS // 2, -(-len(matrix) // _SCANS._max_workers))
+
+    def one(lo: int) -> None:
+        np.dot(matrix[lo : lo + step], q, out=out[lo : lo + step])
+
+    list(_SCANS.map(one, range(0, len(matrix), step)))
+    return out
+
+
+def _combined(columns: dict[str, list[pa.Array]], n: int) -> pa.Table:
+    """One table of ``n`` rows from each column's pieces, a column at a time (each column's pieces dropped as it is
+    made; a column missing from some pieces, one added to the table since, is null there)."""
+    arrays = {}
+    for name in list(columns):
+        pieces = columns.pop(name)
+        arrays[name] = pa.concat_arrays(pieces) if sum(len(p) for p in pieces) == n else None
+    return pa.table({k: v for k, v in arrays.items() if v is not None})
+
+
+class ColdIndex:
+    """The cold messages of one owner (the Arrow of ``MemoryStore.message_columns``), searched in process."""
+
+    def __init__(self, parts: Iterable[pa.Table], capacity: int = 0) -> None:
+        """``parts``: the cold messages' Arrow, in one table or in pieces read one after another; each piece is
+        copied out of (its vectors into one matrix, its words into postings, its other columns into a table of
+        their own) and dropped, so only the index and one piece are held at a time. ``capacity``: how many rows to
+        expect (the matrix is made once at that size, and grown if more come)."""
+        matrix = np.zeros((0, 0), dtype=np.float32)
+        n = 0
+        columns: dict[str, list[pa.Array]] = {}
+        self._term: dict[str, int] = {}
+        words: list[npt.NDArray[np.int64]] = []
+        where: list[npt.NDArray[np.int64]] = []
+        for part in parts:
+            rows = part.num_rows
+            if not rows:
+                continue
+            if not matrix.shape[1]:
+                matrix = np.zeros((max(capacity, rows), _dim(part.column("vector"))), dtype=np.float32)
+            if n + rows > len(matrix):
+                grown = np.zeros((max(2 * len(matrix), n + rows), matrix.shape[1]), dtype=np.float32)
+                grown[:n] = matrix[:n]
+                matrix = grown
+            _unit_rows(part.column("vector"), matrix[n : n + rows])
+            names = part.column_names
+            if "tokens" in names:
+                codes, at = self._words(part.column("tokens").combine_chunks())
+                words.append(codes)
+                where.append(at + n)
+            for name in names:
+                if name not in ("vector", "tokens"):  # a copy: a slice would hold the piece's buffers
+                    columns.setdefault(name, []).append(pa.concat_arrays(part.column(name).chunks))
+            n += rows
+        self._vectors: Vector = matrix[:n]
+        self._has_vector: npt.NDArray[np.bool_] = np.asarray(self._vectors.any(axis=1), dtype=bool)
+        self._table = _combined(columns, n)
+        self._ids: pa.Array = self._table.column("id").combine_chunks() if n else pa.array([], pa.string())
+        self._n = n
+        hashes = np.fromiter((hash(i) for i in self._ids.to_pylist()), dtype=np.int64, count=n)
+        self._by_hash = np.argsort(hashes, kind="stable")
+        self._hashes = hashes[self._by_hash]
+        empty = np.zeros(0, dtype=np.int64)
+        self._postings(np.concatenate(words) if words else empty, np.concatenate(where) if where else empty, n)
+
+    def _words(self, tokens: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The words of a piece's ``tokens``: each word's term number (terms numbered as first met) and row."""
+        lists = pc.split_pattern(pc.fill_null(tokens, ""), " ")
+        flat = pc.list_flatten(lists)
+        rows = pc.list_parent_indices(lists)
+        kept = pc.not_equal(flat, "")
+        encoded = pc.dictionary_encode(flat.filter(kept))
+        terms = np.asarray(
+            [self._term.setdefault(t, len(self._term)) for t in encoded.dictionary.to_pylist()], dtype=np.int64
+        )
+        codes = terms[encoded.indices.to_numpy(zero_copy_only=False)] if len(terms) else np.zeros(0, dtype=np.int64)
+        return codes, rows.filter(kept).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    def _postings(self, codes: npt.NDArray[np.int64], rows: npt.NDArray[np.int64], n: int) -> None:
+        """Per term, the rows holding it and how often (sorted by term, then row), and each row's length norm."""
+        key = codes * max(n, 1) + rows
+        pairs, counts = np.unique(key, return_counts=True)
+        self._docs = (pairs % max(n, 1)).astype(np.int32)
+        self._tf = counts.astype(np.float32)
+        self._starts = np.searchsorted(pairs // max(n, 1), np.arange(len(self._term) + 1))
+        lengths = np.bincount(rows, minlength=n).astype(np.float64)
+        average = float(lengths.mean()) if n and lengths.mean() > 0 else 1.0
+        self._norm = _K1 * (1 - _B + _B * lengths / average)
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate resident bytes: the matrix, the postings, the columns, the id map."""
+        arrays = self._vectors.nbytes + self._docs.nbytes + self._tf.nbytes + self._norm.nbytes + self._starts.nbytes
+        arrays += self._hashes.nbytes + self._by_hash.nbytes
+        return int(arrays + self._table.nbytes) + 80 * len(self._term)
+
+    def _best(self, scores: npt.NDArray[np.float64] | Vector, eligible: npt.NDArray[np.bool_], k: int) -> list[int]:
+        """The ``k`` best eligible rows by score, ties by id."""
+        at = np.flatnonzero(eligible)
+        if k <= 0 or not len(at):
+            return []
+        if len(at) > k:
+            kth = np.partition(scores[at], len(at) - k)[len(at) - k]
+            at = at[scores[at] >= kth]
+        rows = at.tolist()
+        ranked = sorted(zip(rows, self.ids_of(rows), strict=True), key=lambda p: (-float(scores[p[0]]), p[1]))
+        return [i for i, _ in ranked[:k]]
+
+    def nearest(self, vector: Sequence[float], k: int) -> list[int]:
+        """Rows of the ``k`` cold messages most similar to ``vector`` (cosine), best first."""
+        if not self._n or not self._vectors.shape[1]:
+            return []
+        q = np.asarray(vector, dtype=np.float32)
+        if q.shape != (self._vectors.shape[1],):
+            return []
+        return self._best(_cosines(self._vectors, q), self._has_vector, k)
+
+    def matching(self, query: str, k: int) -> list[int]:
+        """Rows of the ``k`` cold messages with the best BM25 for the words of ``query``, best first."""
+        terms = [self._term[t] for t in dict.fromkeys(search_text(query).split()) if t in self._term]
+        if not terms:
+            return []
+        n = self._n
+        scores = np.zeros(n, dtype=np.float64)
+        for t in terms:
+            lo, hi = int(self._starts[t]), int(self._starts[t + 1])
+            docs, tf = self._docs[lo:hi], self._tf[lo:hi]
+            idf = math.log(1 + (n - (hi - lo) + 0.5) / ((hi - lo) + 0.5))
+            scores[docs] += idf * tf * (_K1 + 1) / (tf + self._norm[docs])
+        return self._best(scores, scores > 0, k)
+
+    def ids_of(self, positions: Sequence[int]) -> list[str]:
+        """The ids of the messages at these rows."""
+        return list(self._ids.take(pa.array(positions, pa.int64())).to_pylist()) if positions else []
+
+    def positions(self, ids: Iterable[str]) -> dict[str, int]:
+        """Rows of the cold messages among ``ids`` (others skipped)."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted or not self._n:
+            return {}
+        asked = np.fromiter((hash(i) for i in wanted), dtype=np.int64, count=len(wanted))
+        lo = np.searchsorted(self._hashes, asked, side="left")
+        hi = np.searchsorted(self._hashes, asked, side="right")
+        found: dict[str, int] = {}
+        for id_, a, b in zip(wanted, lo.tolist(), hi.tolist(), strict=True):
+            for p in self._by_hash[a:b].tolist():  # the rows sharing the id's hash: the one holding the id
+                if self._ids[p].as_py() == id_:
+                    found[id_] = p
+        return found
+
+    def rows(self, positions: Sequence[int]) -> list[tuple[MessageRow, Vector | None]]:
+        """The messages at these rows without their vectors, each with its unit vector (None without one)."""
+        if not positions:
+            return []
+        made = rows_from_arrow("messages", self._table.take(pa.array(positions, pa.int64())), vectors=False)
+        present = self._has_vector[list(positions)].tolist()
+        return [
+            (row, self._vectors[p] if has else None)  # type: ignore[misc]
+            for row, p, has in zip(made, positions, present, strict=True)
+        ]
