@@ -56,7 +56,7 @@ _ROW_BYTES = 2800
 INDEX_ROW_BYTES = 2200
 """Approximate resident bytes a cold message takes in a ``ColdIndex`` (a 384-float vector, its columns,
 postings and id), to tell before reading whether a cold part fits ``CacheSettings.cold_index_bytes``."""
-INDEX_READ_ROWS = 4096
+INDEX_READ_ROWS = 2048
 """Cold messages read from the store at a time while a ``ColdIndex`` is made."""
 
 

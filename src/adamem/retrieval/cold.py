@@ -32,9 +32,10 @@ Vector = npt.NDArray[np.float32]
 _K1, _B = 1.2, 0.75
 
 
-def _unit_rows(column: pa.ChunkedArray, out: Vector) -> None:
-    """Write a vector column into ``out`` as unit rows, chunk by chunk (zero rows, and rows of another length than
-    ``out``'s, stay zero): the column's own buffers are read in place, the division writes ``out``."""
+def _unit_rows(column: pa.ChunkedArray, out: Vector, present: npt.NDArray[np.bool_]) -> None:
+    """Write a vector column into ``out`` as unit rows, chunk by chunk, and which rows have a vector into ``present``
+    (zero rows, and rows of another length than ``out``'s, stay zero and absent): the column's own buffers are
+    read in place, the division writes ``out``."""
     at = 0
     for chunk in column.chunks:
         rows = len(chunk)
@@ -44,10 +45,12 @@ def _unit_rows(column: pa.ChunkedArray, out: Vector) -> None:
         else:
             matrix = vector_matrix(pa.chunked_array([chunk], chunk.type))
             if matrix.shape[1] != out.shape[1]:
+                present[at : at + rows] = False
                 at += rows
                 continue
         norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float32))
         np.divide(matrix, np.where(norms > 0, norms, 1.0)[:, None], out=out[at : at + rows], dtype=np.float32)
+        present[at : at + rows] = norms > 0
         at += rows
 
 
@@ -97,43 +100,47 @@ class ColdIndex:
         their own) and dropped, so only the index and one piece are held at a time. ``capacity``: how many rows to
         expect (the matrix is made once at that size, and grown if more come)."""
         matrix = np.zeros((0, 0), dtype=np.float32)
+        present = np.zeros(0, dtype=bool)
         n = 0
         columns: dict[str, list[pa.Array]] = {}
         self._term: dict[str, int] = {}
-        words: list[npt.NDArray[np.int64]] = []
-        where: list[npt.NDArray[np.int64]] = []
+        words: list[npt.NDArray[np.int32]] = []
+        where: list[npt.NDArray[np.int32]] = []
         for part in parts:
             rows = part.num_rows
             if not rows:
                 continue
             if not matrix.shape[1]:
                 matrix = np.zeros((max(capacity, rows), _dim(part.column("vector"))), dtype=np.float32)
+                present = np.zeros(len(matrix), dtype=bool)
             if n + rows > len(matrix):
                 grown = np.zeros((max(2 * len(matrix), n + rows), matrix.shape[1]), dtype=np.float32)
                 grown[:n] = matrix[:n]
-                matrix = grown
-            _unit_rows(part.column("vector"), matrix[n : n + rows])
+                matrix, present = grown, np.concatenate([present[:n], np.zeros(len(grown) - n, dtype=bool)])
+            _unit_rows(part.column("vector"), matrix[n : n + rows], present[n : n + rows])
             names = part.column_names
             if "tokens" in names:
                 codes, at = self._words(part.column("tokens").combine_chunks())
                 words.append(codes)
-                where.append(at + n)
+                where.append((at + n).astype(np.int32))
             for name in names:
                 if name not in ("vector", "tokens"):  # a copy: a slice would hold the piece's buffers
                     columns.setdefault(name, []).append(pa.concat_arrays(part.column(name).chunks))
             n += rows
         self._vectors: Vector = matrix[:n]
-        self._has_vector: npt.NDArray[np.bool_] = np.asarray(self._vectors.any(axis=1), dtype=bool)
+        self._has_vector: npt.NDArray[np.bool_] = present[:n]
         self._table = _combined(columns, n)
         self._ids: pa.Array = self._table.column("id").combine_chunks() if n else pa.array([], pa.string())
         self._n = n
         hashes = np.fromiter((hash(i) for i in self._ids.to_pylist()), dtype=np.int64, count=n)
         self._by_hash = np.argsort(hashes, kind="stable")
         self._hashes = hashes[self._by_hash]
-        empty = np.zeros(0, dtype=np.int64)
-        self._postings(np.concatenate(words) if words else empty, np.concatenate(where) if where else empty, n)
+        empty = np.zeros(0, dtype=np.int32)
+        codes = np.concatenate(words) if words else empty
+        del words
+        self._postings(codes, np.concatenate(where) if where else empty, n)
 
-    def _words(self, tokens: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def _words(self, tokens: pa.Array) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
         """The words of a piece's ``tokens``: each word's term number (terms numbered as first met) and row."""
         lists = pc.split_pattern(pc.fill_null(tokens, ""), " ")
         flat = pc.list_flatten(lists)
@@ -141,14 +148,14 @@ class ColdIndex:
         kept = pc.not_equal(flat, "")
         encoded = pc.dictionary_encode(flat.filter(kept))
         terms = np.asarray(
-            [self._term.setdefault(t, len(self._term)) for t in encoded.dictionary.to_pylist()], dtype=np.int64
+            [self._term.setdefault(t, len(self._term)) for t in encoded.dictionary.to_pylist()], dtype=np.int32
         )
-        codes = terms[encoded.indices.to_numpy(zero_copy_only=False)] if len(terms) else np.zeros(0, dtype=np.int64)
+        codes = terms[encoded.indices.to_numpy(zero_copy_only=False)] if len(terms) else np.zeros(0, dtype=np.int32)
         return codes, rows.filter(kept).to_numpy(zero_copy_only=False).astype(np.int64)
 
-    def _postings(self, codes: npt.NDArray[np.int64], rows: npt.NDArray[np.int64], n: int) -> None:
+    def _postings(self, codes: npt.NDArray[np.int32], rows: npt.NDArray[np.int32], n: int) -> None:
         """Per term, the rows holding it and how often (sorted by term, then row), and each row's length norm."""
-        key = codes * max(n, 1) + rows
+        key = codes.astype(np.int64) * max(n, 1) + rows
         pairs, counts = np.unique(key, return_counts=True)
         self._docs = (pairs % max(n, 1)).astype(np.int32)
         self._tf = counts.astype(np.float32)
