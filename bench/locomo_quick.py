@@ -131,10 +131,13 @@ def recall(ranked: list[str], gold: list[str], k: int = 10) -> float:
 
 
 def parse_set(values: list[str]) -> RetrievalConfig:
-    """``SEED_DEFAULT`` with ``key=value`` replacements."""
+    """``SEED_DEFAULT`` with ``key=value`` replacements (``cache.<field>=<int>`` for ``CacheSettings``)."""
     changes: dict[str, Any] = {"cache": CacheSettings(query_cache=False)}
     for item in values:
         key, _, raw = item.partition("=")
+        if key.startswith("cache."):  # a cache setting, e.g. cache.hot_messages=100 (an integer)
+            changes["cache"] = dataclasses.replace(changes["cache"], **{key.removeprefix("cache."): int(raw)})
+            continue
         current = getattr(SEED_DEFAULT, key)
         if isinstance(current, (BaseFusion, SearchSource)):
             changes[key] = type(current)(raw)

@@ -150,6 +150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     same = {  # per tree, per run: questions answered exactly as in the first tree's first run
         tree: [sum(a == b for a, b in zip(first, r["answers"], strict=True)) for r in rs] for tree, rs in runs.items()
     }
+    own = {  # per tree, per run: questions answered exactly as in that tree's first run
+        tree: [sum(a == b for a, b in zip(rs[0]["answers"], r["answers"], strict=True)) for r in rs]
+        for tree, rs in runs.items()
+    }
     result = {
         "benchmark": "long_owner",
         "command": "python -m bench.long_owner " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -169,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for tree, rs in runs.items()
         },
         "answers_identical_to_first_run": same,
+        "answers_identical_to_the_trees_first_run": own,
     }
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

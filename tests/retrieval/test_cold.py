@@ -181,11 +181,13 @@ def _archive(rows: list[MessageRow], hot: int, index_bytes: int) -> ColdArchive:
     return ColdArchive(store, "default:alice", split, index_bytes=index_bytes)
 
 
-def test_a_cold_part_is_read_after_the_first_search_and_only_when_it_fits() -> None:
+def test_a_cold_part_is_read_when_asked_and_only_when_it_fits() -> None:
     rows = _messages()
     archive = _archive(rows, hot=2, index_bytes=1 << 30)
     assert archive.indexed and archive.held() is None
     first = archive.search(rows[2].vector, "hiking", 3)  # through the store's searches
+    assert archive.held() is None
+    archive.begin_read()
     index = archive.held()
     assert index is not None and len(index) == archive.split.cold_messages == len(rows) - 2
     reads = archive.reads
@@ -195,6 +197,7 @@ def test_a_cold_part_is_read_after_the_first_search_and_only_when_it_fits() -> N
 
     small = _archive(rows, hot=2, index_bytes=(len(rows) - 2) * INDEX_ROW_BYTES - 1)
     small.search(rows[2].vector, "hiking", 3)
+    small.begin_read()
     assert not small.indexed and small.held() is None
 
 
@@ -202,4 +205,5 @@ def test_a_closed_archive_never_reads_its_cold_part() -> None:
     archive = _archive(_messages(), hot=2, index_bytes=1 << 30)
     archive.close()
     archive.search((1.0, 0.0, 0.0, 0.0), "hiking", 3)
+    archive.begin_read()
     assert archive.held() is None

@@ -4,7 +4,7 @@ A query process holds an owner with more than ``CacheSettings.hot_messages`` mes
 newest ``hot_messages`` messages plus every record, trait and graph node, and its edges as columns
 (``OwnerSnapshot``, ``retrieval.edges``). The older messages are cold. ``ColdArchive`` finds them
 for the owner's first question with the store's own vector and full-text indexes (``below_seq``:
-the cold part only), then reads the cold part's columns once, beside the questions that follow
+the cold part only), then reads the cold part's columns once, in the background once that answer is ready
 (``retrieval.cold.ColdIndex``: unit vectors as one float32 matrix, a BM25 index of the stored
 tokens, the other fields as Arrow), when they fit ``CacheSettings.cold_index_bytes``; every later
 question waits for that read and searches the cold part in process, exactly, with no store read.
@@ -166,7 +166,9 @@ class ColdArchive:
         except CancelledError:
             return None
 
-    def _begin_index(self) -> None:
+    def begin_read(self) -> None:
+        """Begin reading the cold part into the process, when it fits and is not read yet (``Retriever.query`` calls
+        this once an answer is ready: the read runs between questions, not beside the first one's ranking)."""
         with self._lock:
             if self.indexed and self._index is None and not self._closed:
                 self._index = _READS.submit(self._read_index)
@@ -203,7 +205,7 @@ class ColdArchive:
         """The ``k`` nearest cold messages by vector, and the ``k`` best by full text when ``text`` has words,
         each with its unit vector (the caller keeps these: the memo may drop them for other queries' reads).
 
-        Through the store's indexes until the cold part is held; the first such search begins its read."""
+        Through the store's indexes until the cold part's read has begun (``begin_read``), in process after."""
         index = self.held()
         if index is not None:
             at = dict.fromkeys(index.nearest(vector, k) + (index.matching(text, k) if text.strip() else []))
@@ -222,7 +224,6 @@ class ColdArchive:
         for hit in hits:
             if isinstance(hit.row, MessageRow):
                 seen.setdefault(hit.row.id, hit.row)
-        self._begin_index()
         return self._keep(seen.values())
 
     def get(self, message_id: str) -> MessageRow | None:

@@ -15,6 +15,7 @@ import math
 import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -129,6 +130,7 @@ class ColdIndex:
             n += rows
         self._vectors: Vector = matrix[:n]
         self._has_vector: npt.NDArray[np.bool_] = present[:n]
+        self._with_vector = np.flatnonzero(self._has_vector)
         self._table = _combined(columns, n)
         self._ids: pa.Array = self._table.column("id").combine_chunks() if n else pa.array([], pa.string())
         self._n = n
@@ -171,20 +173,20 @@ class ColdIndex:
     def nbytes(self) -> int:
         """Approximate resident bytes: the matrix, the postings, the columns, the id map."""
         arrays = self._vectors.nbytes + self._docs.nbytes + self._tf.nbytes + self._norm.nbytes + self._starts.nbytes
-        arrays += self._hashes.nbytes + self._by_hash.nbytes
+        arrays += self._hashes.nbytes + self._by_hash.nbytes + self._with_vector.nbytes
         return int(arrays + self._table.nbytes) + 80 * len(self._term)
 
-    def _best(self, scores: npt.NDArray[np.float64] | Vector, eligible: npt.NDArray[np.bool_], k: int) -> list[int]:
-        """The ``k`` best eligible rows by score, ties by id."""
-        at = np.flatnonzero(eligible)
-        if k <= 0 or not len(at):
+    def _best(self, rows: npt.NDArray[np.int64], scores: npt.NDArray[np.floating[Any]], k: int) -> list[int]:
+        """The ``k`` best of ``rows`` by their ``scores``, ties by id."""
+        if k <= 0 or not len(rows):
             return []
-        if len(at) > k:
-            kth = np.partition(scores[at], len(at) - k)[len(at) - k]
-            at = at[scores[at] >= kth]
-        rows = at.tolist()
-        ranked = sorted(zip(rows, self.ids_of(rows), strict=True), key=lambda p: (-float(scores[p[0]]), p[1]))
-        return [i for i, _ in ranked[:k]]
+        if len(rows) > k:
+            kth = np.partition(scores, len(rows) - k)[len(rows) - k]
+            kept = scores >= kth
+            rows, scores = rows[kept], scores[kept]
+        at = rows.tolist()
+        ranked = sorted(zip(scores.tolist(), self.ids_of(at), at, strict=True), key=lambda p: (-p[0], p[1]))
+        return [i for _, _, i in ranked[:k]]
 
     def nearest(self, vector: Sequence[float], k: int) -> list[int]:
         """Rows of the ``k`` cold messages most similar to ``vector`` (cosine), best first."""
@@ -193,7 +195,7 @@ class ColdIndex:
         q = np.asarray(vector, dtype=np.float32)
         if q.shape != (self._vectors.shape[1],):
             return []
-        return self._best(_cosines(self._vectors, q), self._has_vector, k)
+        return self._best(self._with_vector, _cosines(self._vectors, q)[self._with_vector], k)
 
     def matching(self, query: str, k: int) -> list[int]:
         """Rows of the ``k`` cold messages with the best BM25 for the words of ``query``, best first."""
@@ -201,13 +203,17 @@ class ColdIndex:
         if not terms:
             return []
         n = self._n
-        scores = np.zeros(n, dtype=np.float64)
-        for t in terms:
+        docs, parts = [], []
+        for t in terms:  # each term's postings: its rows and their share of the score
             lo, hi = int(self._starts[t]), int(self._starts[t + 1])
-            docs, tf = self._docs[lo:hi], self._tf[lo:hi]
+            rows, tf = self._docs[lo:hi], self._tf[lo:hi]
             idf = math.log(1 + (n - (hi - lo) + 0.5) / ((hi - lo) + 0.5))
-            scores[docs] += idf * tf * (_K1 + 1) / (tf + self._norm[docs])
-        return self._best(scores, scores > 0, k)
+            docs.append(rows)
+            parts.append(idf * tf * (_K1 + 1) / (tf + self._norm[rows]))
+        matched, where = np.unique(np.concatenate(docs), return_inverse=True)
+        scores = np.bincount(where, weights=np.concatenate(parts), minlength=len(matched)).astype(np.float64)
+        positive = scores > 0
+        return self._best(matched[positive].astype(np.int64), scores[positive], k)
 
     def ids_of(self, positions: Sequence[int]) -> list[str]:
         """The ids of the messages at these rows."""

@@ -396,6 +396,8 @@ class Retriever:
         )
         if cache:
             self._answers.put(owner_id, state.version, qvec, guard, answer)
+        if snap.archive is not None:
+            snap.archive.begin_read()  # later questions search the cold part in process
         return answer
 
     def _frame(
