@@ -56,7 +56,12 @@ def open_retriever(settings: Settings, store: MemoryStore | None = None) -> Retr
 
     if store is None:
         store = open_store(settings.store, read_only=True)
-    cache = replace(SEED_DEFAULT.cache, hot_bytes=settings.query_memory_mb << 20, hot_messages=settings.hot_messages)
+    cache = replace(
+        SEED_DEFAULT.cache,
+        hot_bytes=settings.query_memory_mb << 20,
+        hot_messages=settings.hot_messages,
+        cold_index_bytes=settings.cold_index_mb << 20,
+    )
     return Retriever(
         store,
         build_embedder(resolve(settings, store)),

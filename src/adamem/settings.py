@@ -89,6 +89,12 @@ class Settings:
         2000,
         "Newest messages of an owner a query process holds; older ones are read through the store's indexes (0: all).",
     )
+    cold_index_mb: int = _env(
+        "ADAMEM_COLD_INDEX_MEMORY",
+        512,
+        "Megabytes an owner's older messages may take when read into the query process after its first question "
+        "(about 2.2 KB a message), to be searched there; a larger part stays in the store (0: always).",
+    )
     metrics_interval_s: float = _env(
         "ADAMEM_METRICS_INTERVAL", 5.0, "Seconds between a worker's consumer-lag measurements."
     )
