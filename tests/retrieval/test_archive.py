@@ -252,3 +252,22 @@ def test_after_its_first_question_a_tiered_owner_searches_its_cold_part_in_proce
         assert snap.archive.reads > reads and snap.archive.held() is None
     finally:
         off.close()
+
+
+def test_the_cold_parts_held_in_process_are_reported_with_the_caches(services: tuple[Retriever, Retriever]) -> None:
+    """``cache_stats`` (``/metrics``): one cold part held after the first answer, its bytes, and the cold searches
+    answered in process (hits) and by the store (misses) of this process."""
+    tiered, _ = services
+
+    def cold() -> tuple[str, int, int, int, int, int]:
+        return next(c for c in tiered.cache_stats() if c[0] == "cold_parts")
+
+    before = cold()
+    tiered.query(OWNER, "where do I live?")
+    snap = tiered.snapshot(OWNER)
+    assert snap.archive is not None and snap.archive.held() is not None
+    after_first = cold()
+    assert after_first[3] == 1 and after_first[4] == snap.archive.held().nbytes > 0  # type: ignore[union-attr]
+    assert after_first[2] == before[2] + 1 and after_first[1] == before[1]  # the first: through the store
+    tiered.query(OWNER, "What food do I like?")
+    assert cold()[1] == after_first[1] + 1 and cold()[2] == after_first[2]  # then in process

@@ -41,7 +41,7 @@ from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.base import ArchiveSplit, MemoryStore
 from adamem.retrieval.cold import ColdIndex
 
-__all__ = ["ColdArchive", "Vector"]
+__all__ = ["SEARCHES", "ColdArchive", "Vector"]
 
 Vector = npt.NDArray[np.float32]
 
@@ -76,6 +76,25 @@ def _release() -> None:
     pa.default_memory_pool().release_unused()
     if _TRIM is not None:
         _TRIM(0)
+
+
+class _Searches:
+    """Cold searches of the process: answered in process (a held cold part) or through the store (for metrics)."""
+
+    def __init__(self) -> None:
+        self.in_process = 0
+        self.in_store = 0
+        self._lock = threading.Lock()
+
+    def count(self, in_process: bool) -> None:
+        with self._lock:
+            if in_process:
+                self.in_process += 1
+            else:
+                self.in_store += 1
+
+
+SEARCHES = _Searches()
 
 
 class _Closed(Exception):
@@ -166,6 +185,15 @@ class ColdArchive:
         except CancelledError:
             return None
 
+    @property
+    def loaded(self) -> ColdIndex | None:
+        """The cold part in process if its read has ended (no waiting)."""
+        with self._lock:
+            reading = self._index
+        if reading is None or not reading.done() or reading.cancelled():
+            return None
+        return reading.result()
+
     def begin_read(self) -> None:
         """Begin reading the cold part into the process, when it fits and is not read yet (``Retriever.query`` calls
         this once an answer is ready: the read runs between questions, not beside the first one's ranking)."""
@@ -207,6 +235,7 @@ class ColdArchive:
 
         Through the store's indexes until the cold part's read has begun (``begin_read``), in process after."""
         index = self.held()
+        SEARCHES.count(index is not None)
         if index is not None:
             at = dict.fromkeys(index.nearest(vector, k) + (index.matching(text, k) if text.strip() else []))
             return self._remember(index.rows(list(at)))

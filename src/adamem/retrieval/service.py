@@ -43,6 +43,7 @@ from adamem.projections.folds.style import STYLE_KIND, AnswerStyle, style_of
 from adamem.projections.packs import owner_parameters, recorded_parameters
 from adamem.projections.store.base import MemoryStore
 from adamem.retrieval.answer import Answer, Item, PathStep, Provenance, Timing, readable
+from adamem.retrieval.archive import SEARCHES as COLD_SEARCHES
 from adamem.retrieval.archive import ColdArchive
 from adamem.retrieval.base import Candidate, SemanticScorer, base_candidates, speaker_of
 from adamem.retrieval.cache import LFUCache, OwnerFacts, OwnerState, QueryCache, VectorMemo
@@ -146,11 +147,22 @@ class Retriever:
             self._executor.shutdown(wait=True)
 
     def cache_stats(self) -> list[tuple[str, int, int, int, int, int]]:
-        """``(cache, hits, misses, entries, bytes, budget)`` of each cache: hot snapshots, owner states, answers,
-        question vectors; bytes and budget (approximate) for the snapshots only, -1 for the others."""
+        """``(cache, hits, misses, entries, bytes, budget)`` of each cache: hot snapshots, the cold parts of
+        long-lived owners held in process (hits: cold searches answered there, misses: by the store; their
+        bytes count within the snapshots' budget), owner states, answers, question vectors; bytes and budget
+        (approximate) for the snapshots and cold parts only, -1 for the others."""
         snaps = self._snapshots
+        cold = [i for _, (_, snap) in snaps.items() if snap.archive is not None and (i := snap.archive.loaded)]
         return [
             ("hot_snapshots", snaps.hits, snaps.misses, len(snaps), snaps.weight, snaps.budget),
+            (  # owners' older messages held in process: searches answered there (hit) or by the store (miss)
+                "cold_parts",
+                COLD_SEARCHES.in_process,
+                COLD_SEARCHES.in_store,
+                len(cold),
+                sum(i.nbytes for i in cold),
+                snaps.budget,
+            ),
             ("owner_states", self._states.hits, self._states.misses, len(self._states), -1, -1),
             ("query_answers", self._answers.hits, self._answers.misses, len(self._answers), -1, -1),
             ("question_vectors", self._vectors.hits, self._vectors.misses, len(self._vectors), -1, -1),
