@@ -39,6 +39,7 @@ from adamem.projections.store.base import NODE_COLUMNS, ArchiveSplit, OwnerChang
 from adamem.projections.store.factory import open_store, open_views
 from adamem.projections.store.lance import LanceStore, switch_view
 from adamem.settings import Settings
+from adamem.text import search_text
 from tests.conftest import s3_store_env
 
 PARTITIONS = 2
@@ -842,9 +843,15 @@ def test_load_owner_columns_holds_the_rows_load_owner_reads(store: MemoryStore) 
         assert [e["id"] for e in edge_columns] == ["g0", "g1"]  # bob's edge is bob's
         assert node_columns == [{c: getattr(node, c) for c in NODE_COLUMNS}]  # and so is his node
         assert not [r for r in rows if isinstance(r, GraphNodeRow | GraphEdgeRow)]  # the graph in columns only
+        records = {r.id: r for r in rows if isinstance(r, EpisodicRow)}
+        for table, tokens in loaded.tokens.items():  # where the store hands them: the text's own, cut as stored
+            assert table == "episodic" and set(tokens) <= set(records)
+            assert tokens == {i: search_text(records[i].content) for i in tokens}
     empty = store.load_owner_columns("default:nobody")
     assert empty.rows == [] and empty.edges.num_rows == 0 and empty.nodes.num_rows == 0
     assert all(not ids for ids, _ in empty.vectors.values())
+    if not isinstance(store, memory_store.InMemoryStore):  # the LanceDB table holds them: every record's
+        assert loaded.tokens == {"episodic": {"e1": search_text("a fact")}}
 
 
 def test_lancedb_an_ivf_pq_index_still_finds_the_nearest_cold_message_first(tmp_path: Path) -> None:

@@ -9,9 +9,23 @@ from typing import Any
 
 import numpy as np
 
-from adamem.projections.folds.rows import MessageRow, float32_vector
+from adamem.projections.folds.rows import EpisodicRow, MessageRow, float32_vector
 from adamem.projections.store.base import TEXT_FIELDS
+from adamem.projections.store.lance_arrow import row_tokens
 from adamem.retrieval.index import TextIndex, VectorIndex, best_first
+from adamem.text import tokenize
+
+
+def _blank(cls: type[Any]) -> dict[str, Any]:
+    """Every field of a row dataclass defaulted by type (optional ones absent)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        hint = typing.get_type_hints(cls)[f.name]
+        if type(None) in typing.get_args(hint):
+            out[f.name] = None
+        else:
+            out[f.name] = {str: "", int: 0, float: 0.0, bool: False}.get(hint, () if f.name == "vector" else [])
+    return out
 
 
 def _message(id_: str, text: str, vector: tuple[float, ...]) -> MessageRow:
@@ -75,3 +89,27 @@ def test_best_first_is_the_head_of_a_stable_sort() -> None:
         for m in (1, 3, 10, 40, 1000):
             head = best_first(scores, m)
             assert len(head) >= min(m, n) and np.array_equal(head, full[: len(head)]), (n, m)
+
+
+def test_an_index_of_the_stored_tokens_scores_as_one_that_cuts_the_text() -> None:
+    """Records' words taken from the store's ``tokens`` (``OwnerColumns.tokens``) instead of cut again: the same
+    postings and lengths, so the same BM25 for every query, phrases and Chinese included; a row the tokens miss
+    is cut as before, and a table of two fields (or with ``extra``) ignores them."""
+    rng = random.Random(8)
+    words = ["hiking", "Berlin", "worked out", "check-up", "cats'", "running", "the", "studies", "住在北京", "喜欢火锅"]
+    records = [
+        EpisodicRow(**{**_blank(EpisodicRow), "id": f"e{i:02d}", "owner_id": "default:a", "content": text})
+        for i, text in enumerate(" ".join(rng.choice(words) for _ in range(rng.randint(1, 8))) for _ in range(40))
+    ]
+    stored = {r.id: row_tokens("episodic", r) for r in records[:-3]}  # the last three left to be cut
+    cut, taken = TextIndex(records, ("content",)), TextIndex(records, ("content",), tokens=stored)
+    for terms in [[t] for w in words for t in tokenize(w)] + [tokenize(" ".join(words)), ["absent"]]:
+        assert np.array_equal(taken.scores(terms), cut.scores(terms)), terms
+    wrong = {r.id: "absent words" for r in records}
+    assert np.array_equal(
+        TextIndex(records, ("content", "owner_id"), tokens=wrong).scores(tokenize("hiking")),
+        TextIndex(records, ("content", "owner_id")).scores(tokenize("hiking")),
+    )
+    assert not np.array_equal(
+        TextIndex(records, ("content",), tokens=wrong).scores(tokenize("hiking")), cut.scores(tokenize("hiking"))
+    )

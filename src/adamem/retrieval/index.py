@@ -79,13 +79,18 @@ class TextIndex:
         k1: float = 1.2,
         b: float = 0.75,
         extra: Callable[[_Row], str] | None = None,
+        tokens: Mapping[str, str] | None = None,
     ) -> None:
+        """``tokens``: a row's words as the store holds them (``OwnerColumns.tokens``: its one field cut by
+        ``search_text`` when it was written), taken instead of cutting its text again; one field and no
+        ``extra`` only."""
         self._fields, self._extra, self._k1, self._b = fields, extra, k1, b
         self._slot_of: dict[str, int] = {}
         lengths: list[float] = []
         postings: dict[str, tuple[list[int], list[float]]] = {}
+        stored = tokens if tokens is not None and len(fields) == 1 and extra is None else {}
         for row in sorted(rows, key=lambda r: r.id):
-            self._index_row(row, len(lengths), lengths, postings)
+            self._index_row(row, len(lengths), lengths, postings, stored.get(row.id))
         self._lengths = np.asarray(lengths, dtype=np.float64)
         self._base(postings)
         self._delta: dict[str, _Postings] = {}
@@ -93,11 +98,19 @@ class TextIndex:
         self._place(rows)
 
     def _index_row(
-        self, row: _Row, slot: int, lengths: list[float], postings: dict[str, tuple[list[int], list[float]]]
+        self,
+        row: _Row,
+        slot: int,
+        lengths: list[float],
+        postings: dict[str, tuple[list[int], list[float]]],
+        tokens: str | None = None,
     ) -> None:
-        """Tokenise a row into ``slot``: its length and its postings."""
-        text = " ".join(str(getattr(row, f)) for f in self._fields)
-        words = tokenize(f"{text} {self._extra(row)}" if self._extra is not None else text)
+        """Tokenise a row into ``slot`` (or take its stored ``tokens``): its length and its postings."""
+        if tokens is not None:
+            words = tokens.split()
+        else:
+            text = " ".join(str(getattr(row, f)) for f in self._fields)
+            words = tokenize(f"{text} {self._extra(row)}" if self._extra is not None else text)
         self._slot_of[row.id] = slot
         lengths.append(float(len(words)))
         for term, count in Counter(words).items():

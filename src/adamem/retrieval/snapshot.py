@@ -117,6 +117,7 @@ class OwnerSnapshot:
         self.nodes = NodeIndex(NodeColumns(owner_id, columns.nodes))
         self._edges = EdgeIndex(EdgeColumns(owner_id, columns.edges))
         self._vector_indexes = {t: VectorIndex.of_matrix(*columns.vectors[t]) for t in SEARCHED}
+        self._tokens = columns.tokens  # until the text indexes are made
         self._derive()
 
     def _rows_of(self, table: str) -> dict[str, Any]:
@@ -407,8 +408,14 @@ class OwnerSnapshot:
     def _text_indexes(self) -> dict[str, TextIndex]:
         # a message is also found by the words of what was extracted from it ("Alice lives in Shenzhen"),
         # before its records exist (working memory) and after
+        tokens, self._tokens = getattr(self, "_tokens", {}), {}
         return {
-            t: TextIndex(self.table_rows(t), TEXT_FIELDS[t], extra=extracted_text if t == "messages" else None)
+            t: TextIndex(
+                self.table_rows(t),
+                TEXT_FIELDS[t],
+                extra=extracted_text if t == "messages" else None,
+                tokens=tokens.get(t),
+            )
             for t in SEARCHED
         }
 

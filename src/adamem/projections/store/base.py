@@ -26,6 +26,7 @@ __all__ = [
     "NODE_SCHEMA",
     "SEARCHED_TABLES",
     "TEXT_FIELDS",
+    "TOKENS_KEPT",
     "ArchiveSplit",
     "ChangeEntry",
     "Hit",
@@ -50,6 +51,10 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 """Fields whose words make a table's full-text ``tokens`` column."""
 
+
+TOKENS_KEPT = ("episodic",)
+"""Tables whose stored full-text tokens ``load_owner_columns`` hands over (one text field each: the tokens of the
+row are those of that field, so a reader's full-text index need not cut the text again)."""
 
 SEARCHED_TABLES = ("messages", "episodic", "persona")
 """Tables with a vector column that retrieval searches."""

@@ -35,6 +35,7 @@ from adamem.projections.store.base import (
     NODE_COLUMNS,
     SEARCHED_TABLES,
     TEXT_FIELDS,
+    TOKENS_KEPT,
     ArchiveSplit,
     Hit,
     OwnerChanges,
@@ -459,16 +460,22 @@ class LanceStore:
 
         graph = {"graph_edges": EDGE_COLUMNS, "graph_nodes": NODE_COLUMNS}
 
-        def one(table: str) -> tuple[list[Row], tuple[list[str], Any] | None, pa.Table | None]:
+        Read = tuple[list[Row], tuple[list[str], Any] | None, pa.Table | None, dict[str, str] | None]
+
+        def one(table: str) -> Read:
             data = shard.columns(table, wheres[table], graph.get(table), repin=False)
             if table in graph:
-                return [], None, data
+                return [], None, data, None
             if data is None:
-                return [], None, None
+                return [], None, None, None
             if table not in SEARCHED_TABLES:
-                return rows_from_arrow(table, data), None, None
-            vectors = (data.column("id").to_pylist(), vector_matrix(data.column("vector")))
-            return rows_from_arrow(table, data, vectors=False), vectors, None
+                return rows_from_arrow(table, data), None, None, None
+            ids = data.column("id").to_pylist()
+            tokens = None
+            if table in TOKENS_KEPT and "tokens" in data.column_names:
+                tokens = dict(zip(ids, data.column("tokens").to_pylist(), strict=True))
+            vectors = (ids, vector_matrix(data.column("vector")))
+            return rows_from_arrow(table, data, vectors=False), vectors, None, tokens
 
         def read() -> OwnerColumns:
             shard.pin()
@@ -476,9 +483,14 @@ class LanceStore:
             empty = owner_columns(())
             vectors = {t: found[t][1] or empty.vectors[t] for t in SEARCHED_TABLES}
             edges, nodes = found["graph_edges"][2], found["graph_nodes"][2]
-            rows = [row for rows, _, _ in found.values() for row in rows]
+            rows = [row for rows, _, _, _ in found.values() for row in rows]
+            tokens = {t: kept for t in TOKENS_KEPT if (kept := found[t][3]) is not None}
             return OwnerColumns(
-                rows, vectors, edges if edges is not None else empty.edges, nodes if nodes is not None else empty.nodes
+                rows,
+                vectors,
+                edges if edges is not None else empty.edges,
+                nodes if nodes is not None else empty.nodes,
+                tokens,
             )
 
         return shard.reading(read)

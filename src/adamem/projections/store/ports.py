@@ -93,6 +93,9 @@ class OwnerColumns:
     vectors: dict[str, tuple[list[str], npt.NDArray[np.float32]]]  # table -> (row ids, their vectors; zeros: none)
     edges: pa.Table  # the graph edges, ``base.EDGE_COLUMNS``
     nodes: pa.Table  # the graph nodes, ``base.NODE_COLUMNS``
+    tokens: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    """``base.TOKENS_KEPT`` table -> row id -> its full-text ``tokens`` as the store holds them
+    (``lance_arrow.row_tokens``); an adapter that holds rows, not columns, hands none (the reader cuts the text)."""
 
 
 class StoreReader(Protocol):
