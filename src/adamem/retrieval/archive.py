@@ -284,7 +284,8 @@ class ColdArchive:
     def existing(self, ids: Iterable[str]) -> set[str]:
         """The cold messages among ``ids`` that exist, without reading their rows.
 
-        The cold part's ids are read once (``message_ids``) and kept as the sorted hashes of their text;
+        The cold part's ids are those of its ``ColdIndex`` once held, or else read once (``message_ids``), kept as
+        the sorted hashes of their text;
         an id is taken to exist when its hash is among them (two ids of one owner sharing a 64-bit hash
         is the only way to be wrong). The cold part does not change under a snapshot: a cold message
         rewritten or forgotten makes the owner load afresh, with a new archive.
@@ -292,8 +293,9 @@ class ColdArchive:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return set()
+        index = self.loaded
         with self._lock:
-            hashes = self._id_hashes
+            hashes = index.id_hashes if index is not None else self._id_hashes  # held in process: no read
         if hashes is None:
             cold = self.store.message_ids(self.owner_id, below_seq=self.below_seq)
             self.reads += 1

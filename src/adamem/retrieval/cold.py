@@ -11,7 +11,6 @@ store's searches are.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,13 +23,12 @@ import pyarrow.compute as pc
 
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.lance_arrow import rows_from_arrow, vector_matrix
+from adamem.projections.store.scoring import BM25_B, BM25_K1, bm25_idf
 from adamem.text import search_text
 
 __all__ = ["ColdIndex"]
 
 Vector = npt.NDArray[np.float32]
-
-_K1, _B = 1.2, 0.75
 
 
 def _unit_rows(column: pa.ChunkedArray, out: Vector, present: npt.NDArray[np.bool_]) -> None:
@@ -61,7 +59,8 @@ def _dim(column: pa.ChunkedArray) -> int:
     return int(vector_matrix(column).shape[1])
 
 
-_SCANS = ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix="adamem-cold-scan")
+_SCAN_THREADS = min(4, os.cpu_count() or 1)
+_SCANS = ThreadPoolExecutor(_SCAN_THREADS, thread_name_prefix="adamem-cold-scan")
 """Threads sharing a long cold part's matrix-vector product (NumPy releases the GIL; one BLAS thread each)."""
 _SCAN_ROWS = 32_768
 """Rows of the matrix one thread multiplies at most."""
@@ -70,10 +69,10 @@ _SCAN_ROWS = 32_768
 def _cosines(matrix: Vector, q: Vector) -> Vector:
     """``matrix @ q``, in slices of ``_SCAN_ROWS`` rows spread over ``_SCANS`` when the matrix is long."""
     out = np.empty(len(matrix), dtype=np.float32)
-    if len(matrix) <= _SCAN_ROWS or _SCANS._max_workers < 2:
+    if len(matrix) <= _SCAN_ROWS or _SCAN_THREADS < 2:
         np.dot(matrix, q, out=out)
         return out
-    step = max(_SCAN_ROWS // 2, -(-len(matrix) // _SCANS._max_workers))
+    step = max(_SCAN_ROWS // 2, -(-len(matrix) // _SCAN_THREADS))
 
     def one(lo: int) -> None:
         np.dot(matrix[lo : lo + step], q, out=out[lo : lo + step])
@@ -82,14 +81,10 @@ def _cosines(matrix: Vector, q: Vector) -> Vector:
     return out
 
 
-def _combined(columns: dict[str, list[pa.Array]], n: int) -> pa.Table:
-    """One table of ``n`` rows from each column's pieces, a column at a time (each column's pieces dropped as it is
-    made; a column missing from some pieces, one added to the table since, is null there)."""
-    arrays = {}
-    for name in list(columns):
-        pieces = columns.pop(name)
-        arrays[name] = pa.concat_arrays(pieces) if sum(len(p) for p in pieces) == n else None
-    return pa.table({k: v for k, v in arrays.items() if v is not None})
+def _combined(columns: dict[str, list[pa.Array]]) -> pa.Table:
+    """One table from each column's pieces (the pieces of one table, so of one schema), a column at a time: each
+    column's pieces are dropped as it is made."""
+    return pa.table({name: pa.concat_arrays(columns.pop(name)) for name in list(columns)})
 
 
 class ColdIndex:
@@ -131,12 +126,13 @@ class ColdIndex:
         self._vectors: Vector = matrix[:n]
         self._has_vector: npt.NDArray[np.bool_] = present[:n]
         self._with_vector = np.flatnonzero(self._has_vector)
-        self._table = _combined(columns, n)
+        self._table = _combined(columns)
         self._ids: pa.Array = self._table.column("id").combine_chunks() if n else pa.array([], pa.string())
         self._n = n
         hashes = np.fromiter((hash(i) for i in self._ids.to_pylist()), dtype=np.int64, count=n)
         self._by_hash = np.argsort(hashes, kind="stable")
-        self._hashes = hashes[self._by_hash]
+        self.id_hashes = hashes[self._by_hash]
+        """The cold messages' ids as sorted hashes (``hash``), as ``ColdArchive.existing`` holds them."""
         empty = np.zeros(0, dtype=np.int32)
         codes = np.concatenate(words) if words else empty
         del words
@@ -164,7 +160,7 @@ class ColdIndex:
         self._starts = np.searchsorted(pairs // max(n, 1), np.arange(len(self._term) + 1))
         lengths = np.bincount(rows, minlength=n).astype(np.float64)
         average = float(lengths.mean()) if n and lengths.mean() > 0 else 1.0
-        self._norm = _K1 * (1 - _B + _B * lengths / average)
+        self._norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / average)
 
     def __len__(self) -> int:
         return self._n
@@ -173,7 +169,7 @@ class ColdIndex:
     def nbytes(self) -> int:
         """Approximate resident bytes: the matrix, the postings, the columns, the id map."""
         arrays = self._vectors.nbytes + self._docs.nbytes + self._tf.nbytes + self._norm.nbytes + self._starts.nbytes
-        arrays += self._hashes.nbytes + self._by_hash.nbytes + self._with_vector.nbytes
+        arrays += self.id_hashes.nbytes + self._by_hash.nbytes + self._with_vector.nbytes
         return int(arrays + self._table.nbytes) + 80 * len(self._term)
 
     def _best(self, rows: npt.NDArray[np.int64], scores: npt.NDArray[np.floating[Any]], k: int) -> list[int]:
@@ -207,9 +203,8 @@ class ColdIndex:
         for t in terms:  # each term's postings: its rows and their share of the score
             lo, hi = int(self._starts[t]), int(self._starts[t + 1])
             rows, tf = self._docs[lo:hi], self._tf[lo:hi]
-            idf = math.log(1 + (n - (hi - lo) + 0.5) / ((hi - lo) + 0.5))
             docs.append(rows)
-            parts.append(idf * tf * (_K1 + 1) / (tf + self._norm[rows]))
+            parts.append(bm25_idf(n, hi - lo) * tf * (BM25_K1 + 1) / (tf + self._norm[rows]))
         matched, where = np.unique(np.concatenate(docs), return_inverse=True)
         scores = np.bincount(where, weights=np.concatenate(parts), minlength=len(matched)).astype(np.float64)
         positive = scores > 0
@@ -225,8 +220,8 @@ class ColdIndex:
         if not wanted or not self._n:
             return {}
         asked = np.fromiter((hash(i) for i in wanted), dtype=np.int64, count=len(wanted))
-        lo = np.searchsorted(self._hashes, asked, side="left")
-        hi = np.searchsorted(self._hashes, asked, side="right")
+        lo = np.searchsorted(self.id_hashes, asked, side="left")
+        hi = np.searchsorted(self.id_hashes, asked, side="right")
         found: dict[str, int] = {}
         for id_, a, b in zip(wanted, lo.tolist(), hi.tolist(), strict=True):
             for p in self._by_hash[a:b].tolist():  # the rows sharing the id's hash: the one holding the id

@@ -13,7 +13,6 @@ scores an index built from scratch over the same rows gives (tests/retrieval/tes
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -21,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
+from adamem.projections.store.scoring import BM25_B, BM25_K1, bm25_idf
 from adamem.text import tokenize
 
 __all__ = ["TextIndex", "Vector", "VectorIndex", "best_first", "extracted_text"]
@@ -76,8 +76,8 @@ class TextIndex:
         self,
         rows: Sequence[_Row],
         fields: tuple[str, ...],
-        k1: float = 1.2,
-        b: float = 0.75,
+        k1: float = BM25_K1,
+        b: float = BM25_B,
         extra: Callable[[_Row], str] | None = None,
         tokens: Mapping[str, str] | None = None,
     ) -> None:
@@ -223,7 +223,7 @@ class TextIndex:
             rows, tf = self._live_postings(t)
             df = len(rows)
             if df:
-                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                idf = bm25_idf(n, df)
                 out[rows] += weighted[t] * idf * tf * (self._k1 + 1) / (tf + self._norm[rows])
         return out
 
@@ -247,7 +247,7 @@ class TextIndex:
             tf = counts.get(t, 0)
             if tf:
                 df = len(self._live_postings(t)[0]) + 1
-                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                idf = bm25_idf(n, df)
                 out += weighted[t] * idf * tf * (self._k1 + 1) / (tf + norm)
         return out
 
@@ -261,7 +261,7 @@ class TextIndex:
     def idf(self, term: str) -> float:
         """The term's inverse document frequency over this version's rows (0 where it occurs nowhere)."""
         n, df = len(self.ids), len(self._live_postings(term)[0])
-        return math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
+        return bm25_idf(n, df) if df else 0.0
 
     def document_frequency(self, term: str) -> int:
         """How many of this version's rows contain the term."""

@@ -170,6 +170,7 @@ class OwnerSnapshot:
             return self
         new = object.__new__(OwnerSnapshot)
         new.owner_id, new.params, new.owner, new.archive = self.owner_id, self.params, self.owner, self.archive
+        new._tokens = {}  # rows written since were not in the loaded columns: their text is cut
         for table in _ATTRIBUTE:
             rows = self._rows_of(table)
             setattr(new, _ATTRIBUTE[table], dict(rows) if table in touched else rows)
@@ -408,7 +409,7 @@ class OwnerSnapshot:
     def _text_indexes(self) -> dict[str, TextIndex]:
         # a message is also found by the words of what was extracted from it ("Alice lives in Shenzhen"),
         # before its records exist (working memory) and after
-        tokens, self._tokens = getattr(self, "_tokens", {}), {}
+        tokens, self._tokens = self._tokens, {}
         return {
             t: TextIndex(
                 self.table_rows(t),
