@@ -234,11 +234,27 @@ class ColdArchive:
         each with its unit vector (the caller keeps these: the memo may drop them for other queries' reads).
 
         Through the store's indexes until the cold part's read has begun (``begin_read``), in process after."""
+        return self.begin_search(vector, text, k)()
+
+    def begin_search(
+        self, vector: Sequence[float], text: str, k: int
+    ) -> Callable[[], list[tuple[MessageRow, Vector | None]]]:
+        """``search`` begun: with the cold part in process its vector product starts on other threads, and the call
+        returned finishes it (the asker's other work runs meanwhile); through the store, the call searches."""
         index = self.held()
         SEARCHES.count(index is not None)
-        if index is not None:
-            at = dict.fromkeys(index.nearest(vector, k) + (index.matching(text, k) if text.strip() else []))
+        if index is None:
+            return lambda: self._search_store(vector, text, k)
+        nearest = index.begin_nearest(vector, k)
+
+        def finish() -> list[tuple[MessageRow, Vector | None]]:
+            matched = index.matching(text, k) if text.strip() else []  # while the product's slices are taken
+            at = dict.fromkeys(nearest() + matched)
             return self._remember(index.rows(list(at)))
+
+        return finish
+
+    def _search_store(self, vector: Sequence[float], text: str, k: int) -> list[tuple[MessageRow, Vector | None]]:
         words = (
             _SEARCHES.submit(self.store.text_search, "messages", self.owner_id, text, k, self.below_seq)
             if text.strip()

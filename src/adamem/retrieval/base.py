@@ -27,7 +27,7 @@ then move the score toward 1: ``(1 − b)·s + b`` for rows of the speakers the 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,6 +150,7 @@ class SemanticScorer:
         self._bm25: dict[str, Vector] = {}
         self._bm25_max: dict[str, float] = {}
         self._bm25_outside: dict[str, float] = {}  # cold messages of a tiered owner, by id
+        self._outside: Callable[[MemoryRow], float] | None = None  # their scorer, for this question's terms
         self.cold_vectors: dict[str, npt.NDArray[np.float32]] = {}  # the cold messages this query read
         self._cos_desc: list[float] = []  # negated, ascending: base cosines best first
         self._bm_desc: list[float] = []
@@ -195,7 +196,9 @@ class SemanticScorer:
         if self.view.snapshot.archive is not None and table == "messages":
             found = self._bm25_outside.get(row.id)
             if found is None:
-                found = self._bm25_outside[row.id] = index.score_outside(row, self.terms, self.expansion)
+                if self._outside is None:
+                    self._outside = index.outside(self.terms, self.expansion)
+                found = self._bm25_outside[row.id] = self._outside(row)
             return found
         return 0.0
 
@@ -272,25 +275,36 @@ def _best_usable(
         seen, want = len(order), want * 4
 
 
-def _from_snapshot(scorer: SemanticScorer, table: str, k: int) -> list[MemoryRow]:
+def _from_snapshot(scorer: SemanticScorer, table: str, k: int, cold: _ColdFound | None = None) -> list[MemoryRow]:
+    """The ``k`` best rows of a table by vector and by words; ``cold``: the cold messages' search under way, for the
+    messages table of a tiered owner."""
     snap = scorer.view.snapshot
     out = _best_usable(scorer, table, scorer.cosines(table), snap.vector_index(table).ids, k)
-    if table == "messages" and snap.archive is not None:
-        out += _from_archive(scorer, k)
-    if not scorer.terms and not scorer.expansion:
-        return out
-    bm = scorer.bm25_all(table)
-    matching = np.flatnonzero(bm > 0)  # the ids of the rows looked at only (of thousands matching)
-    text_ids = snap.text_index(table).ids
-    return out + _best_usable(scorer, table, bm[matching], text_ids, k, at=matching)
+    if scorer.terms or scorer.expansion:
+        bm = scorer.bm25_all(table)
+        matching = np.flatnonzero(bm > 0)  # the ids of the rows looked at only (of thousands matching)
+        text_ids = snap.text_index(table).ids
+        out += _best_usable(scorer, table, bm[matching], text_ids, k, at=matching)
+    if cold is not None:
+        out += _archive_found(scorer, cold)
+    return out
 
 
-def _from_archive(scorer: SemanticScorer, k: int) -> list[MemoryRow]:
-    """Cold messages of a tiered owner that the store's vector and full-text indexes find (``retrieval.archive``)."""
+_ColdFound = Callable[[], list[tuple[MessageRow, "npt.NDArray[np.float32] | None"]]]
+
+
+def _begin_archive(scorer: SemanticScorer, k: int) -> _ColdFound:
+    """The search of a tiered owner's cold messages (``retrieval.archive``) begun: in process, its vector product
+    runs beside the other tables' searches."""
     archive = scorer.view.snapshot.archive
     assert archive is not None
     words = [*scorer.terms, *sorted(scorer.expansion)]
-    found = archive.search(scorer.q.tolist(), " ".join(words), k)
+    return archive.begin_search(scorer.q.tolist(), " ".join(words), k)
+
+
+def _archive_found(scorer: SemanticScorer, cold: _ColdFound) -> list[MemoryRow]:
+    """Cold messages the archive's vector and full-text searches found, their vectors kept for the scorer."""
+    found = cold()
     scorer.cold_vectors.update((r.id, v) for r, v in found if v is not None)
     return [r for r, _ in found if scorer.usable(r)]
 
@@ -308,12 +322,15 @@ def base_candidates(store: MemoryStore, scorer: SemanticScorer, question: str) -
     """Search every table, keep what the view and whose memory allow, score, best first."""
     view, cfg = scorer.view, scorer.config
     found: dict[tuple[str, str], tuple[str, MemoryRow]] = {}
+    cold = None
+    if cfg.search is not SearchSource.STORE and view.snapshot.archive is not None:
+        cold = _begin_archive(scorer, cfg.fetch_k)  # first: the other tables are searched beside its product
     for table in TABLES:
         if cfg.search is SearchSource.STORE:
             k = cfg.fetch_k * (1 if view.live else cfg.as_of_overfetch)
             rows = _from_store(store, scorer, question, table, k)
         else:
-            rows = _from_snapshot(scorer, table, cfg.fetch_k)
+            rows = _from_snapshot(scorer, table, cfg.fetch_k, cold if table == "messages" else None)
         for row in rows:
             if isinstance(row, PersonaRow) and row.kind == STYLE_KIND:
                 continue  # how the owner likes answers is not itself an answer

@@ -12,8 +12,9 @@ store's searches are.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -60,31 +61,60 @@ def _dim(column: pa.ChunkedArray) -> int:
 
 
 _SCAN_THREADS = min(4, os.cpu_count() or 1)
-_SCANS = ThreadPoolExecutor(_SCAN_THREADS, thread_name_prefix="adamem-cold-scan")
-"""Threads sharing a long cold part's matrix-vector product (NumPy releases the GIL; one BLAS thread each)."""
-_SCAN_ROWS = 32_768
-"""Rows of the matrix one thread multiplies at most."""
+_SCANS = ThreadPoolExecutor(max(1, _SCAN_THREADS - 1), thread_name_prefix="adamem-cold-scan")
+"""Threads sharing a long cold part's matrix-vector product with the asking thread (NumPy releases the GIL; one
+BLAS thread each)."""
+_SCAN_ROWS = 8_192
+"""Rows of the matrix in one slice of the product."""
+
+
+class _Product:
+    """``matrix @ q`` under way: its slices are taken one at a time by the ``_SCANS`` threads and, once it has done
+    what it could meanwhile, by the asking thread (``result``), so the product and the question's other work share
+    the cores. A short matrix is multiplied at once, by the asking thread."""
+
+    def __init__(self, matrix: Vector, q: Vector) -> None:
+        self._matrix, self._q = matrix, q
+        self.out = np.empty(len(matrix), dtype=np.float32)
+        self._next = 0
+        self._lock = threading.Lock()
+        self._helpers: list[Future[None]] = []
+        if len(matrix) > _SCAN_ROWS and _SCAN_THREADS > 1:
+            slices = -(-len(matrix) // _SCAN_ROWS)
+            self._helpers = [_SCANS.submit(self._work) for _ in range(min(_SCAN_THREADS - 1, slices - 1))]
+
+    def _work(self) -> None:
+        """Multiply slices until none is left."""
+        while True:
+            with self._lock:
+                lo = self._next
+                self._next += _SCAN_ROWS
+            if lo >= len(self._matrix):
+                return
+            np.dot(self._matrix[lo : lo + _SCAN_ROWS], self._q, out=self.out[lo : lo + _SCAN_ROWS])
+
+    def result(self) -> Vector:
+        """The product: the slices left are multiplied here, then those other threads took are waited for."""
+        self._work()
+        for helper in self._helpers:
+            helper.result()
+        return self.out
 
 
 def _cosines(matrix: Vector, q: Vector) -> Vector:
-    """``matrix @ q``, in slices of ``_SCAN_ROWS`` rows spread over ``_SCANS`` when the matrix is long."""
-    out = np.empty(len(matrix), dtype=np.float32)
-    if len(matrix) <= _SCAN_ROWS or _SCAN_THREADS < 2:
-        np.dot(matrix, q, out=out)
-        return out
-    step = max(_SCAN_ROWS // 2, -(-len(matrix) // _SCAN_THREADS))
-
-    def one(lo: int) -> None:
-        np.dot(matrix[lo : lo + step], q, out=out[lo : lo + step])
-
-    list(_SCANS.map(one, range(0, len(matrix), step)))
-    return out
+    """``matrix @ q``, its slices shared by ``_SCANS`` and the calling thread when the matrix is long."""
+    return _Product(matrix, q).result()
 
 
 def _combined(columns: dict[str, list[pa.Array]]) -> pa.Table:
-    """One table from each column's pieces (the pieces of one table, so of one schema), a column at a time: each
-    column's pieces are dropped as it is made."""
-    return pa.table({name: pa.concat_arrays(columns.pop(name)) for name in list(columns)})
+    """One table from each column's pieces (the pieces of one table, so of one schema), one column at a time: each
+    column's pieces are dropped, and the memory they held handed back to Arrow's pool, before the next is made (a
+    table of contiguous columns: taking rows from 50 chunks costs 20 times as much)."""
+    out = {}
+    for name in list(columns):
+        out[name] = pa.concat_arrays(columns.pop(name))
+        pa.default_memory_pool().release_unused()
+    return pa.table(out)
 
 
 class ColdIndex:
@@ -99,9 +129,10 @@ class ColdIndex:
         present = np.zeros(0, dtype=bool)
         n = 0
         columns: dict[str, list[pa.Array]] = {}
+        hashes: list[npt.NDArray[np.int64]] = []
         self._term: dict[str, int] = {}
-        words: list[npt.NDArray[np.int32]] = []
-        where: list[npt.NDArray[np.int32]] = []
+        postings: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]] = []
+        lengths: list[npt.NDArray[np.int64]] = []
         for part in parts:
             rows = part.num_rows
             if not rows:
@@ -117,11 +148,14 @@ class ColdIndex:
             names = part.column_names
             if "tokens" in names:
                 codes, at = self._words(part.column("tokens").combine_chunks())
-                words.append(codes)
-                where.append((at + n).astype(np.int32))
+                postings.append(self._piece_postings(codes, at, rows, n))
+                lengths.append(np.bincount(at, minlength=rows))
+            else:
+                lengths.append(np.zeros(rows, dtype=np.int64))
             for name in names:
                 if name not in ("vector", "tokens"):  # a copy: a slice would hold the piece's buffers
                     columns.setdefault(name, []).append(pa.concat_arrays(part.column(name).chunks))
+            hashes.append(np.fromiter((hash(i) for i in columns["id"][-1].to_pylist()), dtype=np.int64, count=rows))
             n += rows
         self._vectors: Vector = matrix[:n]
         self._has_vector: npt.NDArray[np.bool_] = present[:n]
@@ -129,14 +163,11 @@ class ColdIndex:
         self._table = _combined(columns)
         self._ids: pa.Array = self._table.column("id").combine_chunks() if n else pa.array([], pa.string())
         self._n = n
-        hashes = np.fromiter((hash(i) for i in self._ids.to_pylist()), dtype=np.int64, count=n)
-        self._by_hash = np.argsort(hashes, kind="stable")
-        self.id_hashes = hashes[self._by_hash]
+        every = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.int64)
+        self._by_hash = np.argsort(every, kind="stable")
+        self.id_hashes = every[self._by_hash]
         """The cold messages' ids as sorted hashes (``hash``), as ``ColdArchive.existing`` holds them."""
-        empty = np.zeros(0, dtype=np.int32)
-        codes = np.concatenate(words) if words else empty
-        del words
-        self._postings(codes, np.concatenate(where) if where else empty, n)
+        self._merge(postings, np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64))
 
     def _words(self, tokens: pa.Array) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
         """The words of a piece's ``tokens``: each word's term number (terms numbered as first met) and row."""
@@ -151,16 +182,33 @@ class ColdIndex:
         codes = terms[encoded.indices.to_numpy(zero_copy_only=False)] if len(terms) else np.zeros(0, dtype=np.int32)
         return codes, rows.filter(kept).to_numpy(zero_copy_only=False).astype(np.int64)
 
-    def _postings(self, codes: npt.NDArray[np.int32], rows: npt.NDArray[np.int32], n: int) -> None:
-        """Per term, the rows holding it and how often (sorted by term, then row), and each row's length norm."""
-        key = codes.astype(np.int64) * max(n, 1) + rows
-        pairs, counts = np.unique(key, return_counts=True)
-        self._docs = (pairs % max(n, 1)).astype(np.int32)
-        self._tf = counts.astype(np.float32)
-        self._starts = np.searchsorted(pairs // max(n, 1), np.arange(len(self._term) + 1))
-        lengths = np.bincount(rows, minlength=n).astype(np.float64)
-        average = float(lengths.mean()) if n and lengths.mean() > 0 else 1.0
-        self._norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / average)
+    @staticmethod
+    def _piece_postings(
+        codes: npt.NDArray[np.int32], at: npt.NDArray[np.int64], rows: int, first: int
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]:
+        """A piece's postings, sorted by term, then row: each (term, row) once, with how often, rows numbered from
+        ``first``."""
+        pairs, counts = np.unique(codes.astype(np.int64) * rows + at, return_counts=True)
+        return (pairs // rows).astype(np.int32), (pairs % rows + first).astype(np.int32), counts.astype(np.float32)
+
+    def _merge(
+        self,
+        pieces: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]],
+        lengths: npt.NDArray[np.int64],
+    ) -> None:
+        """Per term, the rows holding it and how often (sorted by term, then row: the pieces come in row order and a
+        stable sort by term keeps it), each with its share of the score before the idf."""
+        terms = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0, dtype=np.int32)
+        order = np.argsort(terms, kind="stable")
+        self._docs = (np.concatenate([p[1] for p in pieces]) if pieces else np.zeros(0, dtype=np.int32))[order]
+        tf = (np.concatenate([p[2] for p in pieces]) if pieces else np.zeros(0, dtype=np.float32))[order]
+        pieces.clear()
+        self._starts = np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=len(self._term)))])
+        sizes = lengths.astype(np.float64)
+        average = float(sizes.mean()) if len(sizes) and sizes.mean() > 0 else 1.0
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * sizes / average)
+        self._weight = tf * (BM25_K1 + 1) / (tf + norm[self._docs])
+        """Each posting's BM25 share before its term's idf: ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``."""
 
     def __len__(self) -> int:
         return self._n
@@ -168,7 +216,7 @@ class ColdIndex:
     @property
     def nbytes(self) -> int:
         """Approximate resident bytes: the matrix, the postings, the columns, the id map."""
-        arrays = self._vectors.nbytes + self._docs.nbytes + self._tf.nbytes + self._norm.nbytes + self._starts.nbytes
+        arrays = self._vectors.nbytes + self._docs.nbytes + self._weight.nbytes + self._starts.nbytes
         arrays += self.id_hashes.nbytes + self._by_hash.nbytes + self._with_vector.nbytes
         return int(arrays + self._table.nbytes) + 80 * len(self._term)
 
@@ -186,12 +234,25 @@ class ColdIndex:
 
     def nearest(self, vector: Sequence[float], k: int) -> list[int]:
         """Rows of the ``k`` cold messages most similar to ``vector`` (cosine), best first."""
+        return self.begin_nearest(vector, k)()
+
+    def begin_nearest(self, vector: Sequence[float], k: int) -> Callable[[], list[int]]:
+        """``nearest``, its product begun on other threads: the call returned gives the rows (the asking thread
+        doing what is left of the product), so the asker can do other work meanwhile."""
         if not self._n or not self._vectors.shape[1]:
-            return []
+            return list
         q = np.asarray(vector, dtype=np.float32)
         if q.shape != (self._vectors.shape[1],):
-            return []
-        return self._best(self._with_vector, _cosines(self._vectors, q)[self._with_vector], k)
+            return list
+        product = _Product(self._vectors, q)
+
+        def rows() -> list[int]:
+            scores = product.result()
+            if len(self._with_vector) == self._n:  # every cold message has a vector (the usual case): no copy
+                return self._best(self._with_vector, scores, k)
+            return self._best(self._with_vector, scores[self._with_vector], k)
+
+        return rows
 
     def matching(self, query: str, k: int) -> list[int]:
         """Rows of the ``k`` cold messages with the best BM25 for the words of ``query``, best first."""
@@ -199,16 +260,12 @@ class ColdIndex:
         if not terms:
             return []
         n = self._n
-        docs, parts = [], []
-        for t in terms:  # each term's postings: its rows and their share of the score
+        scores = np.zeros(n, dtype=np.float64)
+        for t in terms:  # each term's postings: its rows (once each) and their share of the score
             lo, hi = int(self._starts[t]), int(self._starts[t + 1])
-            rows, tf = self._docs[lo:hi], self._tf[lo:hi]
-            docs.append(rows)
-            parts.append(bm25_idf(n, hi - lo) * tf * (BM25_K1 + 1) / (tf + self._norm[rows]))
-        matched, where = np.unique(np.concatenate(docs), return_inverse=True)
-        scores = np.bincount(where, weights=np.concatenate(parts), minlength=len(matched)).astype(np.float64)
-        positive = scores > 0
-        return self._best(matched[positive].astype(np.int64), scores[positive], k)
+            scores[self._docs[lo:hi]] += bm25_idf(n, hi - lo) * self._weight[lo:hi]
+        matched = np.flatnonzero(scores > 0)
+        return self._best(matched, scores[matched], k)
 
     def ids_of(self, positions: Sequence[int]) -> list[str]:
         """The ids of the messages at these rows."""

@@ -233,23 +233,30 @@ class TextIndex:
         A cold message of a long-lived owner (``retrieval.archive``) is scored so against the hot
         window's index: the same formula, with the hot rows' document frequencies and lengths.
         """
-        text = " ".join(str(getattr(row, f)) for f in self._fields)
-        words = tokenize(f"{text} {self._extra(row)}" if self._extra is not None else text)
-        counts = Counter(words)
+        return self.outside(terms, weights)(row)
+
+    def outside(self, terms: Iterable[str], weights: Mapping[str, float] | None = None) -> Callable[[_Row], float]:
+        """``score_outside`` for one query's terms, each term's document frequency counted once for every row."""
         weighted = dict.fromkeys(terms, 1.0)
         for t, w in (weights or {}).items():
             weighted.setdefault(t, w)
-        n = len(self.ids) + 1
-        avg = (self._total_length + len(words)) / n or 1.0
-        norm = self._k1 * (1 - self._b + self._b * len(words) / avg)
-        out = 0.0
-        for t in sorted(weighted):
-            tf = counts.get(t, 0)
-            if tf:
-                df = len(self._live_postings(t)[0]) + 1
-                idf = bm25_idf(n, df)
-                out += weighted[t] * idf * tf * (self._k1 + 1) / (tf + norm)
-        return out
+        n, k1, b = len(self.ids) + 1, self._k1, self._b
+        weights_idf = [(t, weighted[t] * bm25_idf(n, len(self._live_postings(t)[0]) + 1)) for t in sorted(weighted)]
+
+        def score(row: _Row) -> float:
+            text = " ".join(str(getattr(row, f)) for f in self._fields)
+            words = tokenize(f"{text} {self._extra(row)}" if self._extra is not None else text)
+            counts = Counter(words)
+            avg = (self._total_length + len(words)) / n or 1.0
+            norm = k1 * (1 - b + b * len(words) / avg)
+            out = 0.0
+            for t, w_idf in weights_idf:
+                tf = counts.get(t, 0)
+                if tf:
+                    out += w_idf * tf * (k1 + 1) / (tf + norm)
+            return out
+
+        return score
 
     def _live_postings(self, term: str) -> _Postings:
         """A term's postings among this version's rows: positions and frequencies."""
