@@ -31,6 +31,10 @@ _Row = MessageRow | EpisodicRow | PersonaRow
 _Postings = tuple[_Ints, Vector]  # row slots, term frequencies
 
 
+OUTSIDE_WORDS_KEPT = 4096
+"""Rows outside a text index whose words it keeps for scoring them again (about 1 KB each)."""
+
+
 def extracted_text(row: _Row) -> str:
     """The recorded extraction of a message as words: its facts, attributes and events in the third person."""
     if not isinstance(row, MessageRow) or not row.extraction_json:
@@ -95,6 +99,7 @@ class TextIndex:
         self._base(postings)
         self._delta: dict[str, _Postings] = {}
         self._delta_size = 0
+        self._outside_words: dict[tuple[str, str], tuple[Counter[str], int]] = {}
         self._place(rows)
 
     def _index_row(
@@ -149,6 +154,7 @@ class TextIndex:
         """
         new = object.__new__(TextIndex)
         new._fields, new._extra, new._k1, new._b = self._fields, self._extra, self._k1, self._b
+        new._outside_words = self._outside_words  # a row's words depend on the row alone
         new._slot_of = dict(self._slot_of)
         new._term, new._slots, new._tf = self._term, self._slots, self._tf
         changed = set(changed)
@@ -244,11 +250,9 @@ class TextIndex:
         weights_idf = [(t, weighted[t] * bm25_idf(n, len(self._live_postings(t)[0]) + 1)) for t in sorted(weighted)]
 
         def score(row: _Row) -> float:
-            text = " ".join(str(getattr(row, f)) for f in self._fields)
-            words = tokenize(f"{text} {self._extra(row)}" if self._extra is not None else text)
-            counts = Counter(words)
-            avg = (self._total_length + len(words)) / n or 1.0
-            norm = k1 * (1 - b + b * len(words) / avg)
+            counts, length = self._words_outside(row)
+            avg = (self._total_length + length) / n or 1.0
+            norm = k1 * (1 - b + b * length / avg)
             out = 0.0
             for t, w_idf in weights_idf:
                 tf = counts.get(t, 0)
@@ -257,6 +261,20 @@ class TextIndex:
             return out
 
         return score
+
+    def _words_outside(self, row: _Row) -> tuple[Counter[str], int]:
+        """A row's words as this index would count them, and how many, memoised by what they are cut from (the text
+        fields and a message's recorded extraction, all ``extra`` reads): the cold messages a long-lived owner's
+        questions find recur from one question to the next."""
+        text = " ".join(str(getattr(row, f)) for f in self._fields)
+        key = (text, getattr(row, "extraction_json", ""))
+        found = self._outside_words.get(key)
+        if found is None:
+            words = tokenize(f"{text} {self._extra(row)}" if self._extra is not None else text)
+            if len(self._outside_words) >= OUTSIDE_WORDS_KEPT:
+                self._outside_words.clear()
+            found = self._outside_words[key] = (Counter(words), len(words))
+        return found
 
     def _live_postings(self, term: str) -> _Postings:
         """A term's postings among this version's rows: positions and frequencies."""
