@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import typing
 from typing import Any
@@ -12,7 +13,7 @@ import numpy as np
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, float32_vector
 from adamem.projections.store.base import TEXT_FIELDS
 from adamem.projections.store.lance_arrow import row_tokens
-from adamem.retrieval.index import TextIndex, VectorIndex, best_first
+from adamem.retrieval.index import TextIndex, VectorIndex, best_first, extracted_text
 from adamem.text import tokenize
 
 
@@ -113,3 +114,26 @@ def test_an_index_of_the_stored_tokens_scores_as_one_that_cuts_the_text() -> Non
     assert not np.array_equal(
         TextIndex(records, ("content",), tokens=wrong).scores(tokenize("hiking")), cut.scores(tokenize("hiking"))
     )
+
+
+def test_a_row_outside_the_index_scores_as_if_added_to_it_and_by_its_current_words() -> None:
+    """``score_outside`` is the row's BM25 in an index of the rows and it (the same statistics); asked again after
+    the row's text, or its recorded extraction, changed, it scores the new words, not the kept ones."""
+    texts = ["the dog ran home", "a cat sat", "dog and cat", "我的狗"]
+    rows = [_message(f"m{i}", text, ()) for i, text in enumerate(texts)]
+    index = TextIndex(rows, TEXT_FIELDS["messages"], extra=extracted_text)
+    terms = tokenize("dog home 狗")
+    outside = _message("m9", "my dog went home", ())
+    whole = TextIndex([*rows, outside], TEXT_FIELDS["messages"], extra=extracted_text)
+    want = float(whole.scores(terms)[whole.position["m9"]])
+    assert index.score_outside(outside, terms) == want
+    assert index.score_outside(outside, terms) == want  # from the kept words
+    changed = dataclasses.replace(outside, text="我的狗 went home")
+    whole = TextIndex([*rows, changed], TEXT_FIELDS["messages"], extra=extracted_text)
+    assert index.score_outside(changed, terms) == float(whole.scores(terms)[whole.position["m9"]])
+    assert index.score_outside(changed, terms) != want
+    facts = json.dumps({"facts": [{"content": "Ann walks her dog daily"}]})
+    extracted = dataclasses.replace(outside, extraction_json=facts)
+    whole = TextIndex([*rows, extracted], TEXT_FIELDS["messages"], extra=extracted_text)
+    assert index.score_outside(extracted, terms) == float(whole.scores(terms)[whole.position["m9"]])
+    assert index.score_outside(extracted, terms) != want  # "dog" twice, in a longer text
