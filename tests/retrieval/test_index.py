@@ -137,3 +137,33 @@ def test_a_row_outside_the_index_scores_as_if_added_to_it_and_by_its_current_wor
     whole = TextIndex([*rows, extracted], TEXT_FIELDS["messages"], extra=extracted_text)
     assert index.score_outside(extracted, terms) == float(whole.scores(terms)[whole.position["m9"]])
     assert index.score_outside(extracted, terms) != want  # "dog" twice, in a longer text
+
+
+def test_an_index_made_as_columns_from_every_rows_stored_tokens_is_the_one_made_row_by_row() -> None:
+    """With the store's tokens for every row the index is made as columns (Arrow split, one sort): the same terms,
+    slots, frequencies and lengths as cutting each row, so the same BM25, phrases, Chinese and empty rows
+    included; and it is updated change by change like the other."""
+    rng = random.Random(9)
+    words = ["hiking", "Berlin", "worked out", "check-up", "cats'", "running", "the", "住在北京", "喜欢火锅", ""]
+    records = [
+        EpisodicRow(**{**_blank(EpisodicRow), "id": f"e{i:02d}", "owner_id": "default:a", "content": text})
+        for i, text in enumerate(" ".join(rng.choice(words) for _ in range(rng.randint(1, 8))) for _ in range(60))
+    ]
+    stored = {r.id: row_tokens("episodic", r) for r in records}
+    assert any(not t for t in stored.values())  # a record with no words at all
+    cut, taken = TextIndex(records, ("content",)), TextIndex(records, ("content",), tokens=stored)
+    assert taken._slot_of == cut._slot_of and np.array_equal(taken._lengths, cut._lengths)
+    assert {t: (cut._slots[a:b].tolist(), cut._tf[a:b].tolist()) for t, (a, b) in cut._term.items()} == {
+        t: (taken._slots[a:b].tolist(), taken._tf[a:b].tolist()) for t, (a, b) in taken._term.items()
+    }
+    queries = [[t] for w in words for t in tokenize(w)] + [tokenize(" ".join(words)), ["absent"]]
+    for terms in queries:
+        assert np.array_equal(taken.scores(terms), cut.scores(terms)), terms
+    kept = sorted(
+        [dataclasses.replace(records[3], content="hiking in 北京"), *records[:3], *records[4:10]], key=lambda r: r.id
+    )
+    ids = {records[3].id, *(r.id for r in records[10:])}  # one rewritten, fifty removed
+    fresh = TextIndex(kept, ("content",))
+    for index in (taken.updated(kept, ids), cut.updated(kept, ids)):
+        for terms in queries:
+            assert np.array_equal(index.scores(terms), fresh.scores(terms)), terms

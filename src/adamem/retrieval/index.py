@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 from adamem.projections.store.scoring import BM25_B, BM25_K1, bm25_idf
@@ -93,10 +95,14 @@ class TextIndex:
         lengths: list[float] = []
         postings: dict[str, tuple[list[int], list[float]]] = {}
         stored = tokens if tokens is not None and len(fields) == 1 and extra is None else {}
-        for row in sorted(rows, key=lambda r: r.id):
-            self._index_row(row, len(lengths), lengths, postings, stored.get(row.id))
-        self._lengths = np.asarray(lengths, dtype=np.float64)
-        self._base(postings)
+        ordered = sorted(rows, key=lambda r: r.id)
+        if ordered and all(r.id in stored for r in ordered):
+            self._base_of_tokens([r.id for r in ordered], [stored[r.id] for r in ordered])
+        else:
+            for row in ordered:
+                self._index_row(row, len(lengths), lengths, postings, stored.get(row.id))
+            self._lengths = np.asarray(lengths, dtype=np.float64)
+            self._base(postings)
         self._delta: dict[str, _Postings] = {}
         self._delta_size = 0
         self._outside_words: dict[tuple[str, str], tuple[Counter[str], int]] = {}
@@ -123,9 +129,29 @@ class TextIndex:
             slots.append(slot)
             counts.append(float(count))
 
+    def _base_of_tokens(self, ids: list[str], tokens: list[str]) -> None:
+        """The base of rows whose words the store holds, in slot order (``tokens`` of ``ids``), made as columns:
+        the same terms, slots and frequencies as ``_index_row`` and ``_base`` make row by row."""
+        self._slot_of = {id_: slot for slot, id_ in enumerate(ids)}
+        lists = pc.split_pattern(pa.array(tokens, pa.string()), " ")
+        flat = pc.list_flatten(lists)
+        kept = pc.not_equal(flat, "")
+        slots = pc.list_parent_indices(lists).filter(kept).to_numpy(zero_copy_only=False).astype(np.int64)
+        encoded = pc.dictionary_encode(flat.filter(kept))  # terms numbered as first met, as the dict orders them
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        n = len(ids)
+        pairs, counts = np.unique(codes * n + slots, return_counts=True)  # by term, then slot
+        starts = np.searchsorted(pairs // n, np.arange(len(encoded.dictionary) + 1))
+        self._term: dict[str, tuple[int, int]] = {
+            term: (int(starts[i]), int(starts[i + 1])) for i, term in enumerate(encoded.dictionary.to_pylist())
+        }
+        self._slots = pairs % n
+        self._tf = counts.astype(np.float64)
+        self._lengths = np.bincount(slots, minlength=n).astype(np.float64)
+
     def _base(self, postings: dict[str, tuple[list[int], list[float]]]) -> None:
         """Make ``postings`` the compact base: per term a slice of one slots array and one frequencies array."""
-        self._term: dict[str, tuple[int, int]] = {}
+        self._term = {}
         slots: list[int] = []
         counts: list[float] = []
         for term, (s, c) in postings.items():
