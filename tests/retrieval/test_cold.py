@@ -147,6 +147,26 @@ def test_a_long_matrix_is_multiplied_in_slices_with_the_same_result(monkeypatch:
     assert np.array_equal(cold._cosines(matrix, q), whole)  # the same products, row by row
 
 
+def test_products_begun_together_on_several_threads_each_end_with_their_own_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Products under way at once share the scan threads; each, finished in any order and from any thread, is
+    its own matrix-vector product."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(4)
+    matrix = rng.standard_normal((2000, 16)).astype(np.float32)
+    queries = rng.standard_normal((12, 16)).astype(np.float32)
+    wants = [matrix @ q for q in queries]
+    monkeypatch.setattr(cold, "_SCAN_ROWS", 64)
+    begun = [cold._Product(matrix, q) for q in queries]
+    for product, want in zip(reversed(begun), reversed(wants), strict=True):
+        assert np.array_equal(product.result(), want)
+    with ThreadPoolExecutor(4) as askers:
+        got = list(askers.map(lambda q: cold._Product(matrix, q).result(), list(queries) * 3))
+    assert all(np.array_equal(g, w) for g, w in zip(got, wants * 3, strict=True))
+
+
 def test_bm25_ranks_a_varied_corpus_as_okapi_does() -> None:
     """Documents of 1-40 words over a small vocabulary, so term frequency, document frequency and length all
     change the order: every query's top 10 is the exact Okapi BM25 ranking (k1 1.2, b 0.75), up to the order of
