@@ -372,22 +372,22 @@ class OwnerSnapshot:
         return {}
 
     @cached_property
-    def records_of_message(self) -> Mapping[str, Sequence[str]]:
-        """Ids of the records each message is a source of (by id; read only)."""
+    def records_of_message(self) -> dict[str, tuple[str, ...]]:
+        """Ids of the records each message is a source of."""
         out: dict[str, list[str]] = {}
         for r in sorted(self.records.values(), key=lambda r: r.id):
             for mid in r.source_message_ids:
                 out.setdefault(mid, []).append(r.id)
-        return out
+        return {k: tuple(v) for k, v in out.items()}
 
     @cached_property
-    def traits_of_message(self) -> Mapping[str, Sequence[str]]:
-        """Ids of the persona traits each message is evidence of (by id; read only)."""
+    def traits_of_message(self) -> dict[str, tuple[str, ...]]:
+        """Ids of the persona traits each message is evidence of."""
         out: dict[str, list[str]] = {}
         for t in sorted(self.traits.values(), key=lambda t: t.id):
             for mid in t.evidence_message_ids:
                 out.setdefault(mid, []).append(t.id)
-        return out
+        return {k: tuple(v) for k, v in out.items()}
 
     def table_rows(self, table: str) -> Sequence[MemoryRow]:
         """Every row of ``messages``, ``episodic`` or ``persona``."""
