@@ -142,9 +142,9 @@ def test_a_long_matrix_is_multiplied_in_slices_with_the_same_result(monkeypatch:
     rng = np.random.default_rng(3)
     matrix = rng.standard_normal((1000, 16)).astype(np.float32)
     q = rng.standard_normal(16).astype(np.float32)
-    whole = cold._cosines(matrix, q)
+    whole = cold._Product(matrix, q).result()
     monkeypatch.setattr(cold, "_SCAN_ROWS", 64)
-    assert np.array_equal(cold._cosines(matrix, q), whole)  # the same products, row by row
+    assert np.array_equal(cold._Product(matrix, q).result(), whole)  # the same products, row by row
 
 
 def test_products_begun_together_on_several_threads_each_end_with_their_own_result(

@@ -230,17 +230,18 @@ class ColdArchive:
         return out
 
     def search(self, vector: Sequence[float], text: str, k: int) -> list[tuple[MessageRow, Vector | None]]:
-        """The ``k`` nearest cold messages by vector, and the ``k`` best by full text when ``text`` has words,
-        each with its unit vector (the caller keeps these: the memo may drop them for other queries' reads).
-
-        Through the store's indexes until the cold part's read has begun (``begin_read``), in process after."""
+        """``begin_search``, finished at once."""
         return self.begin_search(vector, text, k)()
 
     def begin_search(
         self, vector: Sequence[float], text: str, k: int
     ) -> Callable[[], list[tuple[MessageRow, Vector | None]]]:
-        """``search`` begun: with the cold part in process its vector product starts on other threads, and the call
-        returned finishes it (the asker's other work runs meanwhile); through the store, the call searches."""
+        """The ``k`` nearest cold messages by vector, and the ``k`` best by full text when ``text`` has words, each
+        with its unit vector (the caller keeps these: the memo may drop them for other queries' reads), as a call.
+
+        Through the store's indexes until the cold part's read has begun (``begin_read``), in process after: then
+        the vector product starts on other threads now and the call returned finishes it, so the asker can do
+        other work meanwhile."""
         index = self.held()
         SEARCHES.count(index is not None)
         if index is None:

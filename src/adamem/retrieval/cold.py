@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.lance_arrow import rows_from_arrow, vector_matrix
 from adamem.projections.store.scoring import BM25_B, BM25_K1, bm25_idf
+from adamem.retrieval.index import stored_words, term_postings
 from adamem.text import search_text
 
 __all__ = ["ColdIndex"]
@@ -101,11 +101,6 @@ class _Product:
         return self.out
 
 
-def _cosines(matrix: Vector, q: Vector) -> Vector:
-    """``matrix @ q``, its slices shared by ``_SCANS`` and the calling thread when the matrix is long."""
-    return _Product(matrix, q).result()
-
-
 def _combined(columns: dict[str, list[pa.Array]]) -> pa.Table:
     """One table from each column's pieces (the pieces of one table, so of one schema), one column at a time: each
     column's pieces are dropped, and the memory they held handed back to Arrow's pool, before the next is made (a
@@ -147,9 +142,9 @@ class ColdIndex:
             _unit_rows(part.column("vector"), matrix[n : n + rows], present[n : n + rows])
             names = part.column_names
             if "tokens" in names:
-                codes, at = self._words(part.column("tokens").combine_chunks())
-                postings.append(self._piece_postings(codes, at, rows, n))
-                lengths.append(np.bincount(at, minlength=rows))
+                term, row, count, length = self._piece_postings(part.column("tokens").combine_chunks(), n)
+                postings.append((term, row, count))
+                lengths.append(length)
             else:
                 lengths.append(np.zeros(rows, dtype=np.int64))
             for name in names:
@@ -169,27 +164,16 @@ class ColdIndex:
         """The cold messages' ids as sorted hashes (``hash``), as ``ColdArchive.existing`` holds them."""
         self._merge(postings, np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64))
 
-    def _words(self, tokens: pa.Array) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
-        """The words of a piece's ``tokens``: each word's term number (terms numbered as first met) and row."""
-        lists = pc.split_pattern(pc.fill_null(tokens, ""), " ")
-        flat = pc.list_flatten(lists)
-        rows = pc.list_parent_indices(lists)
-        kept = pc.not_equal(flat, "")
-        encoded = pc.dictionary_encode(flat.filter(kept))
-        terms = np.asarray(
-            [self._term.setdefault(t, len(self._term)) for t in encoded.dictionary.to_pylist()], dtype=np.int32
-        )
-        codes = terms[encoded.indices.to_numpy(zero_copy_only=False)] if len(terms) else np.zeros(0, dtype=np.int32)
-        return codes, rows.filter(kept).to_numpy(zero_copy_only=False).astype(np.int64)
-
-    @staticmethod
     def _piece_postings(
-        codes: npt.NDArray[np.int32], at: npt.NDArray[np.int64], rows: int, first: int
-    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]:
-        """A piece's postings, sorted by term, then row: each (term, row) once, with how often, rows numbered from
-        ``first``."""
-        pairs, counts = np.unique(codes.astype(np.int64) * rows + at, return_counts=True)
-        return (pairs // rows).astype(np.int32), (pairs % rows + first).astype(np.int32), counts.astype(np.float32)
+        self, tokens: pa.Array, first: int
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        """A piece's postings, sorted by term, then row: each (term, row) once, with how often, terms numbered as
+        first met over the pieces, rows from ``first``; and each row's length."""
+        words, codes, at = stored_words(tokens)
+        terms = np.asarray([self._term.setdefault(t, len(self._term)) for t in words], dtype=np.int64)
+        term, row, count = term_postings(terms[codes] if len(terms) else codes, at, len(tokens))
+        lengths = np.bincount(at, minlength=len(tokens))
+        return term.astype(np.int32), (row + first).astype(np.int32), count.astype(np.float32), lengths
 
     def _merge(
         self,

@@ -12,6 +12,7 @@ scores an index built from scratch over the same rows gives (tests/retrieval/tes
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,7 +26,7 @@ from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 from adamem.projections.store.scoring import BM25_B, BM25_K1, bm25_idf
 from adamem.text import tokenize
 
-__all__ = ["TextIndex", "Vector", "VectorIndex", "best_first", "extracted_text"]
+__all__ = ["TextIndex", "Vector", "VectorIndex", "best_first", "extracted_text", "stored_words", "term_postings"]
 
 Vector = npt.NDArray[np.float64]
 _Ints = npt.NDArray[np.int64]
@@ -41,11 +42,33 @@ def extracted_text(row: _Row) -> str:
     """The recorded extraction of a message as words: its facts, attributes and events in the third person."""
     if not isinstance(row, MessageRow) or not row.extraction_json:
         return ""
-    data = json.loads(row.extraction_json)
+    return _extraction_words(row.extraction_json)
+
+
+@functools.lru_cache(maxsize=4096)
+def _extraction_words(extraction_json: str) -> str:
+    data = json.loads(extraction_json)
     parts = [f["content"] for f in data.get("facts", ())]
     parts += [f"{a['key'].replace('_', ' ')} {a['value']}" for a in data.get("attributes", ())]
     parts += [e["content"] for e in data.get("events", ())]
     return " ".join(parts)
+
+
+def stored_words(tokens: pa.Array) -> tuple[list[str], _Ints, _Ints]:
+    """The words of a column of stored ``tokens`` (``search_text``: words joined by spaces; null: none): the distinct
+    words in the order first met, and each word's number among them and its row."""
+    lists = pc.split_pattern(pc.fill_null(tokens, ""), " ")
+    flat = pc.list_flatten(lists)
+    kept = pc.not_equal(flat, "")
+    encoded = pc.dictionary_encode(flat.filter(kept))
+    rows = pc.list_parent_indices(lists).filter(kept).to_numpy(zero_copy_only=False).astype(np.int64)
+    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), rows
+
+
+def term_postings(codes: _Ints, rows: _Ints, n: int) -> tuple[_Ints, _Ints, _Ints]:
+    """Each (word number, row) pair once, with how often it occurs, sorted by word number, then row (rows < ``n``)."""
+    pairs, counts = np.unique(codes * n + rows, return_counts=True)
+    return pairs // n, pairs % n, counts
 
 
 def best_first(scores: Vector, m: int) -> _Ints:
@@ -105,7 +128,7 @@ class TextIndex:
             self._base(postings)
         self._delta: dict[str, _Postings] = {}
         self._delta_size = 0
-        self._outside_words: dict[tuple[str, str], tuple[Counter[str], int]] = {}
+        self._outside_words: dict[str, tuple[Counter[str], int]] = {}
         self._place(rows)
 
     def _index_row(
@@ -133,19 +156,11 @@ class TextIndex:
         """The base of rows whose words the store holds, in slot order (``tokens`` of ``ids``), made as columns:
         the same terms, slots and frequencies as ``_index_row`` and ``_base`` make row by row."""
         self._slot_of = {id_: slot for slot, id_ in enumerate(ids)}
-        lists = pc.split_pattern(pa.array(tokens, pa.string()), " ")
-        flat = pc.list_flatten(lists)
-        kept = pc.not_equal(flat, "")
-        slots = pc.list_parent_indices(lists).filter(kept).to_numpy(zero_copy_only=False).astype(np.int64)
-        encoded = pc.dictionary_encode(flat.filter(kept))  # terms numbered as first met, as the dict orders them
-        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        words, codes, slots = stored_words(pa.array(tokens, pa.string()))
         n = len(ids)
-        pairs, counts = np.unique(codes * n + slots, return_counts=True)  # by term, then slot
-        starts = np.searchsorted(pairs // n, np.arange(len(encoded.dictionary) + 1))
-        self._term: dict[str, tuple[int, int]] = {
-            term: (int(starts[i]), int(starts[i + 1])) for i, term in enumerate(encoded.dictionary.to_pylist())
-        }
-        self._slots = pairs % n
+        terms, self._slots, counts = term_postings(codes, slots, n)
+        starts = np.searchsorted(terms, np.arange(len(words) + 1))
+        self._term: dict[str, tuple[int, int]] = {w: (int(starts[i]), int(starts[i + 1])) for i, w in enumerate(words)}
         self._tf = counts.astype(np.float64)
         self._lengths = np.bincount(slots, minlength=n).astype(np.float64)
 
@@ -289,17 +304,16 @@ class TextIndex:
         return score
 
     def _words_outside(self, row: _Row) -> tuple[Counter[str], int]:
-        """A row's words as this index would count them, and how many, memoised by what they are cut from (the text
-        fields and a message's recorded extraction, all ``extra`` reads): the cold messages a long-lived owner's
-        questions find recur from one question to the next."""
+        """A row's words as this index would count them, and how many, memoised by the text they are cut from: the
+        cold messages a long-lived owner's questions find recur from one question to the next."""
         text = " ".join(str(getattr(row, f)) for f in self._fields)
-        key = (text, getattr(row, "extraction_json", ""))
-        found = self._outside_words.get(key)
+        source = f"{text} {self._extra(row)}" if self._extra is not None else text
+        found = self._outside_words.get(source)
         if found is None:
-            words = tokenize(f"{text} {self._extra(row)}" if self._extra is not None else text)
+            words = tokenize(source)
             if len(self._outside_words) >= OUTSIDE_WORDS_KEPT:
                 self._outside_words.clear()
-            found = self._outside_words[key] = (Counter(words), len(words))
+            found = self._outside_words[source] = (Counter(words), len(words))
         return found
 
     def _live_postings(self, term: str) -> _Postings:
