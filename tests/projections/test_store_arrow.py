@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -10,7 +11,7 @@ import pytest
 
 from adamem.projections.folds.rows import TABLES, MessageRow, Row
 from adamem.projections.folds.testing import fold, scenario
-from adamem.projections.store.base import TEXT_FIELDS
+from adamem.projections.store.base import TEXT_FIELDS, text_parts
 from adamem.projections.store.lance_arrow import arrow_schema, row_from_dict, row_tokens, rows_from_arrow, rows_to_arrow
 from adamem.text import search_text
 
@@ -18,14 +19,14 @@ DIM = 4
 
 
 def reference(table: str, rows: list[Row], dim: int) -> pa.Table:
-    """The table as the store built it before: one dict per row, vectors as lists, tokens from the text."""
+    """The table as the store built it before: one dict per row, vectors as lists, tokens from the joined text."""
     out = []
     for row in rows:
         d: dict[str, Any] = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}  # type: ignore[arg-type]
         if "vector" in d:
             d["vector"] = list(d["vector"]) if d["vector"] else [0.0] * dim
         if table in TEXT_FIELDS:
-            d["tokens"] = search_text(" ".join(str(d[f]) for f in TEXT_FIELDS[table]))
+            d["tokens"] = search_text(" ".join(text_parts(table, row)))
         out.append(d)
     return pa.Table.from_pylist(out, schema=arrow_schema(table, dim))
 
@@ -57,7 +58,7 @@ def test_tokens_of_long_and_repeated_texts_are_the_search_text() -> None:
     msg = scenario_rows()["messages"][0]
     assert isinstance(msg, MessageRow)
     for text in ("I went hiking with my dogs — 我喜欢吃辣的", "running shoes " * 400):
-        row = dataclasses.replace(msg, text=text)
+        row = dataclasses.replace(msg, text=text, extraction_json="")
         assert row_tokens("messages", row) == row_tokens("messages", row) == search_text(f"{row.speaker} {text}")
 
 
@@ -81,8 +82,40 @@ def test_tokens_field_by_field_are_the_tokens_of_the_joined_fields() -> None:
     ]
     for speaker in pieces:
         for text in pieces:
-            row = dataclasses.replace(msg, speaker=speaker, text=text)
+            row = dataclasses.replace(msg, speaker=speaker, text=text, extraction_json="")
             assert row_tokens("messages", row) == search_text(f"{speaker} {text}"), (speaker, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "fact", "attribute", "event"),
+    [
+        (
+            "Guess where I start on Monday!",
+            "Alice joined Acme as a designer",
+            ("employer", "Acme"),
+            "started a new job",
+        ),
+        ("下周一我就去报到了！", "Alice 加入了 星辰科技", ("employer", "星辰科技"), "开始新工作"),
+    ],
+)
+def test_a_messages_tokens_hold_the_words_of_its_extraction(
+    text: str, fact: str, attribute: tuple[str, str], event: str
+) -> None:
+    """A message is found by the store's full-text index through what was extracted from it, as by the query
+    process's own index: the words of its facts, attributes and events follow its speaker's and text's."""
+    msg = scenario_rows()["messages"][0]
+    assert isinstance(msg, MessageRow)
+    extraction = {
+        "facts": [{"content": fact}],
+        "attributes": [{"key": attribute[0], "value": attribute[1]}],
+        "events": [{"content": event}],
+    }
+    row = dataclasses.replace(msg, speaker="Alice", text=text, extraction_json=json.dumps(extraction))
+    said = search_text(f"Alice {text}")
+    extracted = search_text(f"{fact} {attribute[0]} {attribute[1]} {event}")
+    assert row_tokens("messages", row) == f"{said} {extracted}"
+    assert not set(extracted.split()) <= set(said.split())  # the extraction adds words the text does not hold
+    assert row_tokens("messages", dataclasses.replace(row, extraction_json="")) == said
 
 
 def test_vectors_read_from_the_log_are_written_from_their_kept_bytes() -> None:

@@ -271,3 +271,47 @@ def test_the_cold_parts_held_in_process_are_reported_with_the_caches(services: t
     assert after_first[2] == before[2] + 1 and after_first[1] == before[1]  # the first: through the store
     tiered.query(OWNER, "What food do I like?")
     assert cold()[1] == after_first[1] + 1 and cold()[2] == after_first[2]  # then in process
+
+
+@pytest.mark.parametrize(
+    ("owner", "asked"),
+    [
+        ("default:sam", ("Why did I start working out?", "Did Emma like the hotpot?", "my cat", "gym")),
+        ("default:xiaolin", ("我为什么开始健身？", "姐姐喜欢那家火锅店吗？", "猫", "健身房")),
+    ],
+)
+def test_once_its_cold_part_is_read_a_tiered_owner_scores_words_as_the_owner_held_whole(
+    motivating: Any, embedder: E5Embedder, owner: str, asked: tuple[str, ...]
+) -> None:
+    """After the first answer the cold part is read, and the hot window scores with its statistics beside it: the
+    BM25 of every message, hot or cold, is the one the owner held whole gives it (the store's tokens of a message
+    hold the words of its extraction, as the hot window's index counts them). Before, the hot window's own
+    statistics gave other scores."""
+    tiered, whole = (
+        Retriever(open_store(motivating.settings.store_url, read_only=True), embedder, _config(hot), partitions=2)
+        for hot in (HOT, 0)
+    )
+    try:
+        held, every = tiered.snapshot(owner), whole.snapshot(owner)
+        assert held.archive is not None and len(held.messages) == HOT < len(every.messages)
+        rows = {i: held.message(i) for i in every.messages}
+
+        def scores(snap: Any, question: str, retriever: Retriever) -> dict[str, float]:
+            scorer = SemanticScorer(View(snap), question, retriever.embed(question), SEED_DEFAULT, whose_memory("", ()))
+            return {i: scorer.bm25_raw("messages", row) for i, row in rows.items() if row is not None}
+
+        before = {q: scores(held, q, tiered) for q in asked}
+        tiered.query(owner, asked[0])
+        assert held.archive.held() is not None
+        matched: set[bool] = set()  # whether hot messages, cold ones, hold the questions' words
+        for question in asked:
+            want = scores(every, question, whole)
+            got = scores(held, question, tiered)
+            assert set(got) == set(want)
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-12), question
+            matched |= {i in held.messages for i, s in want.items() if s > 0}
+        assert matched == {True, False}
+        assert any(before[q] != pytest.approx(scores(every, q, whole), rel=1e-9) for q in asked)
+    finally:
+        tiered.close()
+        whole.close()

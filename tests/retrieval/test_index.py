@@ -167,3 +167,41 @@ def test_an_index_made_as_columns_from_every_rows_stored_tokens_is_the_one_made_
     for index in (taken.updated(kept, ids), cut.updated(kept, ids)):
         for terms in queries:
             assert np.array_equal(index.scores(terms), fresh.scores(terms)), terms
+
+
+def test_a_hot_index_beside_a_cold_part_scores_every_message_as_one_index_over_both() -> None:
+    """A long-lived owner's hot window scores with the cold part's statistics beside it (``ColdIndex.statistics``,
+    counted from the store's ``tokens``, which hold a message's extraction too): hot rows (``scores``) and cold
+    rows (``outside``) get the BM25 of one index over every message, in English and Chinese; without them, the
+    hot window's own statistics give other scores."""
+    from adamem.projections.store.lance_arrow import arrow_schema, rows_to_arrow
+    from adamem.retrieval.cold import ColdIndex
+
+    rng = random.Random(12)
+    words = "dog cat home ran moved job Acme Berlin the a".split()  # noqa: SIM905
+    words += ["北京", "深圳", "住在", "喜欢", "火锅", "报到"]
+    facts = ["Ann works at Acme", "Ann 住在 深圳", "Ann moved to Berlin", "Ann 喜欢 火锅"]
+
+    def message(i: int) -> MessageRow:
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 8)))
+        vector = float32_vector(rng.uniform(-1, 1) for _ in range(4))
+        row = MessageRow(**{**_blank(MessageRow), "id": f"m{i:03d}", "speaker": "Ann", "text": text, "vector": vector})
+        if rng.random() < 0.5:
+            row = dataclasses.replace(row, extraction_json=json.dumps({"facts": [{"content": rng.choice(facts)}]}))
+        return row
+
+    rows = [message(i) for i in range(60)]
+    hot, cold = rows[45:], rows[:45]
+    cold_index = ColdIndex([rows_to_arrow("messages", cold, arrow_schema("messages", 4))])
+    index = TextIndex(hot, TEXT_FIELDS["messages"], extra=extracted_text)
+    whole = TextIndex(rows, TEXT_FIELDS["messages"], extra=extracted_text)
+    for question in ("where does Ann work, Acme?", "Ann 住在 哪里 深圳", "dog home", "火锅 the"):
+        terms = tokenize(question)
+        want = whole.scores(terms)
+        got = index.scores(terms, beside=cold_index.statistics)
+        assert np.allclose(got, [want[whole.position[i]] for i in index.ids], rtol=1e-12, atol=0)
+        score = index.outside(terms, beside=cold_index.statistics)
+        assert np.allclose([score(r) for r in cold], [want[whole.position[r.id]] for r in cold], rtol=1e-12, atol=0)
+        assert any(w > 0 for w in want)
+        alone = index.outside(terms)
+        assert not np.allclose([alone(r) for r in cold], [want[whole.position[r.id]] for r in cold])

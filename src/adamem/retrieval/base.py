@@ -37,7 +37,7 @@ from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 from adamem.projections.folds.style import STYLE_KIND
 from adamem.projections.store.base import MemoryStore
 from adamem.retrieval.config import BaseFusion, RetrievalConfig, SearchSource, Subject
-from adamem.retrieval.index import Vector, best_first
+from adamem.retrieval.index import Beside, Vector, best_first
 from adamem.retrieval.snapshot import MemoryRow, View
 from adamem.retrieval.whose import WhoseDecision
 from adamem.text import tokenize
@@ -151,6 +151,7 @@ class SemanticScorer:
         self._bm25_max: dict[str, float] = {}
         self._bm25_outside: dict[str, float] = {}  # cold messages of a tiered owner, by id
         self._outside: Callable[[MemoryRow], float] | None = None  # their scorer, for this question's terms
+        self._cold: tuple[Beside | None] | None = None  # the cold part's statistics, once looked for
         self.cold_vectors: dict[str, npt.NDArray[np.float32]] = {}  # the cold messages this query read
         self._cos_desc: list[float] = []  # negated, ascending: base cosines best first
         self._bm_desc: list[float] = []
@@ -184,8 +185,20 @@ class SemanticScorer:
         """Raw BM25 of the question against every row of a table (in the text index's order)."""
         found = self._bm25.get(table)
         if found is None:
-            found = self._bm25[table] = self.view.snapshot.text_index(table).scores(self.terms, self.expansion)
+            index = self.view.snapshot.text_index(table)
+            found = self._bm25[table] = index.scores(self.terms, self.expansion, self._beside(table))
         return found
+
+    def _beside(self, table: str) -> Beside | None:
+        """BM25 statistics of a tiered owner's cold messages, once the cold part is read into the process: hot and
+        cold messages are then scored against the statistics of every message, as when the owner is held whole."""
+        if table != "messages":
+            return None
+        if self._cold is None:
+            archive = self.view.snapshot.archive
+            cold = archive.loaded if archive is not None else None
+            self._cold = (cold.statistics if cold is not None else None,)
+        return self._cold[0]
 
     def bm25_raw(self, table: str, row: MemoryRow) -> float:
         """Raw BM25 of one row."""
@@ -197,7 +210,7 @@ class SemanticScorer:
             found = self._bm25_outside.get(row.id)
             if found is None:
                 if self._outside is None:
-                    self._outside = index.outside(self.terms, self.expansion)
+                    self._outside = index.outside(self.terms, self.expansion, self._beside(table))
                 found = self._bm25_outside[row.id] = self._outside(row)
             return found
         return 0.0

@@ -24,7 +24,7 @@ import pyarrow as pa
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.lance_arrow import rows_from_arrow, vector_matrix
 from adamem.projections.store.scoring import BM25_B, BM25_K1, bm25_idf
-from adamem.retrieval.index import stored_words, term_postings
+from adamem.retrieval.index import Beside, stored_words, term_postings
 from adamem.text import search_text
 
 __all__ = ["ColdIndex"]
@@ -189,6 +189,9 @@ class ColdIndex:
         pieces.clear()
         self._starts = np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=len(self._term)))])
         sizes = lengths.astype(np.float64)
+        self.statistics = Beside(len(sizes), float(sizes.sum()), self.document_frequency)
+        """The cold part's BM25 statistics (over its stored words: a message's speaker, text and extraction), for the
+        hot window's index to score hot and cold messages against both together."""
         average = float(sizes.mean()) if len(sizes) and sizes.mean() > 0 else 1.0
         norm = BM25_K1 * (1 - BM25_B + BM25_B * sizes / average)
         self._weight = tf * (BM25_K1 + 1) / (tf + norm[self._docs])
@@ -196,6 +199,11 @@ class ColdIndex:
 
     def __len__(self) -> int:
         return self._n
+
+    def document_frequency(self, term: str) -> int:
+        """How many cold messages hold the word."""
+        t = self._term.get(term)
+        return 0 if t is None else int(self._starts[t + 1] - self._starts[t])
 
     @property
     def nbytes(self) -> int:

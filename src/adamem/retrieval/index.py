@@ -12,10 +12,9 @@ scores an index built from scratch over the same rows gives (tests/retrieval/tes
 
 from __future__ import annotations
 
-import functools
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -23,10 +22,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
+from adamem.projections.store.base import extraction_text
 from adamem.projections.store.scoring import BM25_B, BM25_K1, bm25_idf
 from adamem.text import tokenize
 
-__all__ = ["TextIndex", "Vector", "VectorIndex", "best_first", "extracted_text", "stored_words", "term_postings"]
+__all__ = [
+    "Beside",
+    "TextIndex",
+    "Vector",
+    "VectorIndex",
+    "best_first",
+    "extracted_text",
+    "stored_words",
+    "term_postings",
+]
 
 Vector = npt.NDArray[np.float64]
 _Ints = npt.NDArray[np.int64]
@@ -42,16 +51,7 @@ def extracted_text(row: _Row) -> str:
     """The recorded extraction of a message as words: its facts, attributes and events in the third person."""
     if not isinstance(row, MessageRow) or not row.extraction_json:
         return ""
-    return _extraction_words(row.extraction_json)
-
-
-@functools.lru_cache(maxsize=4096)
-def _extraction_words(extraction_json: str) -> str:
-    data = json.loads(extraction_json)
-    parts = [f["content"] for f in data.get("facts", ())]
-    parts += [f"{a['key'].replace('_', ' ')} {a['value']}" for a in data.get("attributes", ())]
-    parts += [e["content"] for e in data.get("events", ())]
-    return " ".join(parts)
+    return extraction_text(row.extraction_json)
 
 
 def stored_words(tokens: pa.Array) -> tuple[list[str], _Ints, _Ints]:
@@ -84,6 +84,32 @@ def best_first(scores: Vector, m: int) -> _Ints:
     kth = np.partition(negated, m - 1)[m - 1]
     head = np.flatnonzero(negated <= kth)
     return head[np.argsort(negated[head], kind="stable")]
+
+
+@dataclass(frozen=True)
+class Beside:
+    """The BM25 statistics of rows held apart from a text index (a long-lived owner's cold messages,
+    ``retrieval.cold.ColdIndex``), counted over the same words: with them, the index scores its rows and rows outside
+    it against the statistics of both together, as one index over every row would."""
+
+    rows: int
+    length: float
+    """The rows' words, in all."""
+    document_frequency: Callable[[str], int]
+
+
+def _words(parts: Iterable[str]) -> list[str]:
+    """The words of a row's texts, each text cut on its own (as ``lance_arrow.row_tokens`` cuts them: a word never
+    spans two texts)."""
+    return [w for part in parts for w in tokenize(part)]
+
+
+def _weighted(terms: Iterable[str], weights: Mapping[str, float] | None) -> dict[str, float]:
+    """The query's terms at weight 1, and the further ``weights`` terms at theirs."""
+    weighted = dict.fromkeys(terms, 1.0)
+    for t, w in (weights or {}).items():
+        weighted.setdefault(t, w)
+    return weighted
 
 
 def _ordered_ids(rows: Iterable[_Row]) -> tuple[list[str], dict[str, int]]:
@@ -128,7 +154,7 @@ class TextIndex:
             self._base(postings)
         self._delta: dict[str, _Postings] = {}
         self._delta_size = 0
-        self._outside_words: dict[str, tuple[Counter[str], int]] = {}
+        self._outside_words: dict[tuple[str, ...], tuple[Counter[str], int]] = {}
         self._place(rows)
 
     def _index_row(
@@ -140,17 +166,18 @@ class TextIndex:
         tokens: str | None = None,
     ) -> None:
         """Tokenise a row into ``slot`` (or take its stored ``tokens``): its length and its postings."""
-        if tokens is not None:
-            words = tokens.split()
-        else:
-            text = " ".join(str(getattr(row, f)) for f in self._fields)
-            words = tokenize(f"{text} {self._extra(row)}" if self._extra is not None else text)
+        words = tokens.split() if tokens is not None else _words(self._parts(row))
         self._slot_of[row.id] = slot
         lengths.append(float(len(words)))
         for term, count in Counter(words).items():
             slots, counts = postings.setdefault(term, ([], []))
             slots.append(slot)
             counts.append(float(count))
+
+    def _parts(self, row: _Row) -> list[str]:
+        """The texts whose words index a row: its fields, and its ``extra``."""
+        parts = [str(getattr(row, f)) for f in self._fields]
+        return [*parts, self._extra(row)] if self._extra is not None else parts
 
     def _base_of_tokens(self, ids: list[str], tokens: list[str]) -> None:
         """The base of rows whose words the store holds, in slot order (``tokens`` of ``ids``), made as columns:
@@ -186,6 +213,7 @@ class TextIndex:
         n = len(self.ids)
         avg = float(lengths.mean()) if n and lengths.mean() > 0 else 1.0
         self._total_length = float(lengths.sum())
+        self._position_lengths = lengths
         self._norm = self._k1 * (1 - self._b + self._b * lengths / avg)  # per position
 
     def updated(self, rows: Sequence[_Row], changed: Iterable[str]) -> TextIndex:
@@ -257,42 +285,57 @@ class TextIndex:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
-    def scores(self, terms: Iterable[str], weights: Mapping[str, float] | None = None) -> Vector:
+    def scores(
+        self, terms: Iterable[str], weights: Mapping[str, float] | None = None, beside: Beside | None = None
+    ) -> Vector:
         """BM25 of every row against the query terms, in ``ids`` order (0 where no term occurs).
 
-        ``weights``: more terms, each counted with its weight (a query expanded by feedback)."""
+        ``weights``: more terms, each counted with its weight (a query expanded by feedback). ``beside``: rows held
+        apart whose statistics count too (document frequencies, number and average length of rows)."""
         n = len(self.ids)
         out = np.zeros(n, dtype=np.float64)
-        weighted = dict.fromkeys(terms, 1.0)
-        for t, w in (weights or {}).items():
-            weighted.setdefault(t, w)
+        weighted = _weighted(terms, weights)
+        norm, corpus = self._norm, n
+        if beside is not None:
+            corpus = n + beside.rows
+            avg = (self._total_length + beside.length) / corpus if corpus else 1.0
+            norm = self._k1 * (1 - self._b + self._b * self._position_lengths / (avg or 1.0))
         for t in sorted(weighted):
             rows, tf = self._live_postings(t)
             df = len(rows)
             if df:
-                idf = bm25_idf(n, df)
-                out[rows] += weighted[t] * idf * tf * (self._k1 + 1) / (tf + self._norm[rows])
+                idf = bm25_idf(corpus, df + (beside.document_frequency(t) if beside is not None else 0))
+                out[rows] += weighted[t] * idf * tf * (self._k1 + 1) / (tf + norm[rows])
         return out
 
     def score_outside(self, row: _Row, terms: Iterable[str], weights: Mapping[str, float] | None = None) -> float:
         """BM25 of a row this index does not hold, as if it were added to it (its statistics plus the row).
 
-        A cold message of a long-lived owner (``retrieval.archive``) is scored so against the hot
-        window's index: the same formula, with the hot rows' document frequencies and lengths.
+        A cold message of a long-lived owner (``retrieval.archive``) is so scored against the hot window's
+        index before the cold part is read: the same formula, with the hot rows' document frequencies and lengths.
         """
         return self.outside(terms, weights)(row)
 
-    def outside(self, terms: Iterable[str], weights: Mapping[str, float] | None = None) -> Callable[[_Row], float]:
-        """``score_outside`` for one query's terms, each term's document frequency counted once for every row."""
-        weighted = dict.fromkeys(terms, 1.0)
-        for t, w in (weights or {}).items():
-            weighted.setdefault(t, w)
-        n, k1, b = len(self.ids) + 1, self._k1, self._b
-        weights_idf = [(t, weighted[t] * bm25_idf(n, len(self._live_postings(t)[0]) + 1)) for t in sorted(weighted)]
+    def outside(
+        self, terms: Iterable[str], weights: Mapping[str, float] | None = None, beside: Beside | None = None
+    ) -> Callable[[_Row], float]:
+        """``score_outside`` for one query's terms, each term's document frequency counted once for every row.
+
+        ``beside``: the statistics of the rows held apart, the scored row among them (a cold message once the cold
+        part is read): every row is scored against this index's statistics and theirs together."""
+        weighted = _weighted(terms, weights)
+        k1, b = self._k1, self._b
+        n = len(self.ids) + (beside.rows if beside is not None else 1)
+        total = self._total_length + (beside.length if beside is not None else 0.0)
+
+        def df(t: str) -> int:
+            return len(self._live_postings(t)[0]) + (beside.document_frequency(t) if beside is not None else 1)
+
+        weights_idf = [(t, weighted[t] * bm25_idf(n, df(t))) for t in sorted(weighted)]
 
         def score(row: _Row) -> float:
             counts, length = self._words_outside(row)
-            avg = (self._total_length + length) / n or 1.0
+            avg = (total + (length if beside is None else 0)) / n or 1.0
             norm = k1 * (1 - b + b * length / avg)
             out = 0.0
             for t, w_idf in weights_idf:
@@ -304,16 +347,15 @@ class TextIndex:
         return score
 
     def _words_outside(self, row: _Row) -> tuple[Counter[str], int]:
-        """A row's words as this index would count them, and how many, memoised by the text they are cut from: the
+        """A row's words as this index would count them, and how many, memoised by the texts they are cut from: the
         cold messages a long-lived owner's questions find recur from one question to the next."""
-        text = " ".join(str(getattr(row, f)) for f in self._fields)
-        source = f"{text} {self._extra(row)}" if self._extra is not None else text
-        found = self._outside_words.get(source)
+        parts = tuple(self._parts(row))
+        found = self._outside_words.get(parts)
         if found is None:
-            words = tokenize(source)
+            words = _words(parts)
             if len(self._outside_words) >= OUTSIDE_WORDS_KEPT:
                 self._outside_words.clear()
-            found = self._outside_words[source] = (Counter(words), len(words))
+            found = self._outside_words[parts] = (Counter(words), len(words))
         return found
 
     def _live_postings(self, term: str) -> _Postings:

@@ -7,6 +7,8 @@ The ports themselves (``MemoryStore``, ``StoreReader``, ``StoreWriter``, ``ViewC
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -36,11 +38,13 @@ __all__ = [
     "change_entry",
     "check_below_seq",
     "edge_table",
+    "extraction_text",
     "final_rows",
     "node_table",
     "owner_columns",
     "owner_ids",
     "store_folder",
+    "text_parts",
 ]
 
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {
@@ -49,7 +53,27 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "persona": ("value", "cluster"),
     "graph_nodes": ("label",),
 }
-"""Fields whose words make a table's full-text ``tokens`` column."""
+"""Fields whose words make a table's full-text ``tokens`` column (a message's also its extraction: ``text_parts``)."""
+
+
+def text_parts(table: str, row: Row) -> tuple[str, ...]:
+    """The texts whose words make a row's full-text ``tokens``, in order: its ``TEXT_FIELDS``, and for a message the
+    words of what was extracted from it (``extraction_text``), by which it is found before its records exist and
+    after."""
+    fields = tuple(str(getattr(row, f)) for f in TEXT_FIELDS[table])
+    if isinstance(row, MessageRow) and row.extraction_json:
+        return (*fields, extraction_text(row.extraction_json))
+    return fields
+
+
+@functools.lru_cache(maxsize=4096)
+def extraction_text(extraction_json: str) -> str:
+    """A message's recorded extraction as words: its facts, attributes and events in the third person."""
+    data = json.loads(extraction_json)
+    parts = [f["content"] for f in data.get("facts", ())]
+    parts += [f"{a['key'].replace('_', ' ')} {a['value']}" for a in data.get("attributes", ())]
+    parts += [e["content"] for e in data.get("events", ())]
+    return " ".join(parts)
 
 
 TOKENS_KEPT = ("episodic",)

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from adamem.errors import ConfigError
 from adamem.projections.folds.rows import Row, row_types
-from adamem.projections.store.base import TEXT_FIELDS
+from adamem.projections.store.base import TEXT_FIELDS, text_parts
 from adamem.text import search_text
 
 __all__ = [
@@ -96,14 +96,17 @@ def _field_tokens(text: str) -> str:
 
 
 def row_tokens(table: str, row: Row) -> str:
-    """The ``tokens`` column of a row of a full-text table: its text fields, tokenised.
+    """The ``tokens`` column of a row of a full-text table: the words of its ``text_parts`` (its text fields, and a
+    message's extraction).
 
-    The tokens of the fields joined by a space, i.e. of each field in turn (a token never spans a
-    space), memoised per field text (short texts only, so the cache stays small): a row is written
+    The tokens of the parts joined by a space, i.e. of each part in turn (a token never spans a
+    space); a field's memoised per text (short texts only, so the cache stays small): a row is written
     again whenever any of its fields changes, its speaker recurs, and a message's graph node is
     labelled with the message's text.
     """
-    return " ".join(t for t in (_field_tokens(str(getattr(row, f))) for f in TEXT_FIELDS[table]) if t)
+    parts = text_parts(table, row)
+    fields = len(TEXT_FIELDS[table])
+    return " ".join(t for i, p in enumerate(parts) if (t := _field_tokens(p) if i < fields else search_text(p)))
 
 
 def row_to_dict(table: str, row: Row, dim: int) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from adamem.projections.store.base import (
     owner_columns,
     owner_ids,
 )
-from adamem.projections.store.lance_arrow import arrow_schema, rows_to_arrow
+from adamem.projections.store.lance_arrow import arrow_schema, row_tokens, rows_to_arrow
 from adamem.projections.store.ports import DEFAULT_VIEW
 from adamem.projections.store.scoring import bm25_scores, cosine
 from adamem.text import search_text
@@ -283,7 +283,7 @@ class InMemoryStore:
             raise StoreError(f"table {table!r} has no full-text column; use one of {sorted(TEXT_FIELDS)}")
         check_below_seq(table, below_seq)
         rows = self.rows(table, owner_id)
-        docs = [search_text(" ".join(str(getattr(r, f)) for f in TEXT_FIELDS[table])).split() for r in rows]
+        docs = [row_tokens(table, r).split() for r in rows]
         terms = search_text(query).split()
         hits = [Hit(r, s) for r, s in zip(rows, bm25_scores(docs, terms), strict=True) if s > 0]
         if below_seq is not None:
