@@ -175,7 +175,7 @@ def test_a_hot_index_beside_a_cold_part_scores_every_message_as_one_index_over_b
     rows (``outside``) get the BM25 of one index over every message, in English and Chinese; without them, the
     hot window's own statistics give other scores."""
     from adamem.projections.store.lance_arrow import arrow_schema, rows_to_arrow
-    from adamem.retrieval.cold import ColdIndex
+    from adamem.retrieval.cold import ColdCounts, ColdIndex
 
     rng = random.Random(12)
     words = "dog cat home ran moved job Acme Berlin the a".split()  # noqa: SIM905
@@ -193,6 +193,17 @@ def test_a_hot_index_beside_a_cold_part_scores_every_message_as_one_index_over_b
     rows = [message(i) for i in range(60)]
     hot, cold = rows[45:], rows[:45]
     cold_index = ColdIndex([rows_to_arrow("messages", cold, arrow_schema("messages", 4))])
+    pieces = [rows_to_arrow("messages", cold[a:b], arrow_schema("messages", 4)) for a, b in ((0, 7), (7, 30), (30, 45))]
+    counts = ColdCounts(p.select(["tokens"]) for p in pieces)  # a part too large to hold: its words counted
+    every_word = {w for r in cold for w in row_tokens("messages", r).split()} | {"absent"}
+    assert (counts.statistics.rows, counts.statistics.length) == (
+        cold_index.statistics.rows,
+        cold_index.statistics.length,
+    )
+    assert {w: counts.document_frequency(w) for w in every_word} == {
+        w: cold_index.document_frequency(w) for w in every_word
+    }
+    assert counts.document_frequency("absent") == 0 and max(counts.document_frequency(w) for w in every_word) > 1
     index = TextIndex(hot, TEXT_FIELDS["messages"], extra=extracted_text)
     whole = TextIndex(rows, TEXT_FIELDS["messages"], extra=extracted_text)
     for question in ("where does Ann work, Acme?", "Ann 住在 哪里 深圳", "dog home", "火锅 the"):

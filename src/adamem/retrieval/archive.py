@@ -39,7 +39,8 @@ import pyarrow as pa
 
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.base import ArchiveSplit, MemoryStore
-from adamem.retrieval.cold import ColdIndex
+from adamem.retrieval.cold import ColdCounts, ColdIndex
+from adamem.retrieval.index import Beside
 
 __all__ = ["SEARCHES", "ColdArchive", "Vector"]
 
@@ -114,6 +115,7 @@ class ColdArchive:
         self._memo_rows = max(1, memo_rows)
         self.indexed = 0 < split.cold_messages * INDEX_ROW_BYTES <= index_bytes
         self._index: Future[ColdIndex | None] | None = None
+        self._counts: Future[ColdCounts | None] | None = None  # a cold part not held: its BM25 statistics
         self._closed = False
         self._rows: OrderedDict[str, MessageRow] = OrderedDict()  # least recently used first
         self._vectors: dict[str, npt.NDArray[np.float32]] = {}
@@ -133,17 +135,21 @@ class ColdArchive:
 
     @property
     def size(self) -> int:
-        """Approximate resident bytes of the memo, and of the cold index held or to be read."""
+        """Approximate resident bytes of the memo, of the cold index held or to be read, and of the words counted."""
         ids = self._id_hashes.nbytes if self._id_hashes is not None else 0
         index = self.split.cold_messages * INDEX_ROW_BYTES if self.indexed else 0
+        counting = self._counts
+        counts = counting.result() if counting is not None and counting.done() and not counting.cancelled() else None
+        index += counts.nbytes if counts is not None else 0
         return index + ids + len(self._rows) * _ROW_BYTES + sum(v.nbytes for v in self._vectors.values())
 
     def close(self) -> None:
         """Stop reading the cold part (an evicted or closed owner): its questions go to the store's indexes."""
         with self._lock:
             self._closed = True
-            if self._index is not None:
-                self._index.cancel()
+            for reading in (self._index, self._counts):
+                if reading is not None:
+                    reading.cancel()
 
     def _read_index(self) -> ColdIndex | None:
         try:
@@ -156,9 +162,22 @@ class ColdArchive:
             log.exception("reading the cold messages of %s failed; they are searched through the store", self.owner_id)
             return None
 
-    def _parts(self) -> Iterator[pa.Table]:
-        """The cold part's columns in pieces of about ``INDEX_READ_ROWS`` messages (bounds of ``seq`` from one read of
-        the ``seq`` column), so that only one piece's Arrow is held beside the index being made."""
+    def _read_counts(self) -> ColdCounts | None:
+        try:
+            counts = ColdCounts(self._parts(("tokens",)))
+            _release()
+            return counts
+        except _Closed:
+            return None
+        except Exception:  # questions go on with the hot window's statistics; say why once
+            log.exception(
+                "counting the cold messages' words of %s failed; the hot window's statistics serve", self.owner_id
+            )
+            return None
+
+    def _parts(self, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+        """The cold part's columns (``columns``: these only) in pieces of about ``INDEX_READ_ROWS`` messages (bounds of
+        ``seq`` from one read of the ``seq`` column), so that only one piece's Arrow is held beside what is made."""
         seqs = self.store.message_columns(self.owner_id, below_seq=self.below_seq, columns=("seq",))
         self.reads += 1
         if seqs is None or not seqs.num_rows:
@@ -168,7 +187,7 @@ class ColdArchive:
         for lo, hi in itertools.pairwise(bounds):
             if self._closed:
                 raise _Closed
-            part = self.store.message_columns(self.owner_id, from_seq=lo, below_seq=hi)
+            part = self.store.message_columns(self.owner_id, from_seq=lo, below_seq=hi, columns=columns)
             self.reads += 1
             if part is not None:
                 yield part
@@ -195,11 +214,32 @@ class ColdArchive:
         return reading.result()
 
     def begin_read(self) -> None:
-        """Begin reading the cold part into the process, when it fits and is not read yet (``Retriever.query`` calls
-        this once an answer is ready: the read runs between questions, not beside the first one's ranking)."""
+        """Begin reading the cold part into the process when it fits, or else counting its words, when not begun yet
+        (``Retriever.query`` calls this once an answer is ready: the read runs between questions, not beside the
+        first one's ranking)."""
         with self._lock:
-            if self.indexed and self._index is None and not self._closed:
+            if self._closed:
+                return
+            if self.indexed and self._index is None:
                 self._index = _READS.submit(self._read_index)
+            elif not self.indexed and self._counts is None and self.split.cold_messages:
+                self._counts = _READS.submit(self._read_counts)
+
+    def statistics(self) -> Beside | None:
+        """The cold part's BM25 statistics once its read or count has begun (waiting for it to end), from the
+        ``ColdIndex`` held or the ``ColdCounts`` of a part searched through the store; None before, or without."""
+        index = self.held()
+        if index is not None:
+            return index.statistics
+        with self._lock:
+            counting = self._counts
+        if counting is None:
+            return None
+        try:
+            counts = counting.result()
+        except CancelledError:
+            return None
+        return counts.statistics if counts is not None else None
 
     def _keep(self, rows: Iterable[MessageRow]) -> list[tuple[MessageRow, Vector | None]]:
         """Memoise rows read from the store (vectors apart); the memo's version of each with its unit vector."""

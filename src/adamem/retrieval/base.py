@@ -190,14 +190,14 @@ class SemanticScorer:
         return found
 
     def _beside(self, table: str) -> Beside | None:
-        """BM25 statistics of a tiered owner's cold messages, once the cold part is read into the process: hot and
-        cold messages are then scored against the statistics of every message, as when the owner is held whole."""
+        """BM25 statistics of a tiered owner's cold messages once its first answer is ready (the cold part read into
+        the process, or its words counted): hot and cold messages are then scored against the statistics of every
+        message, as when the owner is held whole."""
         if table != "messages":
             return None
         if self._cold is None:
             archive = self.view.snapshot.archive
-            cold = archive.loaded if archive is not None else None
-            self._cold = (cold.statistics if cold is not None else None,)
+            self._cold = (archive.statistics() if archive is not None else None,)
         return self._cold[0]
 
     def bm25_raw(self, table: str, row: MemoryRow) -> float:

@@ -27,7 +27,7 @@ from adamem.projections.store.scoring import BM25_B, BM25_K1, bm25_idf
 from adamem.retrieval.index import Beside, stored_words, term_postings
 from adamem.text import search_text
 
-__all__ = ["ColdIndex"]
+__all__ = ["ColdCounts", "ColdIndex"]
 
 Vector = npt.NDArray[np.float32]
 
@@ -110,6 +110,41 @@ def _combined(columns: dict[str, list[pa.Array]]) -> pa.Table:
         out[name] = pa.concat_arrays(columns.pop(name))
         pa.default_memory_pool().release_unused()
     return pa.table(out)
+
+
+class ColdCounts:
+    """The BM25 statistics of a cold part searched through the store (too large to hold as a ``ColdIndex``): how many
+    messages, their words in all, and in how many messages each word occurs, counted from the stored ``tokens``
+    column read in pieces; about 100 bytes a distinct word."""
+
+    def __init__(self, parts: Iterable[pa.Table]) -> None:
+        """``parts``: the cold messages' ``tokens`` column, in pieces read one after another."""
+        self._term: dict[str, int] = {}
+        frequencies = np.zeros(0, dtype=np.int64)
+        rows = length = 0
+        for part in parts:
+            tokens = part.column("tokens").combine_chunks()
+            words, codes, at = stored_words(tokens)
+            numbers = np.asarray([self._term.setdefault(t, len(self._term)) for t in words], dtype=np.int64)
+            terms, _, _ = term_postings(numbers[codes] if len(numbers) else codes, at, len(tokens))
+            counted = np.bincount(terms, minlength=len(self._term))
+            counted[: len(frequencies)] += frequencies
+            frequencies = counted
+            rows += len(tokens)
+            length += len(codes)
+        self._df = frequencies
+        self.statistics = Beside(rows, float(length), self.document_frequency)
+        """The statistics, for the hot window's index to score hot and cold messages against both together."""
+
+    def document_frequency(self, term: str) -> int:
+        """How many cold messages hold the word."""
+        t = self._term.get(term)
+        return 0 if t is None else int(self._df[t])
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate resident bytes: the words and their counts."""
+        return 100 * len(self._term) + int(self._df.nbytes)
 
 
 class ColdIndex:
