@@ -8,17 +8,22 @@ the cold part only), then reads the cold part's columns once, in the background 
 (``retrieval.cold.ColdIndex``: unit vectors as one float32 matrix, a BM25 index of the stored
 tokens, the other fields as Arrow), when they fit ``CacheSettings.cold_index_bytes``; every later
 question waits for that read and searches the cold part in process, exactly, with no store read.
-A cold part larger than that stays in the store and every question reads it through its indexes.
+A cold part larger than that stays in the store and every question reads it through its indexes;
+its words are counted instead, in the same background read (``retrieval.cold.ColdCounts``: the
+stored tokens column only, about 100 bytes a distinct word).
 What the archive read either way is kept in a bounded memo: rows without their vectors, and each
 vector once, normalised, as float32. Whether a cold message exists (all the current view needs of
 a record's sources or a trait's evidence) is answered from the cold part's ids, read once on first
 need and held as a sorted array of their hashes: 8 bytes a message.
 
 Cold candidates are scored as hot ones are (``SemanticScorer``): the cosine from the stored vector,
-BM25 with the hot window's statistics (``TextIndex.score_outside``). What the searches do not
-return is not a candidate: that, and BM25 statistics taken from the hot window, are where a tiered
-owner's answers may differ from an owner held whole (measured by ``adamem bench scale`` and
-``bench/results/notes.md``).
+BM25 from the words of the message (speaker, text and extraction: the store's ``tokens``). The
+first question takes the hot window's BM25 statistics (``TextIndex.score_outside``); every later
+one waits for the read or count and takes the statistics of hot and cold messages together
+(``ColdArchive.statistics``), so every message's BM25 is the one the owner held whole gives it.
+What the searches do not return is not a candidate: that, and the first question's statistics,
+are where a tiered owner's answers may differ from an owner held whole (measured by ``adamem bench
+scale``, ``bench/locomo_variants.py`` and ``bench/results/notes.md``).
 """
 
 from __future__ import annotations
