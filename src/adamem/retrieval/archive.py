@@ -64,6 +64,8 @@ INDEX_ROW_BYTES = 2200
 postings and id), to tell before reading whether a cold part fits ``CacheSettings.cold_index_bytes``."""
 INDEX_READ_ROWS = 2048
 """Cold messages read from the store at a time while a ``ColdIndex`` is made."""
+COUNT_READ_ROWS = 65_536
+"""Cold messages whose tokens are read from the store at a time while their words are counted (``ColdCounts``)."""
 
 
 def _libc_trim() -> Callable[[int], object] | None:
@@ -169,7 +171,7 @@ class ColdArchive:
 
     def _read_counts(self) -> ColdCounts | None:
         try:
-            counts = ColdCounts(self._parts(("tokens",)))
+            counts = ColdCounts(self._parts(("tokens",), COUNT_READ_ROWS))
             _release()
             return counts
         except _Closed:
@@ -180,15 +182,15 @@ class ColdArchive:
             )
             return None
 
-    def _parts(self, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
-        """The cold part's columns (``columns``: these only) in pieces of about ``INDEX_READ_ROWS`` messages (bounds of
-        ``seq`` from one read of the ``seq`` column), so that only one piece's Arrow is held beside what is made."""
+    def _parts(self, columns: Sequence[str] | None = None, rows: int = INDEX_READ_ROWS) -> Iterator[pa.Table]:
+        """The cold part's columns (``columns``: these only) in pieces of about ``rows`` messages (bounds of ``seq``
+        from one read of the ``seq`` column), so that only one piece's Arrow is held beside what is made."""
         seqs = self.store.message_columns(self.owner_id, below_seq=self.below_seq, columns=("seq",))
         self.reads += 1
         if seqs is None or not seqs.num_rows:
             return
         ordered = np.sort(seqs.column("seq").to_numpy())
-        bounds = [int(b) for b in ordered[::INDEX_READ_ROWS]] + [self.below_seq]
+        bounds = [int(b) for b in ordered[::rows]] + [self.below_seq]
         for lo, hi in itertools.pairwise(bounds):
             if self._closed:
                 raise _Closed

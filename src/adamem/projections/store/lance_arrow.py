@@ -100,13 +100,12 @@ def row_tokens(table: str, row: Row) -> str:
     message's extraction).
 
     The tokens of the parts joined by a space, i.e. of each part in turn (a token never spans a
-    space); a field's memoised per text (short texts only, so the cache stays small): a row is written
-    again whenever any of its fields changes, its speaker recurs, and a message's graph node is
-    labelled with the message's text.
+    space), memoised per part's text (short texts only, so the cache stays small): a row is written
+    again whenever any of its fields changes (a message when it is consolidated, its text and
+    extraction unchanged), its speaker recurs, and a message's graph node is labelled with the
+    message's text.
     """
-    parts = text_parts(table, row)
-    fields = len(TEXT_FIELDS[table])
-    return " ".join(t for i, p in enumerate(parts) if (t := _field_tokens(p) if i < fields else search_text(p)))
+    return " ".join(t for t in map(_field_tokens, text_parts(table, row)) if t)
 
 
 def row_to_dict(table: str, row: Row, dim: int) -> dict[str, Any]:
