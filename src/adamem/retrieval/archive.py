@@ -64,7 +64,7 @@ INDEX_ROW_BYTES = 2200
 postings and id), to tell before reading whether a cold part fits ``CacheSettings.cold_index_bytes``."""
 INDEX_READ_ROWS = 2048
 """Cold messages read from the store at a time while a ``ColdIndex`` is made."""
-COUNT_READ_ROWS = 65_536
+COUNT_READ_ROWS = 32_768
 """Cold messages whose tokens are read from the store at a time while their words are counted (``ColdCounts``)."""
 
 
