@@ -7,6 +7,7 @@ The first part runs a whole ``MemoryStore`` (also on S3); the last, each port on
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import typing
 import uuid
@@ -185,6 +186,27 @@ def test_text_search_is_bm25_over_english_and_chinese(store: MemoryStore) -> Non
     assert store.text_search("messages", "default:alice", "nothing matches here", 5) == []
     with pytest.raises(StoreError):
         store.text_search("owners", "default:alice", "x", 5)
+
+
+def test_a_message_is_found_by_the_words_of_its_extraction(store: MemoryStore) -> None:
+    """Full-text search reads a message's speaker, text and extraction (``text_parts``): a new job said without the
+    word, in English and Chinese, is found by what was extracted from it; BM25 counts the extraction's words."""
+    facts = {
+        "start": ("Guess where I start on Monday!", "Alice joined Acme as a designer"),
+        "zh": ("下周一我就去报到了！", "Alice 加入了 星辰科技"),
+        "other": ("The weather is nice", ""),
+    }
+    rows = [
+        dataclasses.replace(
+            message("default:alice", id_, text, (1.0, 0.0, 0.0)),
+            extraction_json=json.dumps({"facts": [{"content": fact}]}) if fact else "",
+        )
+        for id_, (text, fact) in facts.items()
+    ]
+    _commit(store, "default:alice", [Upsert("messages", r) for r in rows], 1)
+    assert [h.row.id for h in store.text_search("messages", "default:alice", "Acme designer", 5)] == ["start"]
+    assert [h.row.id for h in store.text_search("messages", "default:alice", "星辰科技", 5)] == ["zh"]
+    assert [h.row.id for h in store.text_search("messages", "default:alice", "weather", 5)] == ["other"]
 
 
 def test_checkpoint_is_recorded_with_the_data(store: MemoryStore) -> None:
