@@ -17,6 +17,7 @@ from typing import Any
 
 import lancedb
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from adamem.errors import StoreError, StoreFenced
@@ -865,15 +866,55 @@ def test_load_owner_columns_holds_the_rows_load_owner_reads(store: MemoryStore) 
         assert [e["id"] for e in edge_columns] == ["g0", "g1"]  # bob's edge is bob's
         assert node_columns == [{c: getattr(node, c) for c in NODE_COLUMNS}]  # and so is his node
         assert not [r for r in rows if isinstance(r, GraphNodeRow | GraphEdgeRow)]  # the graph in columns only
-        records = {r.id: r for r in rows if isinstance(r, EpisodicRow)}
-        for table, tokens in loaded.tokens.items():  # where the store hands them: the text's own, cut as stored
-            assert table == "episodic" and set(tokens) <= set(records)
-            assert tokens == {i: search_text(records[i].content) for i in tokens}
+        held = {
+            "episodic": {r.id: r for r in rows if isinstance(r, EpisodicRow)},
+            "messages": {r.id: r for r in rows if isinstance(r, MessageRow)},
+        }
+        for table, tokens in loaded.tokens.items():  # where the store hands them: the texts' own, cut as stored
+            assert table in held and set(tokens) <= set(held[table])
+            assert tokens == {i: lance_arrow.row_tokens(table, held[table][i]) for i in tokens}
     empty = store.load_owner_columns("default:nobody")
     assert empty.rows == [] and empty.edges.num_rows == 0 and empty.nodes.num_rows == 0
     assert all(not ids for ids, _ in empty.vectors.values())
-    if not isinstance(store, memory_store.InMemoryStore):  # the LanceDB table holds them: every record's
-        assert loaded.tokens == {"episodic": {"e1": search_text("a fact")}}
+    if not isinstance(store, memory_store.InMemoryStore):  # the LanceDB tables hold them: every record's, message's
+        assert loaded.tokens == {
+            "episodic": {"e1": search_text("a fact")},
+            "messages": {m.id: lance_arrow.row_tokens("messages", m) for m in alice[5:8]},
+        }
+
+
+def test_lancedb_hands_no_message_tokens_from_a_table_made_before_they_held_the_extraction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A messages table made without ``TOKENS_MARK`` (by a version whose tokens were the speaker's and text's only)
+    keeps its schema when rows are appended since, so its tokens are never taken for the reader's index: the reader
+    cuts those messages itself. A table made now is marked, and its tokens are handed over."""
+    from adamem.projections.store import lance_fencing, lance_writes
+
+    def unmarked(table: str, dim: int) -> pa.Schema:
+        schema = lance_arrow.arrow_schema(table, dim)
+        return (
+            schema.set(schema.get_field_index("tokens"), pa.field("tokens", pa.string()))
+            if table == "messages"
+            else schema
+        )
+
+    rows = [_numbered("default:alice", s, text=f"hiking day {s}") for s in range(3)]
+    for name, marked in (("old", False), ("new", True)):
+        with monkeypatch.context() as patch:
+            if not marked:
+                patch.setattr(lance_fencing, "arrow_schema", unmarked)
+                patch.setattr(lance_writes, "arrow_schema", unmarked)
+            store = open_store(str(tmp_path / name))
+            store.bind(PARTITIONS)
+            _commit(store, "default:alice", [Upsert("messages", r) for r in rows[:2]], 1)
+        _commit(store, "default:alice", [Upsert("messages", rows[2])], 2)  # appended by this version
+        loaded = store.load_owner_columns("default:alice")
+        assert sorted(r.id for r in loaded.rows if isinstance(r, MessageRow)) == ["m00", "m01", "m02"]
+        assert ("messages" in loaded.tokens) is marked, name
+        if marked:
+            assert loaded.tokens["messages"] == {r.id: lance_arrow.row_tokens("messages", r) for r in rows}
+        store.close()
 
 
 def test_lancedb_an_ivf_pq_index_still_finds_the_nearest_cold_message_first(tmp_path: Path) -> None:

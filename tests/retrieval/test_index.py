@@ -14,7 +14,7 @@ from adamem.projections.folds.rows import EpisodicRow, MessageRow, float32_vecto
 from adamem.projections.store.base import TEXT_FIELDS
 from adamem.projections.store.lance_arrow import row_tokens
 from adamem.retrieval.index import TextIndex, VectorIndex, best_first, extracted_text
-from adamem.text import tokenize
+from adamem.text import search_text, tokenize
 
 
 def _blank(cls: type[Any]) -> dict[str, Any]:
@@ -95,7 +95,7 @@ def test_best_first_is_the_head_of_a_stable_sort() -> None:
 def test_an_index_of_the_stored_tokens_scores_as_one_that_cuts_the_text() -> None:
     """Records' words taken from the store's ``tokens`` (``OwnerColumns.tokens``) instead of cut again: the same
     postings and lengths, so the same BM25 for every query, phrases and Chinese included; a row the tokens miss
-    is cut as before, and a table of two fields (or with ``extra``) ignores them."""
+    is cut as before."""
     rng = random.Random(8)
     words = ["hiking", "Berlin", "worked out", "check-up", "cats'", "running", "the", "studies", "住在北京", "喜欢火锅"]
     records = [
@@ -107,10 +107,6 @@ def test_an_index_of_the_stored_tokens_scores_as_one_that_cuts_the_text() -> Non
     for terms in [[t] for w in words for t in tokenize(w)] + [tokenize(" ".join(words)), ["absent"]]:
         assert np.array_equal(taken.scores(terms), cut.scores(terms)), terms
     wrong = {r.id: "absent words" for r in records}
-    assert np.array_equal(
-        TextIndex(records, ("content", "owner_id"), tokens=wrong).scores(tokenize("hiking")),
-        TextIndex(records, ("content", "owner_id")).scores(tokenize("hiking")),
-    )
     assert not np.array_equal(
         TextIndex(records, ("content",), tokens=wrong).scores(tokenize("hiking")), cut.scores(tokenize("hiking"))
     )
@@ -216,3 +212,26 @@ def test_a_hot_index_beside_a_cold_part_scores_every_message_as_one_index_over_b
         assert any(w > 0 for w in want)
         alone = index.outside(terms)
         assert not np.allclose([alone(r) for r in cold], [want[whole.position[r.id]] for r in cold])
+
+
+def test_a_message_index_made_from_stored_tokens_is_the_one_cut_from_speaker_text_and_extraction() -> None:
+    """A message's stored tokens (``row_tokens``: speaker, text and extraction, each cut on its own) make the same
+    index as cutting the message: English and Chinese, with and without an extraction, and a text that ends with
+    its extraction's words."""
+    rng = random.Random(14)
+    texts = ["I start at Acme on Monday", "我下周一去星辰科技报到", "worked out at the gym", "住在深圳", "the", ""]
+    facts = ["Ann joined Acme", "Ann 加入了 星辰科技", "Ann works out", "Ann 住在 深圳"]
+    rows = []
+    for i in range(40):
+        row = MessageRow(**{**_blank(MessageRow), "id": f"m{i:02d}", "speaker": rng.choice(["Ann", "小林"])})
+        row = dataclasses.replace(row, text=" ".join(rng.choice(texts) for _ in range(rng.randint(1, 3))))
+        if rng.random() < 0.6:
+            row = dataclasses.replace(row, extraction_json=json.dumps({"facts": [{"content": rng.choice(facts)}]}))
+        rows.append(row)
+    stored = {r.id: row_tokens("messages", r) for r in rows}
+    said = {r.id: row_tokens("messages", dataclasses.replace(r, extraction_json="")) for r in rows}
+    assert any(said[r.id].endswith(search_text(extracted_text(r))) for r in rows if extracted_text(r))
+    cut = TextIndex(rows, TEXT_FIELDS["messages"], extra=extracted_text)
+    taken = TextIndex(rows, TEXT_FIELDS["messages"], extra=extracted_text, tokens=stored)
+    for question in ("where does Ann work now, Acme?", "小林 住在 哪里", "work out gym", "星辰科技", "absent"):
+        assert np.array_equal(taken.scores(tokenize(question)), cut.scores(tokenize(question))), question

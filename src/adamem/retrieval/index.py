@@ -136,14 +136,14 @@ class TextIndex:
         extra: Callable[[_Row], str] | None = None,
         tokens: Mapping[str, str] | None = None,
     ) -> None:
-        """``tokens``: a row's words as the store holds them (``OwnerColumns.tokens``: its one field cut by
-        ``search_text`` when it was written), taken instead of cutting its text again; one field and no
-        ``extra`` only."""
+        """``tokens``: a row's words as the store holds them (``OwnerColumns.tokens``: ``lance_arrow.row_tokens``,
+        each of its text parts cut on its own when it was written, as this index cuts ``fields`` and ``extra``),
+        taken instead of cutting its texts again."""
         self._fields, self._extra, self._k1, self._b = fields, extra, k1, b
         self._slot_of: dict[str, int] = {}
         lengths: list[float] = []
         postings: dict[str, tuple[list[int], list[float]]] = {}
-        stored = tokens if tokens is not None and len(fields) == 1 and extra is None else {}
+        stored = tokens if tokens is not None else {}
         ordered = sorted(rows, key=lambda r: r.id)
         if ordered and all(r.id in stored for r in ordered):
             self._base_of_tokens([r.id for r in ordered], [stored[r.id] for r in ordered])

@@ -76,9 +76,10 @@ def extraction_text(extraction_json: str) -> str:
     return " ".join(parts)
 
 
-TOKENS_KEPT = ("episodic",)
-"""Tables whose stored full-text tokens ``load_owner_columns`` hands over (one text field each: the tokens of the
-row are those of that field, so a reader's full-text index need not cut the text again)."""
+TOKENS_KEPT = ("episodic", "messages")
+"""Tables whose stored full-text tokens ``load_owner_columns`` hands over when they are current
+(``lance_arrow.tokens_current``): a row's words as a reader's full-text index counts them (``text_parts``, each cut
+on its own), so it need not cut the texts again."""
 
 SEARCHED_TABLES = ("messages", "episodic", "persona")
 """Tables with a vector column that retrieval searches."""

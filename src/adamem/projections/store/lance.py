@@ -43,7 +43,7 @@ from adamem.projections.store.base import (
     check_below_seq,
     owner_columns,
 )
-from adamem.projections.store.lance_arrow import has_vector, rows_from_arrow, vector_matrix
+from adamem.projections.store.lance_arrow import has_vector, rows_from_arrow, tokens_current, vector_matrix
 from adamem.projections.store.lance_reads import read_pool
 from adamem.projections.store.lance_tables import CHECKPOINTS, LegacyStore, quote, writer_name
 from adamem.projections.store.lance_views import current_view, list_views, remove_other_views, switch_view
@@ -472,7 +472,7 @@ class LanceStore:
                 return rows_from_arrow(table, data), None, None, None
             ids = data.column("id").to_pylist()
             tokens = None
-            if table in TOKENS_KEPT and "tokens" in data.column_names:
+            if table in TOKENS_KEPT and tokens_current(table, data.schema):
                 tokens = dict(zip(ids, data.column("tokens").to_pylist(), strict=True))
             vectors = (ids, vector_matrix(data.column("vector")))
             return rows_from_arrow(table, data, vectors=False), vectors, None, tokens

@@ -33,6 +33,7 @@ __all__ = [
     "row_tokens",
     "rows_from_arrow",
     "rows_to_arrow",
+    "tokens_current",
     "vector_matrix",
 ]
 
@@ -74,8 +75,25 @@ def arrow_schema(table: str, dim: int) -> pa.Schema:
         else:
             fields.append(pa.field(name, _arrow_type(hint, dim)))
     if table in TEXT_FIELDS:
-        fields.append(pa.field("tokens", pa.string()))
+        fields.append(pa.field("tokens", pa.string(), metadata=TOKENS_MARK if table == "messages" else None))
     return pa.schema(fields)
+
+
+TOKENS_MARK = {"adamem:tokens": "text_parts"}
+"""On a messages table's ``tokens`` field: its rows' tokens are their ``text_parts`` (speaker, text and extraction).
+A table made before they held the extraction's words has no mark (its rows appended since keep its schema), and a
+reader cuts its messages' texts again rather than take their tokens."""
+
+
+def tokens_current(table: str, schema: pa.Schema) -> bool:
+    """Whether a table's stored ``tokens`` are its rows' words as ``row_tokens`` cuts them now (a messages table
+    made before its tokens held the extraction's words is not: no ``TOKENS_MARK``)."""
+    if "tokens" not in schema.names:
+        return False
+    if table != "messages":
+        return True
+    marked = schema.field("tokens").metadata or {}
+    return all(marked.get(k.encode()) == v.encode() for k, v in TOKENS_MARK.items())
 
 
 def has_vector(table: str) -> bool:

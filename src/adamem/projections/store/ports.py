@@ -95,7 +95,8 @@ class OwnerColumns:
     nodes: pa.Table  # the graph nodes, ``base.NODE_COLUMNS``
     tokens: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     """``base.TOKENS_KEPT`` table -> row id -> its full-text ``tokens`` as the store holds them
-    (``lance_arrow.row_tokens``); an adapter that holds rows, not columns, hands none (the reader cuts the text)."""
+    (``lance_arrow.row_tokens``), for a table whose tokens are current (``lance_arrow.tokens_current``); an adapter
+    that holds rows, not columns, hands none (the reader cuts the text)."""
 
 
 class StoreReader(Protocol):
