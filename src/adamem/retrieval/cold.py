@@ -112,6 +112,18 @@ def _combined(columns: dict[str, list[pa.Array]]) -> pa.Table:
     return pa.table(out)
 
 
+_Ints = npt.NDArray[np.int64]
+
+
+def _piece_postings(term: dict[str, int], tokens: pa.Array) -> tuple[_Ints, _Ints, _Ints, _Ints]:
+    """A piece's stored ``tokens`` as postings, sorted by word, then row: each (word number, row) once, with how
+    often, words numbered in ``term`` as first met over the pieces (``term`` grows); and each row's length."""
+    words, codes, at = stored_words(tokens)
+    numbers = np.asarray([term.setdefault(t, len(term)) for t in words], dtype=np.int64)
+    terms, rows, counts = term_postings(numbers[codes] if len(numbers) else codes, at, len(tokens))
+    return terms, rows, counts, np.bincount(at, minlength=len(tokens))
+
+
 class ColdCounts:
     """The BM25 statistics of a cold part searched through the store (too large to hold as a ``ColdIndex``): how many
     messages, their words in all, and in how many messages each word occurs, counted from the stored ``tokens``
@@ -123,15 +135,12 @@ class ColdCounts:
         frequencies = np.zeros(0, dtype=np.int64)
         rows = length = 0
         for part in parts:
-            tokens = part.column("tokens").combine_chunks()
-            words, codes, at = stored_words(tokens)
-            numbers = np.asarray([self._term.setdefault(t, len(self._term)) for t in words], dtype=np.int64)
-            terms, _, _ = term_postings(numbers[codes] if len(numbers) else codes, at, len(tokens))
+            terms, _, _, lengths = _piece_postings(self._term, part.column("tokens").combine_chunks())
             counted = np.bincount(terms, minlength=len(self._term))
             counted[: len(frequencies)] += frequencies
             frequencies = counted
-            rows += len(tokens)
-            length += len(codes)
+            rows += len(lengths)
+            length += int(lengths.sum())
         self._df = frequencies
         self.statistics = Beside(rows, float(length), self.document_frequency)
         """The statistics, for the hot window's index to score hot and cold messages against both together."""
@@ -202,12 +211,8 @@ class ColdIndex:
     def _piece_postings(
         self, tokens: pa.Array, first: int
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-        """A piece's postings, sorted by term, then row: each (term, row) once, with how often, terms numbered as
-        first met over the pieces, rows from ``first``; and each row's length."""
-        words, codes, at = stored_words(tokens)
-        terms = np.asarray([self._term.setdefault(t, len(self._term)) for t in words], dtype=np.int64)
-        term, row, count = term_postings(terms[codes] if len(terms) else codes, at, len(tokens))
-        lengths = np.bincount(at, minlength=len(tokens))
+        """``_piece_postings`` of a piece, compacted, its rows numbered from ``first``."""
+        term, row, count, lengths = _piece_postings(self._term, tokens)
         return term.astype(np.int32), (row + first).astype(np.int32), count.astype(np.float32), lengths
 
     def _merge(
