@@ -26,13 +26,13 @@ def test_configurations_are_tree_and_processes() -> None:
 
 def test_the_cpu_of_a_process_tree_counts_its_children() -> None:
     """A parent that only waits, and a child that computes: the tree's CPU is the child's work."""
-    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(30)"
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\ntime.sleep(30)"
     parent = subprocess.Popen(
         [sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {busy!r}])"]
     )
     try:
         seen = 0.0
-        for _ in range(200):  # until the child has done its 0.3 s of work (it then sleeps)
+        for _ in range(200):  # until the child is past 0.3 s of its 0.5 s of work (/proc counts in ticks)
             seen = tree_cpu_seconds(parent.pid)
             if seen >= 0.3:
                 break
