@@ -18,6 +18,7 @@ import pytest
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
+from adamem.errors import StoreError
 from adamem.events import MemoryForgotten
 from adamem.ingest import load_messages, parse_time
 from adamem.partitioning import owner_partition
@@ -96,6 +97,7 @@ async def test_parallel_replay_equals_serial_and_live(four: Settings, tmp_path: 
     parallel = await rebuild_view(log, root, four, verify=True, jobs=2, view="par", switch=False)
     assert parallel.verified is True and parallel.diffs == [], parallel.diffs[:5]
     assert parallel.processes == 2 and parallel.restarts == 0
+    assert not _children("adamem.streams.processes")  # the process started ahead folded, and none is left
     serial = await rebuild_view(log, root, four, view="ser", switch=False, jobs=1)
     assert serial.processes == 0 and parallel.events == serial.events > 0
     assert parallel.offsets == serial.offsets
@@ -105,6 +107,17 @@ async def test_parallel_replay_equals_serial_and_live(four: Settings, tmp_path: 
     switched = await rebuild_view(log, root, four, jobs=3)  # no verify: one pass per process, then the switch
     assert switched.switched and switched.events == serial.events
     assert _checksum(root, switched.view) == live
+    await log.stop()
+
+
+async def test_a_rebuild_that_stops_before_folding_ends_the_processes_it_started(
+    four: Settings, tmp_path: Path
+) -> None:
+    log, root = await _built(four, tmp_path)
+    await rebuild_view(log, root, four, view="taken", switch=False, jobs=1)
+    with pytest.raises(StoreError, match="already exists"):
+        await rebuild_view(log, root, four, view="taken", switch=False, jobs=2)
+    assert not _children("adamem.streams.processes")
     await log.stop()
 
 

@@ -15,6 +15,12 @@ A process that dies without ``done`` (killed, out of memory) is started again wi
 to ``RESTARTS`` times: jobs are written to go on from where their durable state says they were
 (store checkpoints, resume points on the log). A process that fails with an error is not: the
 error would happen again, and is raised.
+
+Starting a process costs about a second before it can work (importing LanceDB), so a caller can
+start processes before it knows their jobs (``Started``): each imports its entry's module and runs
+the module's ``prepare()``, if it has one, while the caller gets ready, then waits for its job.
+``run_jobs`` hands every process its job before it returns control to a caller that works in the
+meantime (``handed``), so a job never waits for the caller's next pause.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Any, BinaryIO
 
 from adamem.errors import AdaMemError
 
-__all__ = ["RESTARTS", "Channel", "JobFailed", "reopenable", "run_jobs"]
+__all__ = ["RESTARTS", "Channel", "JobFailed", "Started", "reopenable", "run_jobs"]
 
 RESTARTS = 3
 """Times a process that died (killed, out of memory) is started again before the work gives up."""
@@ -66,6 +72,57 @@ async def _read_frame(stream: asyncio.StreamReader) -> Any | None:
         return None
 
 
+async def _spawn(entry: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        __name__,
+        entry,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        limit=2**26,
+    )
+
+
+class Started:
+    """Processes of ``entry`` started ahead of their jobs; each preparing (imports) until it gets one.
+
+    ``run_jobs(..., started=)`` gives them their jobs; ``close`` ends the ones no job took (they read
+    the end of their input and exit).
+    """
+
+    def __init__(self, entry: str) -> None:
+        self.entry = entry
+        self._idle: list[asyncio.subprocess.Process] = []
+
+    async def start(self, count: int, pids: set[int] | None = None) -> None:
+        """Start ``count`` more processes (their ids into ``pids``)."""
+        for _ in range(count):
+            proc = await _spawn(self.entry)
+            self._idle.append(proc)
+            if pids is not None:
+                pids.add(proc.pid)
+
+    def take(self) -> asyncio.subprocess.Process | None:
+        """A started process that has no job yet, or None."""
+        return self._idle.pop(0) if self._idle else None
+
+    async def close(self, pids: set[int] | None = None) -> None:
+        """End the processes no job took."""
+        idle, self._idle = self._idle, []
+        for proc in idle:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        for proc in idle:
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+            if pids is not None:
+                pids.discard(proc.pid)
+
+
 async def run_jobs(
     entry: str,
     jobs: Sequence[Any],
@@ -73,27 +130,30 @@ async def run_jobs(
     on_note: Callable[[int, Any], None] | None = None,
     on_call: Callable[[int, Any], Awaitable[Any]] | None = None,
     pids: set[int] | None = None,
+    started: Started | None = None,
+    handed: asyncio.Event | None = None,
 ) -> tuple[list[Any], int]:
     """Run ``entry`` (``module:function``) once per job, each in a process, side by side.
 
     ``on_note(job, note)`` hears the processes' notes; ``on_call(job, call)`` answers their calls.
-    ``pids`` holds the running processes' ids. Returns each job's result, in order, and how many
-    processes were started again after dying.
+    ``pids`` holds the running processes' ids. ``started``: processes of the same entry started
+    earlier, taken first. ``handed`` is set once every job's first process has its job. Returns
+    each job's result, in order, and how many processes were started again after dying.
     """
     running = pids if pids is not None else set()
+    if started is not None and started.entry != entry:
+        raise ValueError(f"processes started for {started.entry} cannot run {entry}")
+    waiting = [len(jobs)]
+
+    def one_handed() -> None:
+        waiting[0] -= 1
+        if not waiting[0] and handed is not None:
+            handed.set()
 
     async def one(index: int) -> tuple[Any, int]:
         job = _frame(jobs[index])
         for attempt in range(RESTARTS + 1):
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                __name__,
-                entry,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                limit=2**26,
-            )
+            proc = (started.take() if started is not None and not attempt else None) or await _spawn(entry)
             running.add(proc.pid)
             outcome: tuple[str, Any] | None = None
             try:
@@ -101,6 +161,8 @@ async def run_jobs(
                 with contextlib.suppress(ConnectionError):  # it died before reading its job: started again below
                     proc.stdin.write(job)
                     await proc.stdin.drain()
+                if not attempt:
+                    one_handed()
                 while (message := await _read_frame(proc.stdout)) is not None:
                     kind, body = message
                     if kind == "note" and on_note is not None:
@@ -130,6 +192,8 @@ async def run_jobs(
             # it died (killed, out of memory): again, from where its durable state says it was
         raise JobFailed(f"its process died {RESTARTS + 1} times")
 
+    if not jobs and handed is not None:
+        handed.set()
     tasks = [asyncio.ensure_future(one(i)) for i in range(len(jobs))]
     try:
         results = await asyncio.gather(*tasks)
@@ -167,8 +231,11 @@ class Channel:
 
 
 async def _child(entry: str) -> int:
-    module, _, name = entry.partition(":")
-    function = getattr(importlib.import_module(module), name)
+    module_name, _, name = entry.partition(":")
+    module = importlib.import_module(module_name)
+    function = getattr(module, name)
+    if (prepare := getattr(module, "prepare", None)) is not None:
+        prepare()  # while the parent gets its job ready
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=2**26)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)

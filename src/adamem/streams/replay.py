@@ -189,68 +189,73 @@ async def rebuild_view(
     for; the verification, catch-up and switch that follow are this function's, as without them.
     """
     runner = FoldRunner(log, root, settings, jobs=jobs)
-    views = runner.views
-    active = views.active_view()
-    name = view or _next_view_name(views)
-    if name in views.views():
-        raise StoreError(f"view {name!r} already exists in {views.url}; pick another name")
     topic = settings.topic("analyses")
     ends = await log.end_offsets(topic)
-    live = views.open_view(active, read_only=True)
-    live_offsets = {p: live.checkpoint(p).get(topic, 0) for p in ends}
-    travel = until_offset is not None or until_time is not None
-    target = {p: min(end, until_offset) if until_offset is not None else end for p, end in ends.items()}
-    if verify and not travel:
-        target = live_offsets  # exactly where the live view is, so rows compare one to one
-    rebuilt = views.open_view(name, optimize_every=0, bulk=True)
-    rebuilt.bind(len(ends))
-    rebuilt.record_generation(live.generation() or generation_record(settings))
-    report = RebuildReport(view=name)
-    tick = _measured(progress, sum(target.values()))
+    if members is None:  # the processes import LanceDB while this one does, and opens the store
+        await runner.start(ends)
+    try:
+        views = runner.views
+        active = views.active_view()
+        name = view or _next_view_name(views)
+        if name in views.views():
+            raise StoreError(f"view {name!r} already exists in {views.url}; pick another name")
+        live = views.open_view(active, read_only=True)
+        live_offsets = {p: live.checkpoint(p).get(topic, 0) for p in ends}
+        travel = until_offset is not None or until_time is not None
+        target = {p: min(end, until_offset) if until_offset is not None else end for p, end in ends.items()}
+        if verify and not travel:
+            target = live_offsets  # exactly where the live view is, so rows compare one to one
+        rebuilt = views.open_view(name, optimize_every=0, bulk=True)
+        rebuilt.bind(len(ends))
+        rebuilt.record_generation(live.generation() or generation_record(settings))
+        report = RebuildReport(view=name)
+        tick = _measured(progress, sum(target.values()))
 
-    def step(records: int, events: int) -> None:
-        tick(records)
-        report.events += events
-        metrics.REPLAY_EVENTS.inc(events)
+        def step(records: int, events: int) -> None:
+            tick(records)
+            report.events += events
+            metrics.REPLAY_EVENTS.inc(events)
 
-    fold = FoldPlan(name, tuple(sorted(ends)), to=target, until_time=until_time)
-    # A rebuild publishes nothing (``streams.feed.compute_feed`` recomputes its feed), and what it
-    # leaves is the tail of the log past a view as of an offset (its forgets only) or the log's end.
-    finish = FoldPlan(
-        name,
-        tuple(sorted(ends)),
-        forgets_to=ends if until_offset is not None else None,
-        catch_up=not travel,
-        optimize=True,
-    )
-    with collector_paused():
-        if members is not None:  # other processes fold to the target; this one waits for them
-            await members(rebuilt, fold, tick)
-            erased = len(views.open_view(name, read_only=True).rebuild_job().get("erased", ()))
-        elif verify:
-            erased = await runner.run(fold, step, sizes=target)
-        if verify:
-            reader = views.open_view(name, read_only=True)
-            tables = _tables(layers)
-            report.diffs = diff_stores(live, reader, layers)
-            report.live_checksum = rows_checksum(store_rows(live, tables))
-            report.checksum = rows_checksum(store_rows(reader, tables))
-            report.verified = not report.diffs
-        if members is not None or verify:
-            erased += await runner.run(finish, step, sizes=target)
-        else:
-            erased = await runner.run(fold.then(finish), step, sizes=target)
-    report.processes, report.restarts = runner.processes, runner.restarts
-    reader = views.open_view(name, read_only=True)
-    report.offsets = {p: reader.checkpoint(p).get(topic, 0) for p in sorted(ends)}
-    # A rebuild that verification found different from the live view is kept for inspection, never
-    # switched to: which of the two is right is a question for a person (`adamem views switch`).
-    if switch and not travel and report.verified is not False:
-        views.switch_view(name)
-        report.switched = True
-        if erased:  # the rebuild folded a forget: the views it replaces may still hold it
-            report.removed_views = views.remove_other_views(name)
-    return report
+        fold = FoldPlan(name, tuple(sorted(ends)), to=target, until_time=until_time)
+        # A rebuild publishes nothing (``streams.feed.compute_feed`` recomputes its feed), and what it
+        # leaves is the tail of the log past a view as of an offset (its forgets only) or the log's end.
+        finish = FoldPlan(
+            name,
+            tuple(sorted(ends)),
+            forgets_to=ends if until_offset is not None else None,
+            catch_up=not travel,
+            optimize=True,
+        )
+        with collector_paused():
+            if members is not None:  # other processes fold to the target; this one waits for them
+                await members(rebuilt, fold, tick)
+                erased = len(views.open_view(name, read_only=True).rebuild_job().get("erased", ()))
+            elif verify:
+                erased = await runner.run(fold, step, sizes=target)
+            if verify:
+                reader = views.open_view(name, read_only=True)
+                tables = _tables(layers)
+                report.diffs = diff_stores(live, reader, layers)
+                report.live_checksum = rows_checksum(store_rows(live, tables))
+                report.checksum = rows_checksum(store_rows(reader, tables))
+                report.verified = not report.diffs
+            if members is not None or verify:
+                erased += await runner.run(finish, step, sizes=target)
+            else:
+                erased = await runner.run(fold.then(finish), step, sizes=target)
+        report.processes, report.restarts = runner.processes, runner.restarts
+        reader = views.open_view(name, read_only=True)
+        report.offsets = {p: reader.checkpoint(p).get(topic, 0) for p in sorted(ends)}
+        # A rebuild that verification found different from the live view is kept for inspection, never
+        # switched to: which of the two is right is a question for a person (`adamem views switch`).
+        if switch and not travel and report.verified is not False:
+            views.switch_view(name)
+            report.switched = True
+            if erased:  # the rebuild folded a forget: the views it replaces may still hold it
+                report.removed_views = views.remove_other_views(name)
+        return report
+    finally:
+        await runner.close()
 
 
 def _measured(progress: Callable[[int], None] | None, total: int) -> Callable[[int], None]:

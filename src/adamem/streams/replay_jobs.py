@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -38,7 +39,7 @@ from adamem.schemas.serde import decode_event
 from adamem.settings import Settings
 from adamem.streams.keys import KeyRingLike, keystore_for
 from adamem.streams.log import EventLog, LogRecord
-from adamem.streams.processes import Channel, JobFailed, reopenable, run_jobs
+from adamem.streams.processes import Channel, JobFailed, Started, reopenable, run_jobs
 
 __all__ = [
     "REBUILD_BATCH",
@@ -48,6 +49,7 @@ __all__ = [
     "collector_paused",
     "fold_plan",
     "folded_until",
+    "prepare",
     "replayed",
 ]
 
@@ -221,7 +223,9 @@ class FoldRunner:
 
     ``processes``: the most processes that folded a plan side by side, this one among them (0: every
     plan folded here alone); ``restarts``: processes started again after they died; ``pids``: the
-    running processes' ids.
+    running processes' ids. ``start`` starts the processes a log of given sizes will fold with, before
+    this process opens the store (each spends about a second importing LanceDB, as this one does);
+    ``close`` ends those no plan took.
     """
 
     def __init__(
@@ -233,27 +237,54 @@ class FoldRunner:
         self.log, self.root, self.settings = log, root, settings
         self.auto = jobs is None
         self.jobs = jobs if jobs is not None else (os.cpu_count() or 1)
-        self.views = open_views(root)
         self.shared = reopenable(log.url, root)
         self.restarts = 0
         self.processes = 0
         self.pids: set[int] = set()
+        self._started = Started(f"{__name__}:fold_job")
 
-    async def run(self, plan: FoldPlan, step: Step, *, sizes: Mapping[int, int]) -> int:
-        """Carry out ``plan``; ``sizes`` (records per partition) balance the processes. Batches erased."""
+    @functools.cached_property
+    def views(self) -> ViewCatalog:
+        """The store's views (opening them imports LanceDB: ``start`` processes first)."""
+        return open_views(self.root)
+
+    def _groups(self, partitions: tuple[int, ...], sizes: Mapping[int, int]) -> list[tuple[int, ...]]:
         jobs = self.jobs
         if self.auto:
             jobs = max(1, min(jobs, sum(sizes.values()) // AUTO_EVENTS_PER_PROCESS))
-        groups = _deal(plan.partitions, sizes, jobs)
+        return _deal(partitions, sizes, jobs)
+
+    async def start(self, sizes: Mapping[int, int]) -> None:
+        """Start the processes that plans over these partitions (records per partition) will fold in."""
+        groups = self._groups(tuple(sorted(sizes)), sizes)
+        if len(groups) > 1 and self.shared:
+            await self._started.start(len(groups) - 1, self.pids)
+
+    async def close(self) -> None:
+        """End the started processes no plan took."""
+        await self._started.close(self.pids)
+
+    async def run(self, plan: FoldPlan, step: Step, *, sizes: Mapping[int, int]) -> int:
+        """Carry out ``plan``; ``sizes`` (records per partition) balance the processes. Batches erased."""
+        groups = self._groups(plan.partitions, sizes)
         if len(groups) <= 1 or not self.shared:
             return await fold_plan(self.log, self.views, self.settings, plan, step)
         assert isinstance(self.root, str | StoreLocation)
         self.processes = max(self.processes, len(groups))
         plans = [replace(plan, partitions=g) for g in groups]
         # This process folds the first share while processes fold the others: one start (about 1.3 s of
-        # CPU, most of it importing LanceDB) fewer, and the first share is the largest (``_deal``).
-        away = asyncio.ensure_future(_in_processes(self.log.url, self.root, self.settings, plans[1:], step, self.pids))
+        # CPU, most of it importing LanceDB) fewer, and the first share is the largest (``_deal``). The
+        # processes have their plans before this one begins: it does not pause while it folds.
+        handed = asyncio.Event()
+        away = asyncio.ensure_future(
+            _in_processes(self.log.url, self.root, self.settings, plans[1:], step, self.pids, self._started, handed)
+        )
         try:
+            waiter = asyncio.ensure_future(handed.wait())
+            await asyncio.wait([away, waiter], return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            if away.done():  # the processes failed before they had their plans
+                await away
             erased = await fold_plan(self.log, self.views, self.settings, plans[0], step)
             more, restarts = await away
         finally:
@@ -262,6 +293,12 @@ class FoldRunner:
                 await asyncio.gather(away, return_exceptions=True)
         self.restarts += restarts
         return erased + more
+
+
+def prepare() -> None:
+    """A fold process's imports, made while its plan is on the way (``streams.processes``): about a second."""
+    import adamem.projections.store.lance
+    import adamem.streams.factory  # noqa: F401
 
 
 async def fold_job(job: tuple[str, str | StoreLocation, Settings, FoldPlan], channel: Channel) -> int:
@@ -285,8 +322,10 @@ async def _in_processes(
     plans: list[FoldPlan],
     step: Step,
     pids: set[int],
+    started: Started,
+    handed: asyncio.Event,
 ) -> tuple[int, int]:
-    """Carry out each plan in a process of its own (``streams.processes``).
+    """Carry out each plan in a process of its own (``streams.processes``), those ``started`` first.
 
     Returns the batches whose forgets were erased and the processes started again after dying.
     """
@@ -296,6 +335,8 @@ async def _in_processes(
             [(log_url, root, settings, p) for p in plans],
             on_note=lambda _, note: step(*note),
             pids=pids,
+            started=started,
+            handed=handed,
         )
     except JobFailed as exc:
         raise StoreError(f"replay into view {plans[0].view} failed: {exc}") from exc
