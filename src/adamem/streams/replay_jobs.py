@@ -60,8 +60,8 @@ about what a full one does in LanceDB, and leaves one more fragment of each tabl
 
 AUTO_EVENTS_PER_PROCESS = 20_000
 """Log records per process when the process count is left to the runner: starting one costs about
-1.3 s of CPU (importing LanceDB), which 2 processes on 2 cores won back at 40k records (1.33× one
-process) and lost at 838 (0.38×) (``bench/results/replay_jobs*.json``)."""
+1.3 s of CPU (importing LanceDB), which 2 processes on 2 cores won back at 40k records (1.40× one
+process) and at 20k (1.09×), and lost at 10k (0.87×) (``bench/results/replay_jobs*.json``)."""
 
 Step = Callable[[int, int], None]
 """Hears of each committed batch: the log records it read and the events it folded."""
