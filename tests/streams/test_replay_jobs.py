@@ -121,6 +121,28 @@ async def test_a_rebuild_that_stops_before_folding_ends_the_processes_it_started
     await log.stop()
 
 
+async def test_a_process_that_cannot_start_ends_those_started_before_it(
+    four: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import adamem.streams.processes as processes
+
+    log, root = await _built(four, tmp_path)
+    spawn, started = processes._spawn, []
+
+    async def second_fails(entry: str) -> Any:
+        if started:
+            raise OSError("no more processes")
+        started.append(await spawn(entry))
+        return started[-1]
+
+    monkeypatch.setattr(processes, "_spawn", second_fails)
+    with pytest.raises(OSError, match="no more processes"):
+        await rebuild_view(log, root, four, view="three", switch=False, jobs=3)
+    assert started and started[0].returncode is not None  # the one started was ended
+    assert not _children("adamem.streams.processes")
+    await log.stop()
+
+
 async def test_views_as_of_a_time_or_an_offset_are_the_same_in_parallel(four: Settings, tmp_path: Path) -> None:
     log, root = await _built(four, tmp_path)
     when = parse_time("2024-03-10T00:00:00Z")

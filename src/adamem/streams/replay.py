@@ -191,9 +191,9 @@ async def rebuild_view(
     runner = FoldRunner(log, root, settings, jobs=jobs)
     topic = settings.topic("analyses")
     ends = await log.end_offsets(topic)
-    if members is None:  # the processes import LanceDB while this one does, and opens the store
-        await runner.start(ends)
     try:
+        if members is None:  # the processes import LanceDB while this one does, and opens the store
+            await runner.start(ends)
         views = runner.views
         active = views.active_view()
         name = view or _next_view_name(views)
