@@ -32,9 +32,9 @@ import adamem.retrieval.service as service
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.base import TEXT_FIELDS
 from adamem.retrieval.config import Route
-from adamem.retrieval.index import TextIndex, Vector, extracted_text
+from adamem.retrieval.index import TextIndex, extracted_text
 from adamem.retrieval.route import route_query
-from adamem.retrieval.snapshot import MemoryRow, OwnerSnapshot, View
+from adamem.retrieval.snapshot import OwnerSnapshot, View
 
 __all__ = ["main"]
 
@@ -67,32 +67,19 @@ OwnerSnapshot._context_index = _cached  # type: ignore[attr-defined]
 
 
 class ContextScorer(base.SemanticScorer):
-    """The shipped scorer, reading the context index for the messages of questions not skipped."""
+    """The shipped scorer, its messages' BM25 taken from the context index for the questions not skipped.
+
+    Both indexes are built from the same rows in the same order, so the scores fill the scorer's own
+    cache of the messages' BM25, and every other step reads them as it reads the shipped ones.
+    """
 
     def __init__(self, view: View, question: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(view, question, *args, **kwargs)
         plan = route_query(question)
         skipped = {"none": False, "causal": plan.causal, "graph": plan.route is Route.GRAPH}[SKIP]
-        self._context = not skipped and view.snapshot.archive is None
-
-    def _index(self, table: str) -> TextIndex:
-        snapshot = self.view.snapshot
-        if table == "messages" and self._context:
-            found: TextIndex = snapshot._context_index  # type: ignore[attr-defined]
-            return found
-        return snapshot.text_index(table)
-
-    def bm25_all(self, table: str) -> Vector:
-        found = self._bm25.get(table)
-        if found is None:
-            found = self._bm25[table] = self._index(table).scores(self.terms, self.expansion, self._beside(table))
-        return found
-
-    def bm25_raw(self, table: str, row: MemoryRow) -> float:
-        if not self._context or table != "messages":
-            return super().bm25_raw(table, row)
-        pos = self._index(table).position.get(row.id)
-        return float(self.bm25_all(table)[pos]) if pos is not None else 0.0
+        if not skipped and view.snapshot.archive is None:
+            index: TextIndex = view.snapshot._context_index  # type: ignore[attr-defined]
+            self._bm25["messages"] = index.scores(self.terms, self.expansion, None)
 
 
 service.SemanticScorer = ContextScorer  # type: ignore[attr-defined]

@@ -279,15 +279,15 @@ class FoldRunner:
         away = asyncio.ensure_future(
             _in_processes(self.log.url, self.root, self.settings, plans[1:], step, self.pids, self._started, handed)
         )
+        waiter = asyncio.ensure_future(handed.wait())
         try:
-            waiter = asyncio.ensure_future(handed.wait())
             await asyncio.wait([away, waiter], return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
             if away.done():  # the processes failed before they had their plans
                 await away
             erased = await fold_plan(self.log, self.views, self.settings, plans[0], step)
             more, restarts = await away
         finally:
+            waiter.cancel()
             if not away.done():  # the share here failed: the processes are stopped
                 away.cancel()
                 await asyncio.gather(away, return_exceptions=True)
