@@ -145,8 +145,10 @@ class MessagesOnly:
     ) -> list[Hit]:
         return [] if table in HIDDEN else self.inner.vector_search(table, user_id, vector, k, below_seq)
 
-    def text_search(self, table: str, user_id: str, query: str, k: int, below_seq: int | None = None) -> list[Hit]:
-        return [] if table in HIDDEN else self.inner.text_search(table, user_id, query, k, below_seq)
+    def text_search(
+        self, table: str, user_id: str, query: str, k: int, below_seq: int | None = None, *, context: bool = False
+    ) -> list[Hit]:
+        return [] if table in HIDDEN else self.inner.text_search(table, user_id, query, k, below_seq, context=context)
 
     def erase_history(self, partition: int) -> list[str]:  # pragma: no cover - read-only use
         raise RuntimeError("the messages-only view is read-only")

@@ -95,8 +95,9 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
     """Write the synthetic store: owner rows through the store's commit, messages appended in bulk.
 
     The shortcut (it is what makes 100k-message owners and 100k owners buildable here): a pool of
-    ``POOL`` distinct messages is turned into Arrow rows once by the store's own conversion
-    (``rows_to_arrow``: the same columns, full-text tokens and vectors a commit writes); every
+    ``POOL`` distinct messages (each with another's words as its ``context``) is turned into Arrow rows
+    once by the store's own conversion (``rows_to_arrow``: the same columns, full-text tokens and
+    vectors a commit writes); every
     message is a row of the pool with its own id, owner, time and sequence number, appended to the
     shard's ``messages`` table in chunks of 50,000 rows. No fold runs and no analysis is made; then
     one ``optimize`` (full-text and owner indexes, compaction) and a checkpoint naming the versions.
@@ -109,6 +110,7 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
     from adamem.projections.folds.rows import MessageRow, OwnerRow
     from adamem.projections.store.lance import LanceStore
     from adamem.projections.store.lance_arrow import rows_to_arrow
+    from adamem.text import search_text
 
     rng = np.random.default_rng(seed)
     words = random.Random(seed)
@@ -135,6 +137,8 @@ def build(folder: str, owners: int, per_owner: int, seed: int) -> dict[str, Any]
         )
         for i in range(POOL)
     ]
+    # each with the words of a message before it (its ``context``), as the folds write them
+    pool = [dataclasses.replace(r, context=search_text(pool[i - 1].text)) for i, r in enumerate(pool)]
     # the first message goes through the store's own commit: it makes the table with its schema
     store.commit(0, [*owner_rows, Upsert("messages", dataclasses.replace(pool[0], id="m0"))], {"analyses": 1})
     shard = store._shard(0, create=True)  # the shortcut: the rest is appended to the shard's table

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import pytest
+
 from adamem.events import MessageAnalyzed
 from adamem.projections.folds import (
     Delete,
     EpisodicRow,
     GraphEdgeRow,
     GraphNodeRow,
+    MessageRow,
     OwnerMemory,
     PersonaRow,
     Positioned,
     Upsert,
     apply,
 )
+from adamem.projections.folds.rows import row_json
 from adamem.projections.folds.testing import DAY, T0, WEEK, Chat, attr, event, fact, fold
+from adamem.text import search_text
 
 
 def mid(p: Positioned) -> str:
@@ -227,3 +232,42 @@ def test_forgetting_an_event_occurrence_removes_a_habit_that_no_longer_recurs() 
     assert [t.kind for t in traits(state).values()] == ["habit"]
     state, _ = apply(state, chat.forget("message", mid(gyms[1]), at=T0 + 5 * WEEK))
     assert traits(state) == {}
+
+
+def _messages(state: OwnerMemory) -> dict[str, MessageRow]:
+    return {m.text: m for m in state.tables["messages"].values() if isinstance(m, MessageRow)}
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ("Where did you go hiking?", "To the Yellow Mountains.", "The sunrise there was amazing."),
+        ("你上周去哪里徒步了？", "去了黄山。", "那里的日出太美了。"),
+    ],
+    ids=["en", "zh"],
+)
+def test_a_message_holds_the_words_of_the_one_before_it_and_a_forget_leaves_none_of_the_forgotten(
+    texts: tuple[str, str, str],
+) -> None:
+    """A message's ``context`` is the previous message's text as search tokens (the first message's: none). Forgetting
+    a message gives the one after it the words of the message now before it: the rows a replay of the log without
+    the forgotten message gives."""
+    chat = Chat()
+    said = [chat.say(t, at=T0 + i * DAY, conv="s1") for i, t in enumerate(texts)]
+    state, _ = fold(said)
+    held = _messages(state)
+    assert [held[t].context for t in texts] == ["", search_text(texts[0]), search_text(texts[1])]
+    assert all(held[t].context for t in texts[1:])
+    assert "context" not in row_json(held[texts[1]])  # shown as the message before it, not as its words
+
+    state, _ = apply(state, chat.forget("message", mid(said[1]), at=T0 + 5 * DAY))
+    after = _messages(state)
+    assert texts[1] not in after
+    assert after[texts[2]].context == search_text(texts[0])
+    assert not set(search_text(texts[1]).split()) & set(after[texts[2]].context.split()) - set(
+        search_text(texts[0]).split()
+    )
+
+    replayed, _ = fold([said[0], said[2]])  # the log as a rebuild reads it: the forgotten message shredded
+    again = _messages(replayed)
+    assert {t: m.context for t, m in after.items()} == {t: m.context for t, m in again.items()}

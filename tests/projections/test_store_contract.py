@@ -307,7 +307,13 @@ def test_lancedb_indexes_vectors_of_large_tables_and_still_finds_the_nearest(tmp
     shard = store._shard(0, create=False)
     assert shard is not None
     kinds = {tuple(ix.columns): ix.index_type for ix in shard.tables["messages"].list_indices()}
-    assert kinds == {("vector",): "IvfPq", ("tokens",): "FTS", ("owner_id",): "BTree", ("id",): "BTree"}
+    assert kinds == {
+        ("vector",): "IvfPq",
+        ("tokens",): "FTS",
+        ("context",): "FTS",
+        ("owner_id",): "BTree",
+        ("id",): "BTree",
+    }
     late = message("default:bob", "b99", "after the index", (0.0, 1.0, 0.0, 0.0))
     store.commit(0, [Upsert("messages", late)], {"analyses": 2})  # the next checkpoint covers the indexed version
     reader = LanceStore(str(tmp_path / "store"), read_only=True)
@@ -780,6 +786,36 @@ def test_searches_below_a_seq_find_only_the_owners_older_messages_best_first(sto
         store.vector_search("episodic", "default:alice", (0.0, 1.0, 0.0), 3, below_seq=7)
     with pytest.raises(StoreError, match="below_seq"):
         store.text_search("episodic", "default:alice", "fact", 3, below_seq=7)
+
+
+@pytest.mark.parametrize(
+    ("asked", "said", "reply", "other"),
+    [
+        ("Where did you go hiking?", "hiking", "To the Yellow Mountains, last spring.", "The weather is cold."),
+        ("你上周去哪里徒步了？", "徒步", "去了黄山，风景很美。", "今天天气很冷。"),
+    ],
+    ids=["en", "zh"],
+)
+def test_with_context_a_message_is_found_by_the_words_of_the_one_before_it(
+    store: MemoryStore, asked: str, said: str, reply: str, other: str
+) -> None:
+    """``text_search(..., context=True)``: a message matches by its own words and by its ``context`` (the words of the
+    owner's message before it) alike: the reply is found by the question that asked it. Without: by its own only."""
+    alice = [
+        _numbered("default:alice", 0, text=asked, context=""),
+        _numbered("default:alice", 1, text=reply, context=search_text(asked)),
+        _numbered("default:alice", 2, text=other, context=search_text(reply)),
+    ]
+    _archive(store, alice)
+    assert set(search_text(said).split()) <= set(search_text(asked).split())
+    plain = store.text_search("messages", "default:alice", said, 5)
+    assert [h.row.id for h in plain] == ["m00"]
+    wide = store.text_search("messages", "default:alice", said, 5, context=True)
+    assert {h.row.id for h in wide} == {"m00", "m01"}
+    assert {h.row.context for h in wide} == {"", search_text(asked)}  # type: ignore[union-attr]
+    assert [h.row.id for h in store.text_search("messages", "default:alice", said, 5, context=True, below_seq=1)] == [
+        "m00"
+    ]
 
 
 def test_messages_by_id_reads_the_owners_messages_in_id_order(store: MemoryStore) -> None:

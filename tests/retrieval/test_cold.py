@@ -86,8 +86,8 @@ def _is_exact_top(got: list[str], exact: dict[str, float], k: int) -> bool:
     return len(got) == len(best) and in_order and np.allclose(sorted(scores, reverse=True), best, atol=1e-6)
 
 
-def _exact_bm25(rows: list[MessageRow], query: str, k: int) -> list[str]:
-    docs = [row_tokens("messages", r).split() for r in rows]
+def _exact_bm25(rows: list[MessageRow], query: str, k: int, context: bool = False) -> list[str]:
+    docs = [row_tokens("messages", r).split() + ((r.context or "").split() if context else []) for r in rows]
     scores = bm25_scores(docs, search_text(query).split())
     ranked = sorted((-s, r.id) for r, s in zip(rows, scores, strict=True) if s > 0)
     return [i for _, i in ranked[:k]]
@@ -227,3 +227,33 @@ def test_a_closed_archive_never_reads_its_cold_part() -> None:
     archive.search((1.0, 0.0, 0.0, 0.0), "hiking", 3)
     archive.begin_read()
     assert archive.held() is None
+
+
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_with_context_matching_and_statistics_count_the_words_of_the_message_before(pieces: int) -> None:
+    """Each message's ``context`` (the words of the one before it, English or Chinese): ``matching(..., context=True)``
+    is the BM25 ranking of the messages each with its context, and ``context_statistics`` and ``ColdCounts``' count
+    those documents; without, the words of the messages alone."""
+    texts = [*TEXTS, "你上周去哪里徒步了", "去了黄山"]
+    rows = [
+        make(MessageRow, id=f"m{i:02d}", owner_id="default:alice", speaker="Ann", text=t, vector=(1.0, 0.0), seq=i)
+        for i, t in enumerate(texts)
+    ]
+    rows = [dataclasses.replace(r, context=search_text(texts[i - 1]) if i else "") for i, r in enumerate(rows)]
+    data = _table(rows, dim=2)
+    step = math.ceil(len(rows) / pieces)
+    index = ColdIndex(data.slice(i, step) for i in range(0, len(rows), step))
+    counts = cold.ColdCounts(data.select(["tokens", "context"]).slice(i, step) for i in range(0, len(rows), step))
+    for query in ("hiking", "sister pastry", "chess tea", "lisbon concert", "徒步", "黄山"):
+        for k in (1, 3, 20):
+            assert index.ids_of(index.matching(query, k, context=True)) == _exact_bm25(rows, query, k, context=True)
+            assert index.ids_of(index.matching(query, k)) == _exact_bm25(rows, query, k)
+    assert set(index.ids_of(index.matching("徒步", 5, context=True))) == {"m08", "m09"}  # the reply too
+    assert index.ids_of(index.matching("徒步", 5)) == ["m08"]
+    wide = [row_tokens("messages", r).split() + (r.context or "").split() for r in rows]
+    for statistics in (index.context_statistics, counts.context_statistics):
+        assert statistics.rows == len(rows)
+        assert statistics.length == sum(len(d) for d in wide)
+        for word in ("hike", "hik", "sister", "徒步", "黄山", "absent"):
+            assert statistics.document_frequency(word) == sum(word in d for d in wide)
+    assert counts.statistics.length == index.statistics.length < index.context_statistics.length

@@ -88,9 +88,11 @@ def _same_snapshot(kept: OwnerSnapshot, loaded: OwnerSnapshot) -> None:
     for table in SEARCHED:
         a, b = kept.vector_index(table), loaded.vector_index(table)
         assert a.ids == b.ids and np.array_equal(a.matrix, b.matrix), table
-        assert kept.text_index(table).ids == loaded.text_index(table).ids
-        for term in terms:  # bit for bit, term by term
-            assert np.array_equal(kept.text_index(table).scores([term]), loaded.text_index(table).scores([term])), term
+        for context in (False, True):  # the messages each by its words, and with the words of the one before it
+            a_text, b_text = kept.text_index(table, context=context), loaded.text_index(table, context=context)
+            assert a_text.ids == b_text.ids
+            for term in terms:  # bit for bit, term by term
+                assert np.array_equal(a_text.scores([term]), b_text.scores([term])), (term, context)
     arcs = {}
     for snap in (kept, loaded):
         graph = MemoryGraph.over(snap.nodes, snap.edges_at, SEED_DEFAULT, View(snap).node)

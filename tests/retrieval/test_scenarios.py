@@ -18,6 +18,10 @@ The classes, each in English and Chinese:
 - **when** — "when did …?" answered by the statement that dates the event ("last Saturday", 上周六), while
   later undated mentions of the same thing are more similar to the question.
 
+- **reply** — "what … did I …?" answered by the reply to a turn that asked it, in other words ("Did you end up
+  adopting a pet from the shelter?" — "Yes! A three-legged tabby called Biscuit."), while later messages share the
+  question's words.
+
 Cases of the same kinds written for the mechanisms rather than for wording: a change of job or diet
 said without the question's words (a first day at a company, 离职 … 报到, "plant-based"; a start at a new
 company said without a subject, in both languages, after an old job whose records crowd the first
@@ -500,6 +504,56 @@ CASES: dict[str, Case] = {
         "单位体检报告出来了，查出了中度脂肪肝。",
         also="医生让我少喝酒，每周至少运动三次。",
     ),
+    "reply-en": Case(
+        "odile",
+        (
+            ("2024-05-06", (("u", "Work was intense today, three deadlines."), ("a", "Hang in there!"))),
+            (
+                "2024-05-13",
+                (
+                    ("a", "Did you end up adopting a pet from the shelter?"),
+                    ("u", "Yes! A three-legged tabby called Biscuit."),
+                    ("a", "What a lucky cat."),
+                ),
+            ),
+            (
+                "2024-05-20",
+                (
+                    ("u", "My neighbour's dog barked all night."),
+                    ("u", "The shelter is raising money for a new roof."),
+                    ("a", "Maybe you could donate to the shelter."),
+                ),
+            ),
+            ("2024-05-27", (("u", "Biscuit knocked my plant off the windowsill."), ("a", "Cats will be cats."))),
+        ),
+        "What pet did I adopt from the shelter?",
+        "Yes! A three-legged tabby called Biscuit.",
+    ),
+    "reply-zh": Case(
+        "tingting",
+        (
+            ("2024-05-06", (("u", "今天加班到九点，好累。"), ("a", "早点休息！"))),
+            (
+                "2024-05-13",
+                (
+                    ("a", "你最后从救助站领养宠物了吗？"),
+                    ("u", "领了！一只三条腿的橘猫，叫饼干。"),
+                    ("a", "它真幸运。"),
+                ),
+            ),
+            (
+                "2024-05-20",
+                (
+                    ("u", "邻居家的狗叫了一整晚。"),
+                    ("u", "救助站在筹钱修屋顶。"),
+                    ("a", "也许你可以给救助站捐一点。"),
+                ),
+            ),
+            ("2024-05-27", (("u", "饼干把窗台上的花盆打翻了。"), ("a", "猫就是这样。"))),
+        ),
+        "我从救助站领养了什么宠物？",
+        "领了！一只三条腿的橘猫，叫饼干。",
+    ),
 }
 
 
@@ -578,3 +632,23 @@ def test_a_time_question_puts_the_dated_statement_first(scenarios: tuple[Any, Re
             assert (case.evidence in texts[0]) is first, (name, texts)
     finally:
         undated.close()
+
+
+@pytest.mark.parametrize("name", ["reply-en", "reply-zh"])
+def test_a_reply_is_found_by_the_words_of_the_turn_that_asked_it(scenarios: tuple[Any, Retriever], name: str) -> None:
+    """The answer is the reply to a turn that asked it, in other words: scored by its words alone it is not among the
+    first three; with the words of the turn before it (``context_words``) it is."""
+    memory, shipped = scenarios
+    case = CASES[name]
+    owner = f"default:{case.owner}"
+    alone = Retriever(
+        memory.store, shipped.embedder, replace(SEED_DEFAULT, context_words=False), partitions=shipped.partitions
+    )
+    try:
+        ranks = []
+        for retriever in (alone, shipped):
+            texts = _texts(retriever.query(owner, case.question, top_k=10), memory, owner)
+            ranks.append(next((i for i, t in enumerate(texts) if case.evidence in t), 10))
+        assert ranks[1] < 3 <= ranks[0], (name, ranks)
+    finally:
+        alone.close()

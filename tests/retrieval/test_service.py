@@ -172,7 +172,8 @@ def _ask(memory: Any, embedder: E5Embedder, question: str, **changes: Any) -> An
 
 
 def test_dialogue_context_lifts_the_turn_next_to_a_seed_in_its_session_only(build: Any, embedder: E5Embedder) -> None:
-    """The reply shares no word with the question; the turn before it does. Off: the reply keeps its own score."""
+    """The reply shares no word with the question; the turn before it does. Off: the reply keeps its own score. (Each
+    message scored by its own words only: with the words of the turn before it, the reply is found by them.)"""
     memory = build("dialogue")
     memory.add(
         [
@@ -186,7 +187,7 @@ def test_dialogue_context_lifts_the_turn_next_to_a_seed_in_its_session_only(buil
     question = "How did the sister's visit go?"
 
     def semantics(share: float) -> dict[str, float]:
-        answer = _ask(memory, embedder, question, dialogue_context=share, dedupe_evidence=False)
+        answer = _ask(memory, embedder, question, dialogue_context=share, dedupe_evidence=False, context_words=False)
         return {i.provenance[0].message_id: i.breakdown.semantic for i in answer.items if i.kind == "message"}
 
     off, on = semantics(0.0), semantics(0.7)
@@ -201,7 +202,7 @@ def test_dialogue_context_reaches_dialogue_turns_away_compounding_and_broad_ques
     build: Any, embedder: E5Embedder
 ) -> None:
     """Two turns away (the same speaker going on) a turn gets share², three away nothing; a question asking for a
-    set is lifted with ``narrow_dialogue_context``."""
+    set is lifted with ``narrow_dialogue_context``. (Each message scored by its own words only.)"""
     memory = build("dialogue-turns")
     memory.add(
         [
@@ -215,7 +216,7 @@ def test_dialogue_context_reaches_dialogue_turns_away_compounding_and_broad_ques
     )
 
     def semantics(question: str, **changes: Any) -> dict[str, float]:
-        answer = _ask(memory, embedder, question, dedupe_evidence=False, **changes)
+        answer = _ask(memory, embedder, question, dedupe_evidence=False, context_words=False, **changes)
         return {i.provenance[0].message_id: i.breakdown.semantic for i in answer.items if i.kind == "message"}
 
     focused = "How did the hike with the sister go?"

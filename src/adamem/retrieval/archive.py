@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import dataclasses
+import functools
 import itertools
 import logging
 import threading
@@ -59,9 +60,10 @@ _READS = ThreadPoolExecutor(1, thread_name_prefix="adamem-cold-index")
 """Reads of cold parts into ``ColdIndex``es, one at a time, beside the questions."""
 _ROW_BYTES = 2800
 """Approximate resident bytes of a message row without its vector (``snapshot._ROW_BYTES``)."""
-INDEX_ROW_BYTES = 2200
-"""Approximate resident bytes a cold message takes in a ``ColdIndex`` (a 384-float vector, its columns,
-postings and id), to tell before reading whether a cold part fits ``CacheSettings.cold_index_bytes``."""
+INDEX_ROW_BYTES = 2400
+"""Approximate resident bytes a cold message takes in a ``ColdIndex`` (a 384-float vector, its columns, postings by
+its words and with its ``context``, and id), to tell before reading whether a cold part fits
+``CacheSettings.cold_index_bytes``."""
 INDEX_READ_ROWS = 2048
 """Cold messages read from the store at a time while a ``ColdIndex`` is made."""
 COUNT_READ_ROWS = 32_768
@@ -171,7 +173,7 @@ class ColdArchive:
 
     def _read_counts(self) -> ColdCounts | None:
         try:
-            counts = ColdCounts(self._parts(("tokens",), COUNT_READ_ROWS))
+            counts = ColdCounts(self._parts(("tokens", "context"), COUNT_READ_ROWS))
             _release()
             return counts
         except _Closed:
@@ -232,12 +234,13 @@ class ColdArchive:
             elif not self.indexed and self._counts is None and self.split.cold_messages:
                 self._counts = _READS.submit(self._read_counts)
 
-    def statistics(self) -> Beside | None:
+    def statistics(self, *, context: bool = False) -> Beside | None:
         """The cold part's BM25 statistics once its read or count has begun (waiting for it to end), from the
-        ``ColdIndex`` held or the ``ColdCounts`` of a part searched through the store; None before, or without."""
+        ``ColdIndex`` held or the ``ColdCounts`` of a part searched through the store; None before, or without.
+        ``context``: over each message's words and its ``context``."""
         index = self.held()
         if index is not None:
-            return index.statistics
+            return index.context_statistics if context else index.statistics
         with self._lock:
             counting = self._counts
         if counting is None:
@@ -246,7 +249,9 @@ class ColdArchive:
             counts = counting.result()
         except CancelledError:
             return None
-        return counts.statistics if counts is not None else None
+        if counts is None:
+            return None
+        return counts.context_statistics if context else counts.statistics
 
     def _keep(self, rows: Iterable[MessageRow]) -> list[tuple[MessageRow, Vector | None]]:
         """Memoise rows read from the store (vectors apart); the memo's version of each with its unit vector."""
@@ -276,15 +281,18 @@ class ColdArchive:
                 self._vectors.pop(old, None)
         return out
 
-    def search(self, vector: Sequence[float], text: str, k: int) -> list[tuple[MessageRow, Vector | None]]:
+    def search(
+        self, vector: Sequence[float], text: str, k: int, *, context: bool = False
+    ) -> list[tuple[MessageRow, Vector | None]]:
         """``begin_search``, finished at once."""
-        return self.begin_search(vector, text, k)()
+        return self.begin_search(vector, text, k, context=context)()
 
     def begin_search(
-        self, vector: Sequence[float], text: str, k: int
+        self, vector: Sequence[float], text: str, k: int, *, context: bool = False
     ) -> Callable[[], list[tuple[MessageRow, Vector | None]]]:
-        """The ``k`` nearest cold messages by vector, and the ``k`` best by full text when ``text`` has words, each
-        with its unit vector (the caller keeps these: the memo may drop them for other queries' reads), as a call.
+        """The ``k`` nearest cold messages by vector, and the ``k`` best by full text when ``text`` has words (each
+        by its words and its ``context`` too with ``context``), each with its unit vector (the caller keeps these:
+        the memo may drop them for other queries' reads), as a call.
 
         Through the store's indexes until the cold part's read has begun (``begin_read``), in process after: then
         the vector product starts on other threads now and the call returned finishes it, so the asker can do
@@ -292,19 +300,28 @@ class ColdArchive:
         index = self.held()
         SEARCHES.count(index is not None)
         if index is None:
-            return lambda: self._search_store(vector, text, k)
+            return lambda: self._search_store(vector, text, k, context)
         nearest = index.begin_nearest(vector, k)
 
         def finish() -> list[tuple[MessageRow, Vector | None]]:
-            matched = index.matching(text, k) if text.strip() else []  # while the product's slices are taken
+            matched = index.matching(text, k, context=context) if text.strip() else []  # while the product runs
             at = dict.fromkeys(nearest() + matched)
             return self._remember(index.rows(list(at)))
 
         return finish
 
-    def _search_store(self, vector: Sequence[float], text: str, k: int) -> list[tuple[MessageRow, Vector | None]]:
+    def _search_store(
+        self, vector: Sequence[float], text: str, k: int, context: bool
+    ) -> list[tuple[MessageRow, Vector | None]]:
         words = (
-            _SEARCHES.submit(self.store.text_search, "messages", self.owner_id, text, k, self.below_seq)
+            _SEARCHES.submit(
+                functools.partial(self.store.text_search, context=context),
+                "messages",
+                self.owner_id,
+                text,
+                k,
+                self.below_seq,
+            )
             if text.strip()
             else None
         )  # beside the vector search: the store's reads release the GIL

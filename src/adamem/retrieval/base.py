@@ -37,7 +37,7 @@ from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 from adamem.projections.folds.style import STYLE_KIND
 from adamem.projections.store.base import MemoryStore
 from adamem.retrieval.config import BaseFusion, RetrievalConfig, SearchSource, Subject
-from adamem.retrieval.index import Beside, Vector, best_first
+from adamem.retrieval.index import Beside, TextIndex, Vector, best_first
 from adamem.retrieval.snapshot import MemoryRow, View
 from adamem.retrieval.whose import WhoseDecision
 from adamem.text import tokenize
@@ -135,9 +135,15 @@ class SemanticScorer:
         config: RetrievalConfig,
         whose: WhoseDecision,
         expansion: Mapping[str, float] | None = None,
+        *,
+        context: bool = False,
     ) -> None:
-        """``expansion``: weighted terms added to the question's own (a second round's cues, ``feedback``)."""
+        """``expansion``: weighted terms added to the question's own (a second round's cues, ``feedback``).
+        ``context``: messages are scored by their words and their ``context`` (the owner's message before each)."""
         self.view = view
+        self.context = context
+        self._plain: SemanticScorer | None = None  # the same question without the messages' context
+        self._args = (view, question, query_vector, config, whose, expansion)
         self.config = config
         self.whose = whose
         norm = float(np.linalg.norm(query_vector))
@@ -181,11 +187,15 @@ class SemanticScorer:
         v = self.cold_vectors.get(message_id)
         return float(v @ self._q32) if v is not None and v.shape == self._q32.shape else None
 
+    def text_index(self, table: str) -> TextIndex:
+        """The BM25 index this question scores a table's rows by (the messages' by their ``context`` too, or not)."""
+        return self.view.snapshot.text_index(table, context=self.context)
+
     def bm25_all(self, table: str) -> Vector:
         """Raw BM25 of the question against every row of a table (in the text index's order)."""
         found = self._bm25.get(table)
         if found is None:
-            index = self.view.snapshot.text_index(table)
+            index = self.text_index(table)
             found = self._bm25[table] = index.scores(self.terms, self.expansion, self._beside(table))
         return found
 
@@ -197,12 +207,16 @@ class SemanticScorer:
             return None
         if self._cold is None:
             archive = self.view.snapshot.archive
-            self._cold = (archive.statistics() if archive is not None else None,)
+            self._cold = (archive.statistics(context=self.context) if archive is not None else None,)
         return self._cold[0]
 
     def bm25_raw(self, table: str, row: MemoryRow) -> float:
-        """Raw BM25 of one row."""
-        index = self.view.snapshot.text_index(table)
+        """Raw BM25 of one row (of a message whose ``context`` is history where history goes last: by its own words)."""
+        if self.context and table == "messages" and self.config.current_first and self._history_before(row):
+            if self._plain is None:
+                self._plain = SemanticScorer(*self._args)
+            return self._plain.bm25_raw(table, row)
+        index = self.text_index(table)
         pos = index.position.get(row.id)
         if pos is not None:
             return float(self.bm25_all(table)[pos])
@@ -214,6 +228,14 @@ class SemanticScorer:
                 found = self._bm25_outside[row.id] = self._outside(row)
             return found
         return 0.0
+
+    def _history_before(self, row: MemoryRow) -> bool:
+        """Whether the message before this one (its ``context``) is history in the view: "Beijing is lovely in
+        spring!" after "I live in Beijing" is not found by "live" after a move."""
+        if not isinstance(row, MessageRow):
+            return False
+        before = self.view.snapshot.message_before(row)
+        return before is not None and self.view.stale_id(before)
 
     def bm25(self, table: str, row: MemoryRow) -> float:
         """BM25 scaled by the table's best base candidate (0..1)."""
@@ -296,7 +318,7 @@ def _from_snapshot(scorer: SemanticScorer, table: str, k: int, cold: _ColdFound 
     if scorer.terms or scorer.expansion:
         bm = scorer.bm25_all(table)
         matching = np.flatnonzero(bm > 0)  # the ids of the rows looked at only (of thousands matching)
-        text_ids = snap.text_index(table).ids
+        text_ids = scorer.text_index(table).ids
         out += _best_usable(scorer, table, bm[matching], text_ids, k, at=matching)
     if cold is not None:
         out += _archive_found(scorer, cold)
@@ -312,7 +334,7 @@ def _begin_archive(scorer: SemanticScorer, k: int) -> _ColdFound:
     archive = scorer.view.snapshot.archive
     assert archive is not None
     words = [*scorer.terms, *sorted(scorer.expansion)]
-    return archive.begin_search(scorer.q.tolist(), " ".join(words), k)
+    return archive.begin_search(scorer.q.tolist(), " ".join(words), k, context=scorer.context)
 
 
 def _archive_found(scorer: SemanticScorer, cold: _ColdFound) -> list[MemoryRow]:
@@ -326,7 +348,7 @@ def _from_store(store: MemoryStore, scorer: SemanticScorer, question: str, table
     snap, user = scorer.view.snapshot, scorer.view.snapshot.owner_id
     hits = store.vector_search(table, user, scorer.q.tolist(), k)
     if scorer.terms:
-        hits = hits + store.text_search(table, user, question, k)
+        hits = hits + store.text_search(table, user, question, k, context=scorer.context and table == "messages")
     rows = [snap.row(table, h.row.id) for h in hits]  # the snapshot's version: one consistent state per query
     return [r for r in rows if r is not None and scorer.usable(r)]
 

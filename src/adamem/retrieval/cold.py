@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.lance_arrow import rows_from_arrow, vector_matrix
@@ -115,6 +116,15 @@ def _combined(columns: dict[str, list[pa.Array]]) -> pa.Table:
 _Ints = npt.NDArray[np.int64]
 
 
+def with_context(tokens: pa.Array, part: pa.Table) -> pa.Array:
+    """Each message's stored ``tokens`` and its ``context`` (the words of the owner's message before it) as one string
+    of words; the tokens alone where the piece has no ``context`` (a table made before messages held it)."""
+    if "context" not in part.column_names:
+        return tokens
+    context = pc.fill_null(part.column("context").combine_chunks(), "")
+    return pc.binary_join_element_wise(pc.fill_null(tokens, ""), context, " ")
+
+
 def _piece_postings(term: dict[str, int], tokens: pa.Array) -> tuple[_Ints, _Ints, _Ints, _Ints]:
     """A piece's stored ``tokens`` as postings, sorted by word, then row: each (word number, row) once, with how
     often, words numbered in ``term`` as first met over the pieces (``term`` grows); and each row's length."""
@@ -130,30 +140,76 @@ class ColdCounts:
     column read in pieces; about 100 bytes a distinct word."""
 
     def __init__(self, parts: Iterable[pa.Table]) -> None:
-        """``parts``: the cold messages' ``tokens`` column, in pieces read one after another."""
+        """``parts``: the cold messages' ``tokens`` and ``context`` columns (``context`` absent from a table made
+        before messages held it), in pieces read one after another."""
         self._term: dict[str, int] = {}
-        frequencies = np.zeros(0, dtype=np.int64)
-        rows = length = 0
+        frequencies = [np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)]
+        rows, length = 0, [0, 0]
         for part in parts:
-            terms, _, _, lengths = _piece_postings(self._term, part.column("tokens").combine_chunks())
-            counted = np.bincount(terms, minlength=len(self._term))
-            counted[: len(frequencies)] += frequencies
-            frequencies = counted
-            rows += len(lengths)
-            length += int(lengths.sum())
+            tokens = part.column("tokens").combine_chunks()
+            for wide, words in enumerate((tokens, with_context(tokens, part))):
+                terms, _, _, lengths = _piece_postings(self._term, words)
+                counted = np.bincount(terms, minlength=len(self._term))
+                counted[: len(frequencies[wide])] += frequencies[wide]
+                frequencies[wide] = counted
+                length[wide] += int(lengths.sum())
+            rows += len(tokens)
         self._df = frequencies
-        self.statistics = Beside(rows, float(length), self.document_frequency)
+        self.statistics = Beside(rows, float(length[0]), self.document_frequency)
         """The statistics, for the hot window's index to score hot and cold messages against both together."""
+        self.context_statistics = Beside(rows, float(length[1]), self._context_frequency)
+        """The statistics of the messages each with its ``context``."""
 
     def document_frequency(self, term: str) -> int:
         """How many cold messages hold the word."""
+        return self._frequency(term, 0)
+
+    def _context_frequency(self, term: str) -> int:
+        return self._frequency(term, 1)
+
+    def _frequency(self, term: str, wide: int) -> int:
         t = self._term.get(term)
-        return 0 if t is None else int(self._df[t])
+        return 0 if t is None or t >= len(self._df[wide]) else int(self._df[wide][t])
 
     @property
     def nbytes(self) -> int:
         """Approximate resident bytes: the words and their counts."""
-        return 100 * len(self._term) + int(self._df.nbytes)
+        return 100 * len(self._term) + sum(int(f.nbytes) for f in self._df)
+
+
+_I32 = npt.NDArray[np.int32]
+_F32 = npt.NDArray[np.float32]
+_Piece = tuple[_I32, _I32, _F32]  # a piece's postings: word numbers, rows, frequencies
+
+
+class _Postings:
+    """Per word, the cold messages holding it and each one's share of its BM25 before the idf, over one document a
+    message (its stored words, or those and its ``context``)."""
+
+    def __init__(self, pieces: list[_Piece], lengths: list[_Ints], term: dict[str, int]) -> None:
+        """The pieces' postings (sorted by word, then row: the pieces come in row order and a stable sort by word keeps
+        it) and each row's length; ``term``: the words' numbers."""
+        terms = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0, dtype=np.int32)
+        order = np.argsort(terms, kind="stable")
+        self.docs = (np.concatenate([p[1] for p in pieces]) if pieces else np.zeros(0, dtype=np.int32))[order]
+        tf = (np.concatenate([p[2] for p in pieces]) if pieces else np.zeros(0, dtype=np.float32))[order]
+        pieces.clear()
+        self.starts = np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=len(term)))])
+        sizes = (np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)).astype(np.float64)
+        self.statistics = Beside(len(sizes), float(sizes.sum()), lambda word: self.frequency(term.get(word)))
+        """The BM25 statistics of these documents."""
+        average = float(sizes.mean()) if len(sizes) and sizes.mean() > 0 else 1.0
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * sizes / average)
+        self.weight = tf * (BM25_K1 + 1) / (tf + norm[self.docs])
+        """Each posting's BM25 share before its word's idf: ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``."""
+
+    def frequency(self, t: int | None) -> int:
+        """How many rows hold the word numbered ``t`` (None: a word of no row)."""
+        return 0 if t is None else int(self.starts[t + 1] - self.starts[t])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.docs.nbytes + self.weight.nbytes + self.starts.nbytes)
 
 
 class ColdIndex:
@@ -170,8 +226,8 @@ class ColdIndex:
         columns: dict[str, list[pa.Array]] = {}
         hashes: list[npt.NDArray[np.int64]] = []
         self._term: dict[str, int] = {}
-        postings: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]] = []
-        lengths: list[npt.NDArray[np.int64]] = []
+        postings: tuple[list[_Piece], list[_Piece]] = ([], [])
+        lengths: tuple[list[_Ints], list[_Ints]] = ([], [])
         for part in parts:
             rows = part.num_rows
             if not rows:
@@ -186,11 +242,14 @@ class ColdIndex:
             _unit_rows(part.column("vector"), matrix[n : n + rows], present[n : n + rows])
             names = part.column_names
             if "tokens" in names:
-                term, row, count, length = self._piece_postings(part.column("tokens").combine_chunks(), n)
-                postings.append((term, row, count))
-                lengths.append(length)
+                tokens = part.column("tokens").combine_chunks()
+                for wide, words in enumerate((tokens, with_context(tokens, part))):
+                    term, row, count, length = self._piece_postings(words, n)
+                    postings[wide].append((term, row, count))
+                    lengths[wide].append(length)
             else:
-                lengths.append(np.zeros(rows, dtype=np.int64))
+                for wide in (0, 1):
+                    lengths[wide].append(np.zeros(rows, dtype=np.int64))
             for name in names:
                 if name not in ("vector", "tokens"):  # a copy: a slice would hold the piece's buffers
                     columns.setdefault(name, []).append(pa.concat_arrays(part.column(name).chunks))
@@ -206,49 +265,29 @@ class ColdIndex:
         self._by_hash = np.argsort(every, kind="stable")
         self.id_hashes = every[self._by_hash]
         """The cold messages' ids as sorted hashes (``hash``), as ``ColdArchive.existing`` holds them."""
-        self._merge(postings, np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64))
+        self._words = (_Postings(postings[0], lengths[0], self._term), _Postings(postings[1], lengths[1], self._term))
+        self.statistics = self._words[0].statistics
+        """The cold part's BM25 statistics (over its stored words: a message's speaker, text and extraction), for the
+        hot window's index to score hot and cold messages against both together."""
+        self.context_statistics = self._words[1].statistics
+        """The same over each message's words and its ``context`` (the words of the owner's message before it)."""
 
-    def _piece_postings(
-        self, tokens: pa.Array, first: int
-    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    def _piece_postings(self, tokens: pa.Array, first: int) -> tuple[_I32, _I32, _F32, _Ints]:
         """``_piece_postings`` of a piece, compacted, its rows numbered from ``first``."""
         term, row, count, lengths = _piece_postings(self._term, tokens)
         return term.astype(np.int32), (row + first).astype(np.int32), count.astype(np.float32), lengths
-
-    def _merge(
-        self,
-        pieces: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]],
-        lengths: npt.NDArray[np.int64],
-    ) -> None:
-        """Per term, the rows holding it and how often (sorted by term, then row: the pieces come in row order and a
-        stable sort by term keeps it), each with its share of the score before the idf."""
-        terms = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0, dtype=np.int32)
-        order = np.argsort(terms, kind="stable")
-        self._docs = (np.concatenate([p[1] for p in pieces]) if pieces else np.zeros(0, dtype=np.int32))[order]
-        tf = (np.concatenate([p[2] for p in pieces]) if pieces else np.zeros(0, dtype=np.float32))[order]
-        pieces.clear()
-        self._starts = np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=len(self._term)))])
-        sizes = lengths.astype(np.float64)
-        self.statistics = Beside(len(sizes), float(sizes.sum()), self.document_frequency)
-        """The cold part's BM25 statistics (over its stored words: a message's speaker, text and extraction), for the
-        hot window's index to score hot and cold messages against both together."""
-        average = float(sizes.mean()) if len(sizes) and sizes.mean() > 0 else 1.0
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * sizes / average)
-        self._weight = tf * (BM25_K1 + 1) / (tf + norm[self._docs])
-        """Each posting's BM25 share before its term's idf: ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``."""
 
     def __len__(self) -> int:
         return self._n
 
     def document_frequency(self, term: str) -> int:
         """How many cold messages hold the word."""
-        t = self._term.get(term)
-        return 0 if t is None else int(self._starts[t + 1] - self._starts[t])
+        return self._words[0].frequency(self._term.get(term))
 
     @property
     def nbytes(self) -> int:
         """Approximate resident bytes: the matrix, the postings, the columns, the id map."""
-        arrays = self._vectors.nbytes + self._docs.nbytes + self._weight.nbytes + self._starts.nbytes
+        arrays = self._vectors.nbytes + sum(w.nbytes for w in self._words)
         arrays += self.id_hashes.nbytes + self._by_hash.nbytes + self._with_vector.nbytes
         return int(arrays + self._table.nbytes) + 80 * len(self._term)
 
@@ -286,16 +325,18 @@ class ColdIndex:
 
         return rows
 
-    def matching(self, query: str, k: int) -> list[int]:
-        """Rows of the ``k`` cold messages with the best BM25 for the words of ``query``, best first."""
+    def matching(self, query: str, k: int, *, context: bool = False) -> list[int]:
+        """Rows of the ``k`` cold messages with the best BM25 for the words of ``query``, best first (``context``: each
+        message by its words and its ``context``)."""
         terms = [self._term[t] for t in dict.fromkeys(search_text(query).split()) if t in self._term]
         if not terms:
             return []
         n = self._n
         scores = np.zeros(n, dtype=np.float64)
+        words = self._words[context]
         for t in terms:  # each term's postings: its rows (once each) and their share of the score
-            lo, hi = int(self._starts[t]), int(self._starts[t + 1])
-            scores[self._docs[lo:hi]] += bm25_idf(n, hi - lo) * self._weight[lo:hi]
+            lo, hi = int(words.starts[t]), int(words.starts[t + 1])
+            scores[words.docs[lo:hi]] += bm25_idf(n, hi - lo) * words.weight[lo:hi]
         matched = np.flatnonzero(scores > 0)
         return self._best(matched, scores[matched], k)
 

@@ -135,18 +135,20 @@ class TextIndex:
         b: float = BM25_B,
         extra: Callable[[_Row], str] | None = None,
         tokens: Mapping[str, str] | None = None,
+        cut: Callable[[_Row], str] | None = None,
     ) -> None:
         """``tokens``: a row's words as the store holds them (``OwnerColumns.tokens``: ``lance_arrow.row_tokens``,
         each of its text parts cut on its own when it was written, as this index cuts ``fields`` and ``extra``),
-        taken instead of cutting its texts again."""
-        self._fields, self._extra, self._k1, self._b = fields, extra, k1, b
+        taken instead of cutting its texts again. ``cut``: more words of a row, already cut (search tokens joined by
+        spaces: a message's ``context``), counted with its own."""
+        self._fields, self._extra, self._cut, self._k1, self._b = fields, extra, cut, k1, b
         self._slot_of: dict[str, int] = {}
         lengths: list[float] = []
         postings: dict[str, tuple[list[int], list[float]]] = {}
         stored = tokens if tokens is not None else {}
         ordered = sorted(rows, key=lambda r: r.id)
         if ordered and all(r.id in stored for r in ordered):
-            self._base_of_tokens([r.id for r in ordered], [stored[r.id] for r in ordered])
+            self._base_of_tokens([r.id for r in ordered], [self._with_cut(r, stored[r.id]) for r in ordered])
         else:
             for row in ordered:
                 self._index_row(row, len(lengths), lengths, postings, stored.get(row.id))
@@ -167,12 +169,19 @@ class TextIndex:
     ) -> None:
         """Tokenise a row into ``slot`` (or take its stored ``tokens``): its length and its postings."""
         words = tokens.split() if tokens is not None else _words(self._parts(row))
+        if self._cut is not None:
+            words += self._cut(row).split()
         self._slot_of[row.id] = slot
         lengths.append(float(len(words)))
         for term, count in Counter(words).items():
             slots, counts = postings.setdefault(term, ([], []))
             slots.append(slot)
             counts.append(float(count))
+
+    def _with_cut(self, row: _Row, tokens: str) -> str:
+        """A row's stored ``tokens`` and its ``cut`` words, one string of words."""
+        more = self._cut(row) if self._cut is not None else ""
+        return f"{tokens} {more}" if more else tokens
 
     def _parts(self, row: _Row) -> list[str]:
         """The texts whose words index a row: its fields, and its ``extra``."""
@@ -222,7 +231,7 @@ class TextIndex:
         Only the changed rows still present are tokenised; this index is left as it was.
         """
         new = object.__new__(TextIndex)
-        new._fields, new._extra, new._k1, new._b = self._fields, self._extra, self._k1, self._b
+        new._fields, new._extra, new._cut, new._k1, new._b = self._fields, self._extra, self._cut, self._k1, self._b
         new._outside_words = self._outside_words  # a row's words depend on the row alone
         new._slot_of = dict(self._slot_of)
         new._term, new._slots, new._tf = self._term, self._slots, self._tf
@@ -350,9 +359,11 @@ class TextIndex:
         """A row's words as this index would count them, and how many, memoised by the texts they are cut from: the
         cold messages a long-lived owner's questions find recur from one question to the next."""
         parts = tuple(self._parts(row))
+        if self._cut is not None:
+            parts += (self._cut(row),)
         found = self._outside_words.get(parts)
         if found is None:
-            words = _words(parts)
+            words = _words(parts[:-1]) + parts[-1].split() if self._cut is not None else _words(parts)
             if len(self._outside_words) >= OUTSIDE_WORDS_KEPT:
                 self._outside_words.clear()
             found = self._outside_words[parts] = (Counter(words), len(words))

@@ -374,6 +374,7 @@ class Retriever:
             self._broad_config if plan.broad else cfg,
             whose,
             refine.terms if refine is not None else None,
+            context=cfg.context_words and plan.route is not Route.GRAPH,
         )
         base = base_candidates(self.store, scorer, question)
         t3 = time.perf_counter()

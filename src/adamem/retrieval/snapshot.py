@@ -26,6 +26,7 @@ event time or a log offset (``AsOf``), or as it is now:
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -50,6 +51,15 @@ __all__ = ["AsOf", "MemoryRow", "OwnerSnapshot", "View"]
 
 MemoryRow = MessageRow | EpisodicRow | PersonaRow
 SEARCHED = ("messages", "episodic", "persona")
+_CONTEXT = "+context"
+"""The key of the messages' index by their words and their ``context`` (``text_index(..., context=True)``)."""
+
+
+def context_of(row: Row) -> str:
+    """A message's ``context`` (the words of the owner's message before it), "" for none or another row."""
+    return (getattr(row, "context", None) or "") if isinstance(row, MessageRow) else ""
+
+
 """Tables with a vector and a text index."""
 _ATTRIBUTE = {"messages": "messages", "episodic": "records", "persona": "traits"}
 _HELD = frozenset({"owners", "graph_nodes", "graph_edges", *_ATTRIBUTE})
@@ -218,10 +228,9 @@ class OwnerSnapshot:
         made = old.__dict__
         if "_text_indexes" in made:
             self._text_indexes = {
-                t: old._text_indexes[t].updated(self.table_rows(t), touched[t])
-                if t in touched
-                else old._text_indexes[t]
-                for t in SEARCHED
+                key: index.updated(self.table_rows(t), touched[t]) if t in touched else index
+                for key, index in old._text_indexes.items()
+                for t in (key.removesuffix(_CONTEXT),)
             }
         if "node_of" in made and not ({"messages", "episodic"} & touched.keys()):
             self.node_of = old.node_of
@@ -397,9 +406,28 @@ class OwnerSnapshot:
             return list(self.records.values())
         return list(self.traits.values())
 
-    def text_index(self, table: str) -> TextIndex:
-        """The BM25 index of ``messages``, ``episodic`` or ``persona`` (built on first use)."""
-        return self._text_indexes[table]
+    @cached_property
+    def _seqs(self) -> list[int]:
+        return [m.seq for m in self.by_seq]
+
+    def message_before(self, m: MessageRow) -> str | None:
+        """The id of the owner's message before ``m`` (whose words are its ``context``): the held message before it by
+        ``seq``, or for the first held message and an older one, the end of its backward ``temporal_next`` edge;
+        None for the owner's first message."""
+        at = bisect.bisect_left(self._seqs, m.seq)
+        if 0 < at < len(self.by_seq) and self.by_seq[at].id == m.id:
+            return self.by_seq[at - 1].id
+        node = node_id(self.owner_id, "message", m.id)
+        for src, dst, edge_type, _, direction in self._edges.ends_at(node):
+            if edge_type == "temporal_next" and direction == "backward" and src == node:
+                before = self.nodes.get(dst)
+                return before.ref_id if before is not None else None
+        return None
+
+    def text_index(self, table: str, *, context: bool = False) -> TextIndex:
+        """The BM25 index of ``messages``, ``episodic`` or ``persona`` (built on first use); ``context``: of the
+        messages, each by its words and its ``context`` (the words of the owner's message before it)."""
+        return self._text_indexes[table + _CONTEXT if context and table == "messages" else table]
 
     def vector_index(self, table: str) -> VectorIndex:
         """The vector matrix of ``messages``, ``episodic`` or ``persona`` (built on first use)."""
@@ -410,7 +438,7 @@ class OwnerSnapshot:
         # a message is also found by the words of what was extracted from it ("Alice lives in Shenzhen"),
         # before its records exist (working memory) and after
         tokens, self._tokens = self._tokens, {}
-        return {
+        indexes = {
             t: TextIndex(
                 self.table_rows(t),
                 TEXT_FIELDS[t],
@@ -419,6 +447,14 @@ class OwnerSnapshot:
             )
             for t in SEARCHED
         }
+        indexes["messages" + _CONTEXT] = TextIndex(
+            self.table_rows("messages"),
+            TEXT_FIELDS["messages"],
+            extra=extracted_text,
+            tokens=tokens.get("messages"),
+            cut=context_of,
+        )
+        return indexes
 
     def message(self, message_id: str) -> MessageRow | None:
         """A message by id, hot or cold (a cold one not memoised yet is read from the store)."""
@@ -496,7 +532,11 @@ class View:
 
     def stale(self, m: MessageRow) -> bool:
         """A message whose every record is no longer valid here: what it stated has been superseded."""
-        ids = self.snapshot.records_of_message.get(m.id, ())
+        return self.stale_id(m.id)
+
+    def stale_id(self, message_id: str) -> bool:
+        """``stale`` of the message with this id (hot or cold: its records are held either way)."""
+        ids = self.snapshot.records_of_message.get(message_id, ())
         return bool(ids) and not any(self.record(self.snapshot.records[i]) for i in ids)
 
     def visible(self, row: MemoryRow) -> bool:

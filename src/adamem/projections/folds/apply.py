@@ -55,6 +55,7 @@ from adamem.projections.folds.rows import (
     EpisodicRow,
     MessageRow,
     OwnerRow,
+    context_words,
     evolve,
     float32_vector,
     message_row,
@@ -62,7 +63,14 @@ from adamem.projections.folds.rows import (
 )
 from adamem.projections.folds.state import ForeignOwnerError, OwnerMemory, Transaction
 
-__all__ = ["ForeignOwnerError", "Positioned", "advance_clock", "apply", "consolidate", "new_session"]
+__all__ = [
+    "ForeignOwnerError",
+    "Positioned",
+    "advance_clock",
+    "apply",
+    "consolidate",
+    "new_session",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +127,10 @@ def _(event: MessageAnalyzed, tx: Transaction, positioned: Positioned, params: M
         return
     seq = owner.next_seq if owner is not None else 0
     advance_clock(tx, msg.occurred_at, next_seq=seq + 1)
-    row = _message_row(event, positioned, seq)
-
     index = state.index
     prev = state.message(index.last_message[1]) if index.last_message is not None else None
+    row = _message_row(event, positioned, seq, context_words(prev))
+
     if params.consolidate_on_session_end and prev is not None and new_session(prev, row, params):
         for mid in state.working_ids():
             consolidate(tx, mid, params)
@@ -182,7 +190,7 @@ _EXTRACTION_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separato
 """How a message row's ``extraction_json`` is written (one encoder, not one per message)."""
 
 
-def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int) -> MessageRow:
+def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int, context: str) -> MessageRow:
     msg = event.message
     extraction: dict[str, Any] = {
         "facts": [
@@ -224,6 +232,7 @@ def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int) -> Me
         consolidated=False,
         extraction_json=_EXTRACTION_JSON.encode(extraction),
         utc_offset_minutes=msg.utc_offset_minutes,
+        context=context,
     )
 
 

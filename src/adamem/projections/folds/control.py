@@ -8,6 +8,7 @@ Forgetting removes rows (it emits ``Delete``s); it does not mark them:
   are removed, others are recomputed without it (strength can only go down); cluster aggregates
   and habits are recomputed from what remains; topic nodes no message mentions any more go too.
   The id is kept as a tombstone in the owner row, so a redelivered analysis is not archived again.
+  The message after it takes the words of the one now before it as its ``context``.
 - ``scope='item'`` (target = an episodic record, a persona trait, or a graph node): a record goes
   with its node and the persona evidence its source messages gave to the matching trait; a trait
   goes alone (aggregates are recomputed); a node of a record forgets the record, a message node
@@ -32,6 +33,7 @@ the old messages does not undo an explicit correction. Correcting a non-active i
 
 from __future__ import annotations
 
+import bisect
 import math
 
 from adamem.events import MemoryCorrected, MemoryForgotten
@@ -41,7 +43,16 @@ from adamem.projections.folds.ids import edge_id, node_id, record_id, trait_id
 from adamem.projections.folds.keys import attribute_identity
 from adamem.projections.folds.lexicon import activity_of, normalize
 from adamem.projections.folds.params import MemoryParameters
-from adamem.projections.folds.rows import TABLES, EpisodicRow, GraphEdgeRow, GraphNodeRow, PersonaRow, evolve
+from adamem.projections.folds.rows import (
+    TABLES,
+    EpisodicRow,
+    GraphEdgeRow,
+    GraphNodeRow,
+    MessageRow,
+    PersonaRow,
+    context_words,
+    evolve,
+)
 from adamem.projections.folds.state import Transaction
 
 __all__ = ["correct", "forget"]
@@ -168,8 +179,26 @@ def _forget_messages(tx: Transaction, ids: set[str], params: MemoryParameters) -
     for activity in sorted(activities):
         persona.refresh_habit(tx, activity, params)
     graph.remove_nodes(tx, nodes)
+    forgotten = [m.seq for i in ids if (m := state.message(i)) is not None]
     for i in sorted(ids):
         tx.delete("messages", i)
+    _mend_contexts(tx, forgotten)
+
+
+def _mend_contexts(tx: Transaction, forgotten: list[int]) -> None:
+    """The message after each forgotten one takes the words of the message now before it as its ``context``: no
+    message keeps a forgotten one's words, and each holds what a replay of the log without it gives."""
+    kept = sorted((m.seq, m.id) for m in tx.state.tables["messages"].values() if isinstance(m, MessageRow))
+    seqs = [seq for seq, _ in kept]
+    for seq in sorted(set(forgotten)):
+        at = bisect.bisect_right(seqs, seq)
+        after = tx.state.message(kept[at][1]) if at < len(kept) else None
+        if after is None or after.context is None:
+            continue
+        before = tx.state.message(kept[at - 1][1]) if at > 0 else None
+        words = context_words(before)
+        if words != after.context:
+            tx.put(evolve(after, context=words))
 
 
 def correct(tx: Transaction, event: MemoryCorrected, params: MemoryParameters) -> None:

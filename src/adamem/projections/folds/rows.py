@@ -30,6 +30,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from adamem.events import Float32Vector
 from adamem.quick import quick_constructor
+from adamem.text import memo_search_text
 
 __all__ = [
     "TABLES",
@@ -42,6 +43,7 @@ __all__ = [
     "PersonaRow",
     "Row",
     "changed_fields",
+    "context_words",
     "edge_row",
     "episodic_row",
     "evolve",
@@ -104,6 +106,10 @@ class MessageRow:
     extraction_json: str  # facts/attributes/events of the analysis, canonical JSON (consolidation input)
     # The speaker's offset from UTC in minutes, as the message stated it; None: not stated (shown in UTC).
     utc_offset_minutes: int | None = None
+    # The words of the owner's message before this one (its text as search tokens), "" for its first message; a
+    # question the graph route does not take scores a message by its own words and these. None: a table made
+    # before messages held them (its messages have them once the owner is rebuilt).
+    context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +245,11 @@ def row_types() -> dict[str, type[Row]]:
 _R = TypeVar("_R", OwnerRow, MessageRow, EpisodicRow, PersonaRow, GraphNodeRow, GraphEdgeRow, GrantRow)
 
 
+def context_words(before: MessageRow | None) -> str:
+    """A message's ``context``: the words of the owner's message before it (its text as search tokens), "" for none."""
+    return memo_search_text(before.text) if before is not None else ""
+
+
 owner_row = quick_constructor(OwnerRow)
 message_row = quick_constructor(MessageRow)
 episodic_row = quick_constructor(EpisodicRow)
@@ -296,9 +307,10 @@ def float32_vector(values: Iterable[float]) -> tuple[float, ...]:
 
 
 def row_json(row: Any) -> dict[str, Any]:
-    """A row as the API and ``adamem memory --json`` show it: its table and fields, without the vector
-    and the raw extraction."""
+    """A row as the API and ``adamem memory --json`` show it: its table and fields, without the vector, the raw
+    extraction and a message's ``context`` (the words of the message before it, shown as that message)."""
     data = dataclasses.asdict(row)
     data.pop("vector", None)
     data.pop("extraction_json", None)
+    data.pop("context", None)
     return {"table": row.TABLE, **data}

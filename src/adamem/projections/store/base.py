@@ -24,6 +24,7 @@ __all__ = [
     "CHANGE_HISTORY",
     "EDGE_COLUMNS",
     "EDGE_SCHEMA",
+    "FULL_TEXT_COLUMNS",
     "NODE_COLUMNS",
     "NODE_SCHEMA",
     "SEARCHED_TABLES",
@@ -40,6 +41,7 @@ __all__ = [
     "edge_table",
     "extraction_text",
     "final_rows",
+    "full_text_columns",
     "node_table",
     "owner_columns",
     "owner_ids",
@@ -74,6 +76,16 @@ def extraction_text(extraction_json: str) -> str:
     parts += [f"{a['key'].replace('_', ' ')} {a['value']}" for a in data.get("attributes", ())]
     parts += [e["content"] for e in data.get("events", ())]
     return " ".join(parts)
+
+
+FULL_TEXT_COLUMNS: dict[str, tuple[str, ...]] = {"messages": ("tokens", "context")}
+"""A text table's columns with a full-text index, ``("tokens",)`` where not listed: a message's ``context`` (the words
+of the owner's message before it) is searched beside its own words by ``text_search(..., context=True)``."""
+
+
+def full_text_columns(table: str) -> tuple[str, ...]:
+    """The columns of a text table that have a full-text index."""
+    return FULL_TEXT_COLUMNS.get(table, ("tokens",))
 
 
 TOKENS_KEPT = ("episodic", "messages")

@@ -568,9 +568,12 @@ class LanceStore:
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits
 
-    def text_search(self, table: str, owner_id: str, query: str, k: int, below_seq: int | None = None) -> list[Hit]:
+    def text_search(
+        self, table: str, owner_id: str, query: str, k: int, below_seq: int | None = None, *, context: bool = False
+    ) -> list[Hit]:
         """BM25 full-text search over the owner's rows (whitespace index over bilingual tokens; prefiltered
-        by owner, and ``seq < below_seq``); the rows come with their vectors."""
+        by owner, and ``seq < below_seq``); the rows come with their vectors. ``context``: a message is found by
+        its own words or its ``context``'s (a table made before messages held them: its own words only)."""
         if table not in TEXT_FIELDS:
             raise StoreError(f"table {table!r} has no full-text column; use one of {sorted(TEXT_FIELDS)}")
         check_below_seq(table, below_seq)
@@ -579,7 +582,10 @@ class LanceStore:
         if shard is None or not terms:
             return []
         where = _seq_filter(f"owner_id = {quote(owner_id)}", below_seq)
-        match = {"query": terms, "columns": ["tokens"]}
+        columns = ["tokens"]
+        if context and table == "messages" and shard.has_column(table, "context"):
+            columns.append("context")
+        match = {"query": terms, "columns": columns}
         found = shard.reading(lambda: shard.search(table, where, k, full_text_query=match))
         if found is None:
             return []

@@ -23,7 +23,7 @@ import pyarrow as pa
 from adamem.errors import ConfigError
 from adamem.projections.folds.rows import Row, row_types
 from adamem.projections.store.base import TEXT_FIELDS, text_parts
-from adamem.text import search_text
+from adamem.text import memo_search_text
 
 __all__ = [
     "arrow_schema",
@@ -101,18 +101,6 @@ def has_vector(table: str) -> bool:
     return "vector" in _hints(table)
 
 
-_CACHED_TEXT_CHARS = 2_000
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _cached_tokens(text: str) -> str:
-    return search_text(text)
-
-
-def _field_tokens(text: str) -> str:
-    return _cached_tokens(text) if len(text) <= _CACHED_TEXT_CHARS else search_text(text)
-
-
 def row_tokens(table: str, row: Row) -> str:
     """The ``tokens`` column of a row of a full-text table: the words of its ``text_parts`` (its text fields, and a
     message's extraction).
@@ -123,7 +111,7 @@ def row_tokens(table: str, row: Row) -> str:
     extraction unchanged), its speaker recurs, and a message's graph node is labelled with the
     message's text.
     """
-    return " ".join(t for t in map(_field_tokens, text_parts(table, row)) if t)
+    return " ".join(t for t in map(memo_search_text, text_parts(table, row)) if t)
 
 
 def row_to_dict(table: str, row: Row, dim: int) -> dict[str, Any]:

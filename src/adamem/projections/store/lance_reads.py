@@ -135,13 +135,15 @@ class ShardReads(ShardHandle):
         return rows
 
     def columns(self, name: str, where: str, columns: Sequence[str] | None, *, repin: bool = True) -> pa.Table | None:
-        """Some columns (None: every one) of a table's rows matching a filter, as readers may see them, as
-        Arrow (no rows made); None when readers see no such table."""
+        """Some columns (None: every one; a column added since the table was made left out) of a table's rows
+        matching a filter, as readers may see them, as Arrow (no rows made); None when readers see no such table."""
         table = self.visible(name, repin=repin)
         if table is None:
             return None
-        data: pa.Table = self._dataset(name, table).to_table(
-            columns=list(columns) if columns is not None else None, filter=where
+        dataset = self._dataset(name, table)
+        names = dataset.schema.names
+        data: pa.Table = dataset.to_table(
+            columns=[c for c in columns if c in names] if columns is not None else None, filter=where
         )
         return data
 
@@ -159,6 +161,11 @@ class ShardReads(ShardHandle):
             return None
         found: pa.Table = self._dataset(name, table).to_table(filter=where, prefilter=True, limit=limit, **query)
         return found
+
+    def has_column(self, name: str, column: str) -> bool:
+        """Whether readers see the table with this column (a table made before the column was added has none)."""
+        table = self.visible(name)
+        return table is not None and column in self._dataset(name, table).schema.names
 
     def _dataset(self, name: str, table: Any) -> Any:
         """The Lance dataset of a table at the version its handle shows, opened once per version."""

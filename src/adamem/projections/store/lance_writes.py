@@ -43,7 +43,7 @@ from lancedb.index import BTree, IvfPq
 from adamem.errors import StoreError
 from adamem.projections.folds.changes import Change
 from adamem.projections.folds.rows import TABLES, Row
-from adamem.projections.store.base import CHANGE_HISTORY, TEXT_FIELDS, change_entry, final_rows
+from adamem.projections.store.base import CHANGE_HISTORY, TEXT_FIELDS, change_entry, final_rows, full_text_columns
 from adamem.projections.store.lance_arrow import arrow_schema, has_vector, rows_to_arrow
 from adamem.projections.store.lance_reads import ShardReads
 from adamem.projections.store.lance_tables import CHANGES, CHANGES_SCHEMA, CHECKPOINTS, FTS_INDEX, quote, writer_name
@@ -182,18 +182,23 @@ class ShardWrites(ShardReads):
                     writes.submit(self._index_text, name, table)
 
     def _index_text(self, name: str, table: Any) -> None:
-        """One text table's full-text index, made once the table has rows."""
-        if any(ix.index_type == "FTS" for ix in table.list_indices()):
+        """One text table's full-text indexes (``full_text_columns``: those of its columns it has), made once the table
+        has rows."""
+        indexed = {tuple(ix.columns) for ix in table.list_indices() if ix.index_type == "FTS"}
+        missing = [c for c in _text_columns(name, table) if (c,) not in indexed]
+        if not missing:
             self.fts_ready.add(name)
         elif table.count_rows():
             # Made once; rows added later are searched unindexed until ``optimize`` folds them in.
-            table.create_index("tokens", config=FTS_INDEX, replace=True)
+            for column in missing:
+                table.create_index(column, config=FTS_INDEX, replace=True)
             self.fts_ready.add(name)
 
     def _reindex_text(self, name: str, table: Any) -> None:
-        """A text table's full-text index made again from its rows; none left when it has no rows."""
+        """A text table's full-text indexes made again from its rows; none left when it has no rows."""
         if table.count_rows():
-            table.create_index("tokens", config=FTS_INDEX, replace=True)
+            for column in _text_columns(name, table):
+                table.create_index(column, config=FTS_INDEX, replace=True)
             self.fts_ready.add(name)
             return
         for ix in table.list_indices():
@@ -318,3 +323,9 @@ class _Writes:
         if kind is None:
             for future in self._pending:
                 future.result()
+
+
+def _text_columns(name: str, table: Any) -> list[str]:
+    """The columns of a text table to index for full text: ``full_text_columns`` its schema has."""
+    names = table.schema.names
+    return [c for c in full_text_columns(name) if c in names]

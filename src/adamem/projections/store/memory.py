@@ -276,14 +276,19 @@ class InMemoryStore:
         hits.sort(key=lambda h: (-h.score, h.row.id))
         return hits[:k]
 
-    def text_search(self, table: str, owner_id: str, query: str, k: int, below_seq: int | None = None) -> list[Hit]:
+    def text_search(
+        self, table: str, owner_id: str, query: str, k: int, below_seq: int | None = None, *, context: bool = False
+    ) -> list[Hit]:
         """BM25 over an owner's rows of the table (an owner's rows are the corpus; ``below_seq`` keeps
-        the hits among messages with ``seq < below_seq``, the corpus stays the owner's)."""
+        the hits among messages with ``seq < below_seq``, the corpus stays the owner's); ``context``: each
+        message's document its words and its ``context``."""
         if table not in TEXT_FIELDS:
             raise StoreError(f"table {table!r} has no full-text column; use one of {sorted(TEXT_FIELDS)}")
         check_below_seq(table, below_seq)
         rows = self.rows(table, owner_id)
         docs = [row_tokens(table, r).split() for r in rows]
+        if context and table == "messages":
+            docs = [d + (getattr(r, "context", None) or "").split() for d, r in zip(docs, rows, strict=True)]
         terms = search_text(query).split()
         hits = [Hit(r, s) for r, s in zip(rows, bm25_scores(docs, terms), strict=True) if s > 0]
         if below_seq is not None:
@@ -308,7 +313,7 @@ class InMemoryStore:
         rows = [m for m in self._messages(owner_id) if from_seq <= m.seq and (below_seq is None or m.seq < below_seq)]
         dim = max((len(m.vector) for m in rows), default=0) or 1
         data = rows_to_arrow("messages", rows, arrow_schema("messages", dim))
-        return data.select(list(columns)) if columns is not None else data
+        return data.select([c for c in columns if c in data.column_names]) if columns is not None else data
 
     def note_forgets(self, partition: int) -> None:
         """The shard owes its erasure until ``erase_history``; a rebuild's view lists the partition as erased."""

@@ -166,9 +166,12 @@ class StoreReader(Protocol):
         with it is refused: ``StoreError``).
         """
 
-    def text_search(self, table: str, owner_id: str, query: str, k: int, below_seq: int | None = None) -> list[Hit]:
+    def text_search(
+        self, table: str, owner_id: str, query: str, k: int, below_seq: int | None = None, *, context: bool = False
+    ) -> list[Hit]:
         """The ``k`` rows of an owner that best match ``query`` (BM25 over bilingual tokens), best first,
-        with their vectors; ``below_seq`` as in ``vector_search``."""
+        with their vectors; ``below_seq`` as in ``vector_search``. ``context``: a message matches by its own words
+        and by its ``context`` (the words of the owner's message before it) alike."""
 
     def messages_by_id(self, owner_id: str, ids: Sequence[str]) -> list[MessageRow]:
         """The owner's messages with these ids (absent ids, and other owners', skipped), in id order;
@@ -183,8 +186,8 @@ class StoreReader(Protocol):
     ) -> pa.Table | None:
         """The owner's messages with ``from_seq <= seq`` (and ``seq < below_seq`` when given) as the Arrow of the
         ``messages`` table: every field, the full-text ``tokens`` (``lance_arrow.row_tokens``) and the vectors
-        (zeros for a row without one), or only ``columns``; rows in any order; one read, no row made. None when
-        the store has no messages table."""
+        (zeros for a row without one), or only ``columns`` (those the table has: a table made before a column was
+        added has none); rows in any order; one read, no row made. None when the store has no messages table."""
 
     def close(self) -> None:
         """Release resources."""
