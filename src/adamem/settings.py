@@ -93,7 +93,7 @@ class Settings:
         "ADAMEM_COLD_INDEX_MEMORY",
         512,
         "Megabytes an owner's older messages may take when read into the query process after its first question "
-        "(about 2.2 KB a message), to be searched there; a larger part stays in the store (0: always).",
+        "(about 2.4 KB a message), to be searched there; a larger part stays in the store (0: always).",
     )
     metrics_interval_s: float = _env(
         "ADAMEM_METRICS_INTERVAL", 5.0, "Seconds between a worker's consumer-lag measurements."

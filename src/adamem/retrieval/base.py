@@ -143,6 +143,7 @@ class SemanticScorer:
         self.view = view
         self.context = context
         self._plain: SemanticScorer | None = None  # the same question without the messages' context
+        self._history: dict[str, bool] = {}  # message id -> whether the message before it is history here
         self._args = (view, question, query_vector, config, whose, expansion)
         self.config = config
         self.whose = whose
@@ -234,8 +235,11 @@ class SemanticScorer:
         spring!" after "I live in Beijing" is not found by "live" after a move."""
         if not isinstance(row, MessageRow):
             return False
-        before = self.view.snapshot.message_before(row)
-        return before is not None and self.view.stale_id(before)
+        found = self._history.get(row.id)
+        if found is None:
+            before = self.view.snapshot.message_before(row)
+            found = self._history[row.id] = before is not None and self.view.stale_id(before)
+        return found
 
     def bm25(self, table: str, row: MemoryRow) -> float:
         """BM25 scaled by the table's best base candidate (0..1)."""

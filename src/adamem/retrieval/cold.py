@@ -190,18 +190,24 @@ class _Postings:
         """The pieces' postings (sorted by word, then row: the pieces come in row order and a stable sort by word keeps
         it) and each row's length; ``term``: the words' numbers."""
         terms = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0, dtype=np.int32)
+        self.starts = np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=len(term)))])
         order = np.argsort(terms, kind="stable")
+        del terms  # each array is dropped once made use of: a long cold part's postings are tens of MB
         self.docs = (np.concatenate([p[1] for p in pieces]) if pieces else np.zeros(0, dtype=np.int32))[order]
         tf = (np.concatenate([p[2] for p in pieces]) if pieces else np.zeros(0, dtype=np.float32))[order]
+        del order
         pieces.clear()
-        self.starts = np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=len(term)))])
         sizes = (np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)).astype(np.float64)
         self.statistics = Beside(len(sizes), float(sizes.sum()), lambda word: self.frequency(term.get(word)))
         """The BM25 statistics of these documents."""
         average = float(sizes.mean()) if len(sizes) and sizes.mean() > 0 else 1.0
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * sizes / average)
-        self.weight = tf * (BM25_K1 + 1) / (tf + norm[self.docs])
-        """Each posting's BM25 share before its word's idf: ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``."""
+        weight = (BM25_K1 * (1 - BM25_B + BM25_B * sizes / average)).astype(np.float32)[self.docs]
+        weight += tf
+        tf *= np.float32(BM25_K1 + 1)
+        np.divide(tf, weight, out=weight)
+        self.weight = weight
+        """Each posting's BM25 share before its word's idf: ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``, as
+        float32 (it chooses candidates; the scorer scores them again exactly)."""
 
     def frequency(self, t: int | None) -> int:
         """How many rows hold the word numbered ``t`` (None: a word of no row)."""

@@ -116,7 +116,7 @@ class CacheSettings:
     """Cold messages an owner's snapshot keeps after reading them (least recently used out first)."""
     cold_index_bytes: int = 512 << 20
     """Approximate memory an owner's cold messages may take when held in process after its first question
-    (``retrieval.cold``: about 2.2 KB a message with 384-dimension vectors, so up to ~240k cold messages);
+    (``retrieval.cold``: about 2.4 KB a message with 384-dimension vectors, so up to ~220k cold messages);
     a larger cold part is searched through the store's indexes on every question (0: always)."""
     query_entries: int = 4096
     """Answers kept per owner in the semantic query cache (least frequently used evicted)."""

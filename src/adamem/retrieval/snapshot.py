@@ -51,6 +51,8 @@ __all__ = ["AsOf", "MemoryRow", "OwnerSnapshot", "View"]
 
 MemoryRow = MessageRow | EpisodicRow | PersonaRow
 SEARCHED = ("messages", "episodic", "persona")
+_BEFORE_KEPT = 4096
+"""Older messages whose previous message a snapshot keeps (``message_before``)."""
 _CONTEXT = "+context"
 """The key of the messages' index by their words and their ``context`` (``text_index(..., context=True)``)."""
 
@@ -410,6 +412,11 @@ class OwnerSnapshot:
     def _seqs(self) -> list[int]:
         return [m.seq for m in self.by_seq]
 
+    @cached_property
+    def _before_memo(self) -> dict[str, str | None]:
+        """``message_before`` of older messages looked up through the edges (the questions' cold hits recur)."""
+        return {}
+
     def message_before(self, m: MessageRow) -> str | None:
         """The id of the owner's message before ``m`` (whose words are its ``context``): the held message before it by
         ``seq``, or for the first held message and an older one, the end of its backward ``temporal_next`` edge;
@@ -417,12 +424,20 @@ class OwnerSnapshot:
         at = bisect.bisect_left(self._seqs, m.seq)
         if 0 < at < len(self.by_seq) and self.by_seq[at].id == m.id:
             return self.by_seq[at - 1].id
+        memo = self._before_memo
+        if m.id in memo:
+            return memo[m.id]
+        found = None
         node = node_id(self.owner_id, "message", m.id)
         for src, dst, edge_type, _, direction in self._edges.ends_at(node):
             if edge_type == "temporal_next" and direction == "backward" and src == node:
                 before = self.nodes.get(dst)
-                return before.ref_id if before is not None else None
-        return None
+                found = before.ref_id if before is not None else None
+                break
+        if len(memo) >= _BEFORE_KEPT:
+            memo.clear()
+        memo[m.id] = found
+        return found
 
     def text_index(self, table: str, *, context: bool = False) -> TextIndex:
         """The BM25 index of ``messages``, ``episodic`` or ``persona`` (built on first use); ``context``: of the
