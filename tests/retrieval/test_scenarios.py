@@ -600,55 +600,43 @@ def test_the_evidence_is_in_the_top_3(scenarios: tuple[Any, Retriever], name: st
         assert not older or older[0] > ranks[0], (name, texts)  # the newest statement first
 
 
+def _both_ways(scenarios: tuple[Any, Retriever], name: str, **changes: Any) -> tuple[list[str], list[str]]:
+    """A case's question asked with the shipped config changed by ``changes``, then as shipped: each answer's texts."""
+    memory, shipped = scenarios
+    case = CASES[name]
+    owner = f"default:{case.owner}"
+    changed = Retriever(memory.store, shipped.embedder, replace(SEED_DEFAULT, **changes), partitions=shipped.partitions)
+    try:
+        answers = [_texts(r.query(owner, case.question, top_k=10), memory, owner) for r in (changed, shipped)]
+        return answers[0], answers[1]
+    finally:
+        changed.close()
+
+
 @pytest.mark.parametrize("name", ["now-job-unworded-en", "now-job-subjectless-zh"])
 def test_the_newest_change_window_counts_shown_items(scenarios: tuple[Any, Retriever], name: str) -> None:
     """Counted in rows, the old job's records use up the window and the old job stays first; counted in shown items,
     the new job (a subjectless statement, still an extracted event) goes ahead."""
-    memory, shipped = scenarios
-    case = CASES[name]
-    owner = f"default:{case.owner}"
-    rows = Retriever(
-        memory.store, shipped.embedder, replace(SEED_DEFAULT, newest_first_shown=False), partitions=shipped.partitions
-    )
-    try:
-        for retriever, first in ((rows, case.older), (shipped, case.evidence)):
-            texts = _texts(retriever.query(owner, case.question, top_k=10), memory, owner)
-            assert first in texts[0], (name, texts)
-    finally:
-        rows.close()
+    rows, shown = _both_ways(scenarios, name, newest_first_shown=False)
+    assert CASES[name].older in rows[0], (name, rows)
+    assert CASES[name].evidence in shown[0], (name, shown)
 
 
 @pytest.mark.parametrize("name", ["when-en", "when-zh"])
 def test_a_time_question_puts_the_dated_statement_first(scenarios: tuple[Any, Retriever], name: str) -> None:
     """Without a temporal score for dated items a "when" question ranks the later, undated mentions first."""
-    memory, shipped = scenarios
-    case = CASES[name]
-    owner = f"default:{case.owner}"
-    off = replace(SEED_DEFAULT, dated_when=0.0)
-    undated = Retriever(memory.store, shipped.embedder, off, partitions=shipped.partitions)
-    try:
-        for retriever, first in ((undated, False), (shipped, True)):
-            texts = _texts(retriever.query(owner, case.question, top_k=10), memory, owner)
-            assert (case.evidence in texts[0]) is first, (name, texts)
-    finally:
-        undated.close()
+    undated, dated = _both_ways(scenarios, name, dated_when=0.0)
+    assert CASES[name].evidence not in undated[0], (name, undated)
+    assert CASES[name].evidence in dated[0], (name, dated)
 
 
 @pytest.mark.parametrize("name", ["reply-en", "reply-zh"])
 def test_a_reply_is_found_by_the_words_of_the_turn_that_asked_it(scenarios: tuple[Any, Retriever], name: str) -> None:
     """The answer is the reply to a turn that asked it, in other words: scored by its words alone it is not among the
     first three; with the words of the turn before it (``context_words``) it is."""
-    memory, shipped = scenarios
-    case = CASES[name]
-    owner = f"default:{case.owner}"
-    alone = Retriever(
-        memory.store, shipped.embedder, replace(SEED_DEFAULT, context_words=False), partitions=shipped.partitions
-    )
-    try:
-        ranks = []
-        for retriever in (alone, shipped):
-            texts = _texts(retriever.query(owner, case.question, top_k=10), memory, owner)
-            ranks.append(next((i for i, t in enumerate(texts) if case.evidence in t), 10))
-        assert ranks[1] < 3 <= ranks[0], (name, ranks)
-    finally:
-        alone.close()
+    evidence = CASES[name].evidence
+    ranks = [
+        next((i for i, t in enumerate(texts) if evidence in t), 10)
+        for texts in _both_ways(scenarios, name, context_words=False)
+    ]
+    assert ranks[1] < 3 <= ranks[0], (name, ranks)
