@@ -271,3 +271,18 @@ def test_a_message_holds_the_words_of_the_one_before_it_and_a_forget_leaves_none
     replayed, _ = fold([said[0], said[2]])  # the log as a rebuild reads it: the forgotten message shredded
     again = _messages(replayed)
     assert {t: m.context for t, m in after.items()} == {t: m.context for t, m in again.items()}
+
+
+def test_a_message_after_the_newest_was_forgotten_holds_the_words_of_the_one_before_that() -> None:
+    """Forget the newest message, then a message arrives: its ``context`` is the words of the message before the
+    forgotten one, as a replay of the log without it gives (the fold's newest message is recomputed on a delete)."""
+    chat = Chat()
+    first = chat.say("我在深圳找到了新工作。", at=T0, conv="s1")
+    newest = chat.say("I start on Monday.", at=T0 + DAY, conv="s1")
+    state, _ = fold([first, newest])
+    state, _ = apply(state, chat.forget("message", mid(newest), at=T0 + 2 * DAY))
+    later = chat.say("The office is near the sea.", at=T0 + 3 * DAY, conv="s1")
+    state, _ = apply(state, later)
+    assert _messages(state)["The office is near the sea."].context == search_text("我在深圳找到了新工作。")
+    replayed, _ = fold([first, later])
+    assert {t: m.context for t, m in _messages(state).items()} == {t: m.context for t, m in _messages(replayed).items()}
