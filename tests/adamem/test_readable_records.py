@@ -24,7 +24,8 @@ def test_an_answer_shows_records_readable_and_the_store_keeps_the_name(tmp_path:
     with Memory(log=str(tmp_path / "log"), store=str(tmp_path / "store")) as m:
         m.add("alice", "I finished my first 5k run yesterday!", speaker="Alice", conversation_id="c1",
               occurred_at="2024-03-02T10:00:00Z")  # fmt: skip
-        m.add("alice", "我昨天跑完了我的第一个五公里。", speaker="Alice", conversation_id="c1",
+        # in a session of its own: each message is found by its own words, and so each record shows
+        m.add("alice", "我昨天跑完了我的第一个五公里。", speaker="Alice", conversation_id="c1-zh",
               occurred_at="2024-03-02T10:01:00Z")  # fmt: skip
         m.add("alice", "Hello again.", speaker="Alice", conversation_id="c2", occurred_at="2024-03-09T10:00:00Z")
         items = m.query("alice", "What did Alice finish?", top_k=10).items

@@ -18,7 +18,7 @@ from adamem.projections.folds import (
     apply,
 )
 from adamem.projections.folds.rows import row_json
-from adamem.projections.folds.testing import DAY, T0, WEEK, Chat, attr, event, fact, fold
+from adamem.projections.folds.testing import DAY, HOUR, T0, WEEK, Chat, attr, event, fact, fold
 from adamem.text import search_text
 
 
@@ -253,14 +253,14 @@ def test_a_message_holds_the_words_of_the_one_before_it_and_a_forget_leaves_none
     a message gives the one after it the words of the message now before it: the rows a replay of the log without
     the forgotten message gives."""
     chat = Chat()
-    said = [chat.say(t, at=T0 + i * DAY, conv="s1") for i, t in enumerate(texts)]
+    said = [chat.say(t, at=T0 + i * 60_000, conv="s1") for i, t in enumerate(texts)]
     state, _ = fold(said)
     held = _messages(state)
     assert [held[t].context for t in texts] == ["", search_text(texts[0]), search_text(texts[1])]
     assert all(held[t].context for t in texts[1:])
     assert "context" not in row_json(held[texts[1]])  # shown as the message before it, not as its words
 
-    state, _ = apply(state, chat.forget("message", mid(said[1]), at=T0 + 5 * DAY))
+    state, _ = apply(state, chat.forget("message", mid(said[1]), at=T0 + 5 * 60_000))
     after = _messages(state)
     assert texts[1] not in after
     assert after[texts[2]].context == search_text(texts[0])
@@ -278,11 +278,32 @@ def test_a_message_after_the_newest_was_forgotten_holds_the_words_of_the_one_bef
     forgotten one, as a replay of the log without it gives (the fold's newest message is recomputed on a delete)."""
     chat = Chat()
     first = chat.say("我在深圳找到了新工作。", at=T0, conv="s1")
-    newest = chat.say("I start on Monday.", at=T0 + DAY, conv="s1")
+    newest = chat.say("I start on Monday.", at=T0 + HOUR, conv="s1")
     state, _ = fold([first, newest])
-    state, _ = apply(state, chat.forget("message", mid(newest), at=T0 + 2 * DAY))
-    later = chat.say("The office is near the sea.", at=T0 + 3 * DAY, conv="s1")
+    state, _ = apply(state, chat.forget("message", mid(newest), at=T0 + 2 * HOUR))
+    later = chat.say("The office is near the sea.", at=T0 + 2 * HOUR, conv="s1")
     state, _ = apply(state, later)
     assert _messages(state)["The office is near the sea."].context == search_text("我在深圳找到了新工作。")
     replayed, _ = fold([first, later])
     assert {t: m.context for t, m in _messages(state).items()} == {t: m.context for t, m in _messages(replayed).items()}
+
+
+@pytest.mark.parametrize("gap", ["conversation", "time"])
+def test_a_message_that_opens_a_session_holds_no_words_of_the_one_before(gap: str) -> None:
+    """A reply is said in the session of what it answers: across another conversation or a gap of
+    ``session_gap_ms`` (3 h) a message's ``context`` is empty, also once a forget leaves it next to an earlier
+    session's message."""
+    chat = Chat()
+    conv = "s2" if gap == "conversation" else "s1"
+    early = chat.say("I like oolong tea.", at=T0, conv="s1")
+    middle = chat.say("我们下周去爬山吧。", at=T0 + 2 * HOUR, conv=conv)
+    later = chat.say("I ran along the river.", at=T0 + 4 * HOUR, conv=conv)
+    state, _ = fold([early, middle, later])
+    held = _messages(state)
+    expected = "" if gap == "conversation" else search_text("I like oolong tea.")
+    assert held["我们下周去爬山吧。"].context == expected
+    assert held["I ran along the river."].context == search_text("我们下周去爬山吧。")
+    state, _ = apply(state, chat.forget("message", mid(middle), at=T0 + 5 * HOUR))
+    assert _messages(state)["I ran along the river."].context == ""  # another conversation, or 4 h after
+    replayed, _ = fold([early, later])
+    assert _messages(replayed)["I ran along the river."].context == ""

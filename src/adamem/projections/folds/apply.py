@@ -129,7 +129,9 @@ def _(event: MessageAnalyzed, tx: Transaction, positioned: Positioned, params: M
     advance_clock(tx, msg.occurred_at, next_seq=seq + 1)
     index = state.index
     prev = state.message(index.last_message[1]) if index.last_message is not None else None
-    row = _message_row(event, positioned, seq, context_words(prev))
+    row = _message_row(
+        event, positioned, seq, context_words(prev, msg.conversation_id, msg.occurred_at, params.session_gap_ms)
+    )
 
     if params.consolidate_on_session_end and prev is not None and new_session(prev, row, params):
         for mid in state.working_ids():

@@ -8,7 +8,7 @@ Forgetting removes rows (it emits ``Delete``s); it does not mark them:
   are removed, others are recomputed without it (strength can only go down); cluster aggregates
   and habits are recomputed from what remains; topic nodes no message mentions any more go too.
   The id is kept as a tombstone in the owner row, so a redelivered analysis is not archived again.
-  The message after it takes the words of the one now before it as its ``context``.
+  The message after it takes the words of the one now before it in its session as its ``context``.
 - ``scope='item'`` (target = an episodic record, a persona trait, or a graph node): a record goes
   with its node and the persona evidence its source messages gave to the matching trait; a trait
   goes alone (aggregates are recomputed); a node of a record forgets the record, a message node
@@ -182,12 +182,13 @@ def _forget_messages(tx: Transaction, ids: set[str], params: MemoryParameters) -
     forgotten = [m.seq for i in ids if (m := state.message(i)) is not None]
     for i in sorted(ids):
         tx.delete("messages", i)
-    _mend_contexts(tx, forgotten)
+    _mend_contexts(tx, forgotten, params)
 
 
-def _mend_contexts(tx: Transaction, forgotten: list[int]) -> None:
-    """The message after each forgotten one takes the words of the message now before it as its ``context``: no
-    message keeps a forgotten one's words, and each holds what a replay of the log without it gives."""
+def _mend_contexts(tx: Transaction, forgotten: list[int], params: MemoryParameters) -> None:
+    """The message after each forgotten one takes the words of the message now before it as its ``context`` (none
+    across a session's start): no message keeps a forgotten one's words, and each holds what a replay of the log
+    without it gives."""
     kept = sorted((m.seq, m.id) for m in tx.state.tables["messages"].values() if isinstance(m, MessageRow))
     seqs = [seq for seq, _ in kept]
     for seq in sorted(set(forgotten)):
@@ -196,7 +197,7 @@ def _mend_contexts(tx: Transaction, forgotten: list[int]) -> None:
         if after is None or after.context is None:
             continue
         before = tx.state.message(kept[at - 1][1]) if at > 0 else None
-        words = context_words(before)
+        words = context_words(before, after.conversation_id, after.occurred_at, params.session_gap_ms)
         if words != after.context:
             tx.put(evolve(after, context=words))
 

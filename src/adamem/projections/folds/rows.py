@@ -106,9 +106,9 @@ class MessageRow:
     extraction_json: str  # facts/attributes/events of the analysis, canonical JSON (consolidation input)
     # The speaker's offset from UTC in minutes, as the message stated it; None: not stated (shown in UTC).
     utc_offset_minutes: int | None = None
-    # The words of the owner's message before this one (its text as search tokens), "" for its first message; a
-    # question the graph route does not take scores a message by its own words and these. None: a table made
-    # before messages held them (its messages have them once the owner is rebuilt).
+    # The words of the owner's message before this one in its session (its text as search tokens; "" for a
+    # session's first message); a question the graph route does not take scores a message by its own words and
+    # these. None: a table made before messages held them (its messages have them once the owner is rebuilt).
     context: str | None = None
 
 
@@ -245,9 +245,15 @@ def row_types() -> dict[str, type[Row]]:
 _R = TypeVar("_R", OwnerRow, MessageRow, EpisodicRow, PersonaRow, GraphNodeRow, GraphEdgeRow, GrantRow)
 
 
-def context_words(before: MessageRow | None) -> str:
-    """A message's ``context``: the words of the owner's message before it (its text as search tokens), "" for none."""
-    return memo_search_text(before.text) if before is not None else ""
+def context_words(before: MessageRow | None, conversation_id: str, occurred_at: int, session_gap_ms: int) -> str:
+    """The ``context`` of a message of ``conversation_id`` said at ``occurred_at``: the words of the owner's message
+    before it (its text as search tokens) when both are of one session (one conversation, less than
+    ``session_gap_ms`` apart: a reply is said in the session of what it answers); "" otherwise, and for none."""
+    if before is None or before.conversation_id != conversation_id:
+        return ""
+    if occurred_at - before.occurred_at >= session_gap_ms:
+        return ""
+    return memo_search_text(before.text)
 
 
 owner_row = quick_constructor(OwnerRow)
