@@ -150,9 +150,10 @@ class RetrievalConfig:
     """Rows fetched per table and per search (vector, BM25) before fusion (beyond the seed)."""
     context_words: bool = True
     """A question the graph route does not take scores a message by BM25 over its words and the words of the owner's
-    message before it (its ``context``): an answer is often the reply to the turn that asked it, in other words. A
-    "when" or "why" looks for a statement by its own words (a dated one, a cause told on another day), and a time or
-    causal question scores the message alone (beyond the seed; measured on LoCoMo and the scenario suite)."""
+    message before it in its session (its ``context``): an answer is often the reply to the turn that asked it, in
+    other words. A "when" or "why" looks for a statement by its own words (a dated one, a cause told on another
+    day), and a time or causal question scores the message alone (beyond the seed; measured on LoCoMo and the
+    scenario suite)."""
     base_fusion: BaseFusion = BaseFusion.RRF
     """How vector and BM25 rankings are combined (beyond the seed; measured on LoCoMo)."""
     rrf_k: int = 30
