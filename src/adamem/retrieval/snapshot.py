@@ -51,17 +51,6 @@ __all__ = ["AsOf", "MemoryRow", "OwnerSnapshot", "View"]
 
 MemoryRow = MessageRow | EpisodicRow | PersonaRow
 SEARCHED = ("messages", "episodic", "persona")
-_BEFORE_KEPT = 4096
-"""Older messages whose previous message a snapshot keeps (``message_before``)."""
-_CONTEXT = "+context"
-"""The key of the messages' index by their words and their ``context`` (``text_index(..., context=True)``)."""
-
-
-def context_of(row: Row) -> str:
-    """A message's ``context`` (the words of the owner's message before it), "" for none or another row."""
-    return (getattr(row, "context", None) or "") if isinstance(row, MessageRow) else ""
-
-
 """Tables with a vector and a text index."""
 _ATTRIBUTE = {"messages": "messages", "episodic": "records", "persona": "traits"}
 _HELD = frozenset({"owners", "graph_nodes", "graph_edges", *_ATTRIBUTE})
@@ -74,6 +63,15 @@ _ROW_BYTES = {
 }
 """Approximate resident bytes per row of each table, its share of the text index included (for ``size``;
 measured with tracemalloc: 1.1 MB for a 100-message owner, 90 MB for a 10,000-message one)."""
+_BEFORE_KEPT = 4096
+"""Older messages whose previous message a snapshot keeps (``message_before``)."""
+_CONTEXT = "+context"
+"""The key of the messages' index by their words and their ``context`` (``text_index(..., context=True)``)."""
+
+
+def context_of(row: Row) -> str:
+    """A message's ``context`` (the words of the owner's message before it), "" for none or another row."""
+    return (row.context or "") if isinstance(row, MessageRow) else ""
 
 
 @dataclass(frozen=True, slots=True)
