@@ -183,3 +183,33 @@ def test_a_view_switch_serves_the_rebuilt_view(
     assert not switched.cached and "Beijing" in switched.items[0].content
     _same_as_fresh(live, memory.settings.store_url, embedder, memory.partitions)
     assert reloaded == ["default:alice"]  # another view: loaded once, afresh
+
+
+def test_each_text_index_is_made_on_first_need_and_a_carried_snapshot_makes_the_rest(
+    build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]
+) -> None:
+    """A "why" question scores each message by its own words: the messages' index with their ``context`` is not made
+    (the stored words stay until it is); a snapshot carried over new rows makes it from its rows, equal to a fresh
+    load's."""
+    memory = build("incremental-lazy")
+    memory.add(moving[0])
+    url, partitions = memory.settings.store_url, memory.partitions
+    live = Retriever(open_store(url, read_only=True), embedder, partitions=partitions)
+    try:
+        live.query("default:alice", "why did I move to Beijing?")
+        first = live.snapshot("default:alice")
+        assert "messages" in first._text_indexes and "messages+context" not in first._text_indexes
+        assert "messages" in first._tokens  # kept for the index still to make
+        memory.add(moving[1])
+        _same_as_fresh(live, url, embedder, partitions)
+        assert "messages+context" not in first._text_indexes  # made by the carried snapshot, not by its predecessor
+        fresh = Retriever(open_store(url, read_only=True), embedder, partitions=partitions)
+        try:
+            fresh.query("default:alice", "where do I live?")
+            loaded = fresh.snapshot("default:alice")
+            assert {"messages", "messages+context"} <= loaded._text_indexes.keys()
+            assert "messages" not in loaded._tokens  # let go once both indexes of the messages are made
+        finally:
+            fresh.close()
+    finally:
+        live.close()

@@ -86,6 +86,37 @@ class AsOf:
         return {"time": self.time, "offset": self.offset}
 
 
+class _TextIndexes(dict[str, TextIndex]):
+    """An owner's BM25 indexes by key (a table, or ``messages+context``), each made on first need: an owner asked only
+    "when" questions never makes the messages' index by their ``context``. A table's stored words
+    (``OwnerSnapshot._tokens``) are let go once every index of that table is made."""
+
+    def __init__(self, snapshot: OwnerSnapshot) -> None:
+        super().__init__()
+        self._snapshot = snapshot
+
+    def __missing__(self, key: str) -> TextIndex:
+        snap = self._snapshot
+        table = key.removesuffix(_CONTEXT)
+        tokens = snap._tokens.get(table)
+        # a message is also found by the words of what was extracted from it ("Alice lives in Shenzhen"),
+        # before its records exist (working memory) and after
+        index = self[key] = TextIndex(
+            snap.table_rows(table),
+            TEXT_FIELDS[table],
+            extra=extracted_text if table == "messages" else None,
+            tokens=tokens,
+            cut=context_of if key != table else None,
+        )
+        if tokens is not None and all(k in self for k in _KEYS[table]):
+            snap._tokens = {t: v for t, v in snap._tokens.items() if t != table}
+        return index
+
+
+_KEYS = {t: (t, t + _CONTEXT) if t == "messages" else (t,) for t in SEARCHED}
+"""Every index key of a table."""
+
+
 class OwnerSnapshot:
     """Every row of one owner, indexed for retrieval; immutable once built."""
 
@@ -227,11 +258,10 @@ class OwnerSnapshot:
         """Carry derived lookups the predecessor had made over, updated for the touched rows."""
         made = old.__dict__
         if "_text_indexes" in made:
-            self._text_indexes = {
-                key: index.updated(self.table_rows(t), touched[t]) if t in touched else index
-                for key, index in old._text_indexes.items()
-                for t in (key.removesuffix(_CONTEXT),)
-            }
+            self._text_indexes = _TextIndexes(self)
+            for key, index in old._text_indexes.items():
+                t = key.removesuffix(_CONTEXT)
+                self._text_indexes[key] = index.updated(self.table_rows(t), touched[t]) if t in touched else index
         if "node_of" in made and not ({"messages", "episodic"} & touched.keys()):
             self.node_of = old.node_of
         elif "node_of" in made:
@@ -447,27 +477,8 @@ class OwnerSnapshot:
         return self._vector_indexes[table]
 
     @cached_property
-    def _text_indexes(self) -> dict[str, TextIndex]:
-        # a message is also found by the words of what was extracted from it ("Alice lives in Shenzhen"),
-        # before its records exist (working memory) and after
-        tokens, self._tokens = self._tokens, {}
-        indexes = {
-            t: TextIndex(
-                self.table_rows(t),
-                TEXT_FIELDS[t],
-                extra=extracted_text if t == "messages" else None,
-                tokens=tokens.get(t),
-            )
-            for t in SEARCHED
-        }
-        indexes["messages" + _CONTEXT] = TextIndex(
-            self.table_rows("messages"),
-            TEXT_FIELDS["messages"],
-            extra=extracted_text,
-            tokens=tokens.get("messages"),
-            cut=context_of,
-        )
-        return indexes
+    def _text_indexes(self) -> _TextIndexes:
+        return _TextIndexes(self)
 
     def message(self, message_id: str) -> MessageRow | None:
         """A message by id, hot or cold (a cold one not memoised yet is read from the store)."""
