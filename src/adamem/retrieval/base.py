@@ -142,9 +142,7 @@ class SemanticScorer:
         ``context``: messages are scored by their words and their ``context`` (the owner's message before each)."""
         self.view = view
         self.context = context
-        self._plain: SemanticScorer | None = None  # the same question without the messages' context
         self._history: dict[str, bool] = {}  # message id -> whether the message before it is history here
-        self._args = (view, question, query_vector, config, whose, expansion)
         self.config = config
         self.whose = whose
         norm = float(np.linalg.norm(query_vector))
@@ -154,11 +152,11 @@ class SemanticScorer:
         self.expansion = dict(expansion or {})
         self.user_names = view.snapshot.user_names
         self._cosines: dict[str, Vector] = {}
-        self._bm25: dict[str, Vector] = {}
+        self._bm25: dict[tuple[str, bool], Vector] = {}  # (table, with the messages' context) -> every row's BM25
         self._bm25_max: dict[str, float] = {}
-        self._bm25_outside: dict[str, float] = {}  # cold messages of a tiered owner, by id
-        self._outside: Callable[[MemoryRow], float] | None = None  # their scorer, for this question's terms
-        self._cold: tuple[Beside | None] | None = None  # the cold part's statistics, once looked for
+        self._bm25_outside: dict[tuple[bool, str], float] = {}  # cold messages of a tiered owner, by id
+        self._outside: dict[bool, Callable[[MemoryRow], float]] = {}  # their scorers, for this question's terms
+        self._cold: dict[bool, Beside | None] = {}  # the cold part's statistics, once looked for
         self.cold_vectors: dict[str, npt.NDArray[np.float32]] = {}  # the cold messages this query read
         self._cos_desc: list[float] = []  # negated, ascending: base cosines best first
         self._bm_desc: list[float] = []
@@ -188,45 +186,50 @@ class SemanticScorer:
         v = self.cold_vectors.get(message_id)
         return float(v @ self._q32) if v is not None and v.shape == self._q32.shape else None
 
-    def text_index(self, table: str) -> TextIndex:
-        """The BM25 index this question scores a table's rows by (the messages' by their ``context`` too, or not)."""
-        return self.view.snapshot.text_index(table, context=self.context)
+    def text_index(self, table: str, *, plain: bool = False) -> TextIndex:
+        """The BM25 index this question scores a table's rows by (the messages' by their ``context`` too, or not;
+        ``plain``: by their own words)."""
+        return self.view.snapshot.text_index(table, context=self._wide(table, plain))
 
-    def bm25_all(self, table: str) -> Vector:
+    def _wide(self, table: str, plain: bool = False) -> bool:
+        """Whether rows of ``table`` are scored with their ``context``."""
+        return self.context and not plain and table == "messages"
+
+    def bm25_all(self, table: str, *, plain: bool = False) -> Vector:
         """Raw BM25 of the question against every row of a table (in the text index's order)."""
-        found = self._bm25.get(table)
+        key = (table, self._wide(table, plain))
+        found = self._bm25.get(key)
         if found is None:
-            index = self.text_index(table)
-            found = self._bm25[table] = index.scores(self.terms, self.expansion, self._beside(table))
+            index = self.text_index(table, plain=plain)
+            found = self._bm25[key] = index.scores(self.terms, self.expansion, self._beside(table, key[1]))
         return found
 
-    def _beside(self, table: str) -> Beside | None:
+    def _beside(self, table: str, wide: bool) -> Beside | None:
         """BM25 statistics of a tiered owner's cold messages once its first answer is ready (the cold part read into
         the process, or its words counted): hot and cold messages are then scored against the statistics of every
-        message, as when the owner is held whole."""
+        message, as when the owner is held whole (``wide``: of the messages with their ``context``)."""
         if table != "messages":
             return None
-        if self._cold is None:
+        if wide not in self._cold:
             archive = self.view.snapshot.archive
-            self._cold = (archive.statistics(context=self.context) if archive is not None else None,)
-        return self._cold[0]
+            self._cold[wide] = archive.statistics(context=wide) if archive is not None else None
+        return self._cold[wide]
 
     def bm25_raw(self, table: str, row: MemoryRow) -> float:
         """Raw BM25 of one row (of a message whose ``context`` is history where history goes last: by its own words)."""
-        if self.context and table == "messages" and self.config.current_first and self._history_before(row):
-            if self._plain is None:
-                self._plain = SemanticScorer(*self._args)
-            return self._plain.bm25_raw(table, row)
-        index = self.text_index(table)
+        plain = self._wide(table) and self.config.current_first and self._history_before(row)
+        wide = self._wide(table, plain)
+        index = self.text_index(table, plain=plain)
         pos = index.position.get(row.id)
         if pos is not None:
-            return float(self.bm25_all(table)[pos])
+            return float(self.bm25_all(table, plain=plain)[pos])
         if self.view.snapshot.archive is not None and table == "messages":
-            found = self._bm25_outside.get(row.id)
+            found = self._bm25_outside.get((wide, row.id))
             if found is None:
-                if self._outside is None:
-                    self._outside = index.outside(self.terms, self.expansion, self._beside(table))
-                found = self._bm25_outside[row.id] = self._outside(row)
+                outside = self._outside.get(wide)
+                if outside is None:
+                    outside = self._outside[wide] = index.outside(self.terms, self.expansion, self._beside(table, wide))
+                found = self._bm25_outside[(wide, row.id)] = outside(row)
             return found
         return 0.0
 
