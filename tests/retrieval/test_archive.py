@@ -273,6 +273,7 @@ def test_the_cold_parts_held_in_process_are_reported_with_the_caches(services: t
     assert cold()[1] == after_first[1] + 1 and cold()[2] == after_first[2]  # then in process
 
 
+@pytest.mark.parametrize("context", [True, False], ids=["with-context", "own-words"])
 @pytest.mark.parametrize("in_process", [True, False], ids=["held", "through-the-store"])
 @pytest.mark.parametrize(
     ("owner", "asked"),
@@ -282,18 +283,19 @@ def test_the_cold_parts_held_in_process_are_reported_with_the_caches(services: t
     ],
 )
 def test_after_its_first_answer_a_tiered_owner_scores_words_as_the_owner_held_whole(
-    motivating: Any, embedder: E5Embedder, owner: str, asked: tuple[str, ...], in_process: bool
+    motivating: Any, embedder: E5Embedder, owner: str, asked: tuple[str, ...], in_process: bool, context: bool
 ) -> None:
     """After the first answer the cold part is read into the process (or, too large for it, its words are counted,
     ``ColdCounts``), and the hot window scores with the cold part's statistics beside it: the BM25 of every message,
     hot or cold, is the one the owner held whole gives it (the store's tokens of a message hold the words of its
     extraction, as the hot window's index counts them). Before, the hot window's own statistics gave other
-    scores."""
+    scores. The same with each message scored with its ``context`` (the cold part made with it) and without (made
+    without it)."""
     cache = CacheSettings(query_cache=False, hot_messages=HOT, cold_index_bytes=1 << 29 if in_process else 0)
     tiered = Retriever(
         open_store(motivating.settings.store_url, read_only=True),
         embedder,
-        dataclasses.replace(SEED_DEFAULT, cache=cache),
+        dataclasses.replace(SEED_DEFAULT, cache=cache, context_words=context),
         partitions=2,
     )
     whole = Retriever(open_store(motivating.settings.store_url, read_only=True), embedder, _config(0), partitions=2)
@@ -304,12 +306,14 @@ def test_after_its_first_answer_a_tiered_owner_scores_words_as_the_owner_held_wh
         rows = {i: held.message(i) for i in every.messages}
 
         def scores(snap: Any, question: str, retriever: Retriever) -> dict[str, float]:
-            scorer = SemanticScorer(View(snap), question, retriever.embed(question), SEED_DEFAULT, whose_memory("", ()))
+            vector = retriever.embed(question)
+            scorer = SemanticScorer(View(snap), question, vector, SEED_DEFAULT, whose_memory("", ()), context=context)
             return {i: scorer.bm25_raw("messages", row) for i, row in rows.items() if row is not None}
 
         before = {q: scores(held, q, tiered) for q in asked}
         tiered.query(owner, asked[0])
         assert (held.archive.held() is not None) is in_process and held.archive.statistics() is not None
+        assert held.archive.context is context
         matched: set[bool] = set()  # whether hot messages, cold ones, hold the questions' words
         for question in asked:
             want = scores(every, question, whole)

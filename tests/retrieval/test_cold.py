@@ -257,3 +257,28 @@ def test_with_context_matching_and_statistics_count_the_words_of_the_message_bef
         for word in ("hike", "hik", "sister", "徒步", "黄山", "absent"):
             assert statistics.document_frequency(word) == sum(word in d for d in wide)
     assert counts.statistics.length == index.statistics.length < index.context_statistics.length
+
+
+def test_without_context_the_cold_part_holds_the_messages_own_words_only() -> None:
+    """A cold part made for questions that do not use the messages' ``context`` holds one set of postings: the same
+    ranking and statistics of the messages' own words as one made with it, and a clear error when asked for more."""
+    texts = [*TEXTS, "你上周去哪里徒步了", "去了黄山"]
+    rows = [
+        make(MessageRow, id=f"m{i:02d}", owner_id="default:alice", speaker="Ann", text=t, vector=(1.0, 0.0), seq=i)
+        for i, t in enumerate(texts)
+    ]
+    rows = [dataclasses.replace(r, context=search_text(texts[i - 1]) if i else "") for i, r in enumerate(rows)]
+    data = _table(rows, dim=2)
+    wide, narrow = ColdIndex([data]), ColdIndex([data], context=False)
+    for query in ("hiking", "sister pastry", "徒步", "黄山"):
+        assert narrow.ids_of(narrow.matching(query, 5)) == wide.ids_of(wide.matching(query, 5)) != []
+    assert (narrow.statistics.rows, narrow.statistics.length) == (wide.statistics.rows, wide.statistics.length)
+    assert narrow.context_statistics is None and narrow.nbytes < wide.nbytes
+    with pytest.raises(ValueError, match="context"):
+        narrow.matching("徒步", 5, context=True)
+    counts = cold.ColdCounts([data.select(["tokens"])], context=False)
+    assert counts.context_statistics is None
+    assert (counts.statistics.rows, counts.statistics.length) == (wide.statistics.rows, wide.statistics.length)
+    for word in ("hike", "徒步", "黄山", "absent"):
+        frequency = wide.statistics.document_frequency(word)
+        assert narrow.statistics.document_frequency(word) == counts.statistics.document_frequency(word) == frequency

@@ -115,10 +115,20 @@ class ColdArchive:
     """One owner's cold messages as a query process sees them: a split point, the store, and a memo."""
 
     def __init__(
-        self, store: MemoryStore, owner_id: str, split: ArchiveSplit, memo_rows: int = 4096, index_bytes: int = 0
+        self,
+        store: MemoryStore,
+        owner_id: str,
+        split: ArchiveSplit,
+        memo_rows: int = 4096,
+        index_bytes: int = 0,
+        *,
+        context: bool = True,
     ) -> None:
-        """``index_bytes``: the most a ``ColdIndex`` of this cold part may take (0: never read one)."""
+        """``index_bytes``: the most a ``ColdIndex`` of this cold part may take (0: never read one). ``context``:
+        whether questions score the messages with their ``context`` (``RetrievalConfig.context_words``); without,
+        the cold part's index and counts are made of the messages' own words only."""
         self.store = store
+        self.context = context
         self.owner_id = owner_id
         self.split = split
         self._memo_rows = max(1, memo_rows)
@@ -162,7 +172,7 @@ class ColdArchive:
 
     def _read_index(self) -> ColdIndex | None:
         try:
-            index = ColdIndex(self._parts(), capacity=self.split.cold_messages)
+            index = ColdIndex(self._parts(), capacity=self.split.cold_messages, context=self.context)
             _release()
             return index
         except _Closed:
@@ -173,7 +183,8 @@ class ColdArchive:
 
     def _read_counts(self) -> ColdCounts | None:
         try:
-            counts = ColdCounts(self._parts(("tokens", "context"), COUNT_READ_ROWS))
+            columns = ("tokens", "context") if self.context else ("tokens",)
+            counts = ColdCounts(self._parts(columns, COUNT_READ_ROWS), context=self.context)
             _release()
             return counts
         except _Closed:
@@ -237,7 +248,9 @@ class ColdArchive:
     def statistics(self, *, context: bool = False) -> Beside | None:
         """The cold part's BM25 statistics once its read or count has begun (waiting for it to end), from the
         ``ColdIndex`` held or the ``ColdCounts`` of a part searched through the store; None before, or without.
-        ``context``: over each message's words and its ``context``."""
+        ``context``: over each message's words and its ``context`` (an archive made with ``context``)."""
+        if context and not self.context:
+            raise ValueError("this archive was made without the messages' context")
         index = self.held()
         if index is not None:
             return index.context_statistics if context else index.statistics

@@ -139,15 +139,16 @@ class ColdCounts:
     messages, their words in all, and in how many messages each word occurs, counted from the stored ``tokens``
     column read in pieces; about 100 bytes a distinct word."""
 
-    def __init__(self, parts: Iterable[pa.Table]) -> None:
+    def __init__(self, parts: Iterable[pa.Table], *, context: bool = True) -> None:
         """``parts``: the cold messages' ``tokens`` and ``context`` columns (``context`` absent from a table made
-        before messages held it), in pieces read one after another."""
+        before messages held it), in pieces read one after another. ``context``: count the messages each with its
+        ``context`` too (``context_statistics``; None without)."""
         self._term: dict[str, int] = {}
         frequencies = [np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)]
         rows, length = 0, [0, 0]
         for part in parts:
             tokens = part.column("tokens").combine_chunks()
-            for wide, words in enumerate((tokens, with_context(tokens, part))):
+            for wide, words in enumerate((tokens, with_context(tokens, part)) if context else (tokens,)):
                 terms, _, _, lengths = _piece_postings(self._term, words)
                 counted = np.bincount(terms, minlength=len(self._term))
                 counted[: len(frequencies[wide])] += frequencies[wide]
@@ -157,8 +158,8 @@ class ColdCounts:
         self._df = frequencies
         self.statistics = Beside(rows, float(length[0]), self.document_frequency)
         """The statistics, for the hot window's index to score hot and cold messages against both together."""
-        self.context_statistics = Beside(rows, float(length[1]), self._context_frequency)
-        """The statistics of the messages each with its ``context``."""
+        self.context_statistics = Beside(rows, float(length[1]), self._context_frequency) if context else None
+        """The statistics of the messages each with its ``context`` (None: not counted)."""
 
     def document_frequency(self, term: str) -> int:
         """How many cold messages hold the word."""
@@ -221,11 +222,13 @@ class _Postings:
 class ColdIndex:
     """The cold messages of one owner (the Arrow of ``MemoryStore.message_columns``), searched in process."""
 
-    def __init__(self, parts: Iterable[pa.Table], capacity: int = 0) -> None:
+    def __init__(self, parts: Iterable[pa.Table], capacity: int = 0, *, context: bool = True) -> None:
         """``parts``: the cold messages' Arrow, in one table or in pieces read one after another; each piece is
         copied out of (its vectors into one matrix, its words into postings, its other columns into a table of
         their own) and dropped, so only the index and one piece are held at a time. ``capacity``: how many rows to
-        expect (the matrix is made once at that size, and grown if more come)."""
+        expect (the matrix is made once at that size, and grown if more come). ``context``: index the messages each
+        with its ``context`` too (for ``matching(..., context=True)`` and ``context_statistics``)."""
+        kinds = (0, 1) if context else (0,)
         matrix = np.zeros((0, 0), dtype=np.float32)
         present = np.zeros(0, dtype=bool)
         n = 0
@@ -249,12 +252,12 @@ class ColdIndex:
             names = part.column_names
             if "tokens" in names:
                 tokens = part.column("tokens").combine_chunks()
-                for wide, words in enumerate((tokens, with_context(tokens, part))):
+                for wide, words in enumerate((tokens, with_context(tokens, part)) if context else (tokens,)):
                     term, row, count, length = self._piece_postings(words, n)
                     postings[wide].append((term, row, count))
                     lengths[wide].append(length)
             else:
-                for wide in (0, 1):
+                for wide in kinds:
                     lengths[wide].append(np.zeros(rows, dtype=np.int64))
             for name in names:
                 if name not in ("vector", "tokens"):  # a copy: a slice would hold the piece's buffers
@@ -271,12 +274,13 @@ class ColdIndex:
         self._by_hash = np.argsort(every, kind="stable")
         self.id_hashes = every[self._by_hash]
         """The cold messages' ids as sorted hashes (``hash``), as ``ColdArchive.existing`` holds them."""
-        self._words = (_Postings(postings[0], lengths[0], self._term), _Postings(postings[1], lengths[1], self._term))
+        self._words = tuple(_Postings(postings[wide], lengths[wide], self._term) for wide in kinds)
         self.statistics = self._words[0].statistics
         """The cold part's BM25 statistics (over its stored words: a message's speaker, text and extraction), for the
         hot window's index to score hot and cold messages against both together."""
-        self.context_statistics = self._words[1].statistics
-        """The same over each message's words and its ``context`` (the words of the owner's message before it)."""
+        self.context_statistics = self._words[1].statistics if context else None
+        """The same over each message's words and its ``context`` (the words of the owner's message before it); None
+        when not indexed."""
 
     def _piece_postings(self, tokens: pa.Array, first: int) -> tuple[_I32, _I32, _F32, _Ints]:
         """``_piece_postings`` of a piece, compacted, its rows numbered from ``first``."""
@@ -337,6 +341,8 @@ class ColdIndex:
         terms = [self._term[t] for t in dict.fromkeys(search_text(query).split()) if t in self._term]
         if not terms:
             return []
+        if context and len(self._words) < 2:
+            raise ValueError("this cold index holds no postings of the messages with their context")
         n = self._n
         scores = np.zeros(n, dtype=np.float64)
         words = self._words[context]

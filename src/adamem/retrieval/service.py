@@ -238,7 +238,14 @@ class Retriever:
             )
         columns = self.store.load_owner_columns(owner_id, messages_from_seq=split.cold_below_seq)
         cache = self.config.cache
-        archive = ColdArchive(self.store, owner_id, split, cache.cold_memo_rows, cache.cold_index_bytes)
+        archive = ColdArchive(
+            self.store,
+            owner_id,
+            split,
+            cache.cold_memo_rows,
+            cache.cold_index_bytes,
+            context=self.config.context_words,
+        )
         return OwnerSnapshot.of_columns(owner_id, columns, self.params_for(owner_id), archive)
 
     def params_for(self, owner_id: str) -> MemoryParameters:
