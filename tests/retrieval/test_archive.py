@@ -26,6 +26,7 @@ from adamem.retrieval.config import CacheSettings, RetrievalConfig
 from adamem.retrieval.fusion import fact_support
 from adamem.retrieval.graph import PositionRelevance
 from adamem.retrieval.index import TextIndex, extracted_text
+from adamem.retrieval.service import _with_cold
 from adamem.retrieval.snapshot import View
 from adamem.retrieval.whose import whose_memory
 
@@ -187,8 +188,6 @@ def test_support_and_evidence_of_cold_messages_are_counted_without_reading_them(
 def test_hub_relevance_of_a_tiered_owner_is_the_cosine_of_the_cold_messages_the_query_read(
     services: tuple[Retriever, Retriever],
 ) -> None:
-    from adamem.retrieval.service import _with_cold
-
     tiered, _ = services
     question = "Which spicy food do I love, Sichuan hotpot?"
     snap = tiered.snapshot(OWNER)
@@ -323,6 +322,50 @@ def test_after_its_first_answer_a_tiered_owner_scores_words_as_the_owner_held_wh
             matched |= {i in held.messages for i, s in want.items() if s > 0}
         assert matched == {True, False}
         assert any(before[q] != pytest.approx(scores(every, q, whole), rel=1e-9) for q in asked)
+    finally:
+        tiered.close()
+        whole.close()
+
+
+@pytest.mark.parametrize("fetch_k", [40, 2])
+def test_after_its_first_answer_a_tiered_owner_answers_as_the_owner_held_whole(
+    alice: Any, embedder: E5Embedder, fetch_k: int
+) -> None:
+    """Once its cold part is held in process, a tiered owner's base retrieval takes the ``fetch_k`` best of hot and
+    cold messages together, by cosine and by words (every message's statistics, the question's words as cut once),
+    after leaving aside what whose memory rules out; hub relevance has the cosine of every cold message: the
+    candidates and answers are those of the owner held whole (scores to the last bits of float32 products)."""
+
+    def made(hot: int) -> Retriever:
+        config = dataclasses.replace(_config(hot), fetch_k=fetch_k)
+        return Retriever(open_store(alice.settings.store_url, read_only=True), embedder, config, partitions=2)
+
+    tiered, whole = made(HOT), made(0)
+    try:
+        tiered.query(OWNER, "where do I live?")
+        held, every = tiered.snapshot(OWNER), whole.snapshot(OWNER)
+        assert held.archive is not None and held.archive.held() is not None
+        for question in ("Which spicy food do I love, Sichuan hotpot?", "What did I tell you about work?", "城市"):
+            pools = []
+            for retriever, snap in ((tiered, held), (whole, every)):
+                scorer = SemanticScorer(
+                    View(snap), question, retriever.embed(question), retriever.config, whose_memory(question, ())
+                )
+                pools.append(
+                    {(c.table, c.row.id): c.semantic for c in base_candidates(retriever.store, scorer, question)}
+                )
+                if snap is held:
+                    assert scorer.cold_cosines is not None
+                    relevance = _with_cold(View(held), scorer)
+                    nodes = sorted(n for n in every.nodes if every.nodes[n].node_type == "message")
+                    cosines = every.vector_index("messages").cosines(scorer.q)
+                    want = [cosines[every.message_position[n]] for n in nodes]
+                    assert list(relevance(nodes)) == pytest.approx(want, abs=1e-6)
+            assert pools[0].keys() == pools[1].keys(), question
+            assert pools[0] == pytest.approx(pools[1], abs=1e-6), question
+            got, want_answer = tiered.query(OWNER, question), whole.query(OWNER, question)
+            assert _sources(got) == _sources(want_answer), question
+            assert [i.score for i in got.items] == pytest.approx([i.score for i in want_answer.items], abs=1e-6)
     finally:
         tiered.close()
         whole.close()

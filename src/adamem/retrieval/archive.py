@@ -21,9 +21,14 @@ BM25 from the words of the message (speaker, text and extraction: the store's ``
 first question takes the hot window's BM25 statistics (``TextIndex.score_outside``); every later
 one waits for the read or count and takes the statistics of hot and cold messages together
 (``ColdArchive.statistics``), so every message's BM25 is the one the owner held whole gives it.
-What the searches do not return is not a candidate: that, and the first question's statistics,
-are where a tiered owner's answers may differ from an owner held whole (measured by ``adamem bench
-scale``, ``bench/locomo_variants.py`` and ``bench/results/notes.md``).
+Base retrieval keeps the ``k`` best of hot and cold messages together, by cosine and by BM25, of those the view and
+whose memory allow (``retrieval.base``): the ``k`` best of one index over every message. Searched in process, the
+cold part ranks its words with the hot window's statistics beside its own, and its product gives the cosine of
+every cold message (graph expansion's hub relevance), so that after the first answer a tiered owner's candidates
+are the whole owner's, up to the last bits of float32 products. Through the store, what its searches do not
+return (ranked by the store's own statistics) is not a candidate: that, and the first question's statistics,
+are where a tiered owner's answers may differ from an owner held whole (measured by ``adamem bench scale``,
+``bench/locomo_variants.py`` and ``bench/results/notes.md``).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from adamem.projections.store.base import ArchiveSplit, MemoryStore
 from adamem.retrieval.cold import ColdCounts, ColdIndex
 from adamem.retrieval.index import Beside
 
-__all__ = ["SEARCHES", "ColdArchive", "Vector"]
+__all__ = ["SEARCHES", "ColdArchive", "ColdFound", "Vector"]
 
 Vector = npt.NDArray[np.float32]
 
@@ -109,6 +114,22 @@ SEARCHES = _Searches()
 
 class _Closed(Exception):
     """The archive was closed while its cold part was being read."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ColdFound:
+    """What one search of the cold part found, each message with its unit vector: the nearest by vector and the
+    best by words, each best first; searched in process, the ``ColdIndex`` and the cosine with each of its rows."""
+
+    nearest: list[tuple[MessageRow, Vector | None]]
+    matched: list[tuple[MessageRow, Vector | None]]
+    index: ColdIndex | None = None
+    cosines: Vector | None = None
+
+    @property
+    def rows(self) -> list[tuple[MessageRow, Vector | None]]:
+        """The messages found, each once: the nearest first."""
+        return list({row.id: (row, v) for row, v in self.nearest + self.matched}.values())
 
 
 class ColdArchive:
@@ -297,35 +318,48 @@ class ColdArchive:
     def search(
         self, vector: Sequence[float], text: str, k: int, *, context: bool = False
     ) -> list[tuple[MessageRow, Vector | None]]:
-        """``begin_search``, finished at once."""
-        return self.begin_search(vector, text, k, context=context)()
+        """``begin_search``, finished at once: the messages found, each once."""
+        return self.begin_search(vector, text, k, context=context)().rows
 
     def begin_search(
-        self, vector: Sequence[float], text: str, k: int, *, context: bool = False
-    ) -> Callable[[], list[tuple[MessageRow, Vector | None]]]:
+        self,
+        vector: Sequence[float],
+        text: str,
+        k: int,
+        *,
+        context: bool = False,
+        beside: Beside | None = None,
+        terms: Sequence[str] | None = None,
+    ) -> Callable[[], ColdFound]:
         """The ``k`` nearest cold messages by vector, and the ``k`` best by full text when ``text`` has words (each
         by its words and its ``context`` too with ``context``), each with its unit vector (the caller keeps these:
         the memo may drop them for other queries' reads), as a call.
 
         Through the store's indexes until the cold part's read has begun (``begin_read``), in process after: then
         the vector product starts on other threads now and the call returned finishes it, so the asker can do
-        other work meanwhile."""
+        other work meanwhile, and gives the cosine with every cold message too (``ColdFound.cosines``); ``beside``:
+        the hot window's BM25 statistics, which the words of the cold messages are then ranked with;
+        ``terms``: the words of ``text`` as the question's scorer cut them, matched as they are (``ColdIndex.matching``;
+        the store cuts ``text`` itself)."""
         index = self.held()
         SEARCHES.count(index is not None)
         if index is None:
             return lambda: self._search_store(vector, text, k, context)
-        nearest = index.begin_nearest(vector, k)
+        cosines = index.begin_cosines(vector)
 
-        def finish() -> list[tuple[MessageRow, Vector | None]]:
-            matched = index.matching(text, k, context=context) if text.strip() else []  # while the product runs
-            at = dict.fromkeys(nearest() + matched)
-            return self._remember(index.rows(list(at)))
+        def finish() -> ColdFound:
+            matched = (  # while the product runs
+                index.matching(text, k, context=context, beside=beside, terms=terms) if text.strip() else []
+            )
+            scores = cosines()
+            nearest = index.nearest_of(scores, k)
+            at = list(dict.fromkeys(nearest + matched))
+            rows = dict(zip(at, self._remember(index.rows(at)), strict=True))
+            return ColdFound([rows[p] for p in nearest], [rows[p] for p in matched], index, scores)
 
         return finish
 
-    def _search_store(
-        self, vector: Sequence[float], text: str, k: int, context: bool
-    ) -> list[tuple[MessageRow, Vector | None]]:
+    def _search_store(self, vector: Sequence[float], text: str, k: int, context: bool) -> ColdFound:
         words = (
             _SEARCHES.submit(
                 functools.partial(self.store.text_search, context=context),
@@ -340,14 +374,18 @@ class ColdArchive:
         )  # beside the vector search: the store's reads release the GIL
         hits = self.store.vector_search("messages", self.owner_id, vector, k, below_seq=self.below_seq)
         self.reads += 1
+        matched = []
         if words is not None:
-            hits = hits + words.result()
+            matched = words.result()
             self.reads += 1
         seen: dict[str, MessageRow] = {}
-        for hit in hits:
+        for hit in hits + matched:
             if isinstance(hit.row, MessageRow):
                 seen.setdefault(hit.row.id, hit.row)
-        return self._keep(seen.values())
+        kept = {row.id: (row, v) for row, v in self._keep(seen.values())}
+        nearest = dict.fromkeys(h.row.id for h in hits if isinstance(h.row, MessageRow))
+        words_found = dict.fromkeys(h.row.id for h in matched if isinstance(h.row, MessageRow))
+        return ColdFound([kept[i] for i in nearest], [kept[i] for i in words_found])
 
     def get(self, message_id: str) -> MessageRow | None:
         """A memoised cold message (no store read)."""

@@ -36,6 +36,8 @@ import numpy.typing as npt
 from adamem.projections.folds.rows import EpisodicRow, MessageRow, PersonaRow
 from adamem.projections.folds.style import STYLE_KIND
 from adamem.projections.store.base import MemoryStore
+from adamem.retrieval.archive import ColdFound
+from adamem.retrieval.cold import ColdIndex
 from adamem.retrieval.config import BaseFusion, RetrievalConfig, SearchSource, Subject
 from adamem.retrieval.index import Beside, TextIndex, Vector, best_first
 from adamem.retrieval.snapshot import MemoryRow, View
@@ -158,6 +160,8 @@ class SemanticScorer:
         self._outside: dict[bool, Callable[[MemoryRow], float]] = {}  # their scorers, for this question's terms
         self._cold: dict[bool, Beside | None] = {}  # the cold part's statistics, once looked for
         self.cold_vectors: dict[str, npt.NDArray[np.float32]] = {}  # the cold messages this query read
+        self.cold_cosines: tuple[ColdIndex, npt.NDArray[np.float32]] | None = None  # with every cold message
+        self._read_cosines: dict[str, float] = {}
         self._cos_desc: list[float] = []  # negated, ascending: base cosines best first
         self._bm_desc: list[float] = []
 
@@ -182,9 +186,19 @@ class SemanticScorer:
         return found if found is not None else 0.0
 
     def read_cosine(self, message_id: str) -> float | None:
-        """Cosine of the question with a cold message this query read (None for one it did not)."""
+        """Cosine of the question with a cold message this query read (None for one it did not): from the product
+        over the cold part when it was searched in process (a matrix product, as the hot messages' cosines are)."""
+        found = self._read_cosines.get(message_id)
         v = self.cold_vectors.get(message_id)
-        return float(v @ self._q32) if v is not None and v.shape == self._q32.shape else None
+        if found is not None or v is None or v.shape != self._q32.shape:
+            return found
+        found = float(v @ self._q32)
+        if self.cold_cosines is not None:
+            index, cosines = self.cold_cosines
+            at = index.positions((message_id,)).get(message_id)
+            found = float(cosines[at]) if at is not None else found
+        self._read_cosines[message_id] = found
+        return found
 
     def text_index(self, table: str, *, plain: bool = False) -> TextIndex:
         """The BM25 index this question scores a table's rows by (the messages' by their ``context`` too, or not;
@@ -218,6 +232,12 @@ class SemanticScorer:
     def bm25_raw(self, table: str, row: MemoryRow) -> float:
         """Raw BM25 of one row (of a message whose ``context`` is history where history goes last: by its own words)."""
         plain = self._wide(table) and self.config.current_first and self._history_before(row)
+        return self.indexed_bm25(table, row, plain=plain)
+
+    def indexed_bm25(self, table: str, row: MemoryRow, *, plain: bool = False) -> float:
+        """Raw BM25 of one row in the index this question scores its table by (``bm25_all``'s, a cold message's as
+        if that index held it): the score base retrieval chooses candidates by (``plain``: the messages' index by
+        their own words)."""
         wide = self._wide(table, plain)
         index = self.text_index(table, plain=plain)
         pos = index.position.get(row.id)
@@ -319,20 +339,26 @@ def _best_usable(
 
 def _from_snapshot(scorer: SemanticScorer, table: str, k: int, cold: _ColdFound | None = None) -> list[MemoryRow]:
     """The ``k`` best rows of a table by vector and by words; ``cold``: the cold messages' search under way, for the
-    messages table of a tiered owner."""
+    messages table of a tiered owner (the ``k`` best of hot and cold messages together, as of one index over every
+    message: by score, ties by id, as positions in an index follow ids)."""
     snap = scorer.view.snapshot
-    out = _best_usable(scorer, table, scorer.cosines(table), snap.vector_index(table).ids, k)
+    nearest = _best_usable(scorer, table, scorer.cosines(table), snap.vector_index(table).ids, k)
+    matched: list[MemoryRow] = []
     if scorer.terms or scorer.expansion:
         bm = scorer.bm25_all(table)
         matching = np.flatnonzero(bm > 0)  # the ids of the rows looked at only (of thousands matching)
         text_ids = scorer.text_index(table).ids
-        out += _best_usable(scorer, table, bm[matching], text_ids, k, at=matching)
-    if cold is not None:
-        out += _archive_found(scorer, cold)
-    return out
+        matched = _best_usable(scorer, table, bm[matching], text_ids, k, at=matching)
+    if cold is None:
+        return nearest + matched
+    cold_nearest, cold_matched = _archive_found(scorer, cold, k)
+    nearest = sorted(nearest + cold_nearest, key=lambda r: (-scorer.cosine(table, r), r.id))[:k]
+    worded = [(b, r.id, r) for r in cold_matched if (b := scorer.indexed_bm25(table, r)) > 0]
+    worded += [(scorer.indexed_bm25(table, r), r.id, r) for r in matched]
+    return nearest + [r for _, _, r in sorted(worded, key=lambda w: (-w[0], w[1]))[:k]]
 
 
-_ColdFound = Callable[[], list[tuple[MessageRow, "npt.NDArray[np.float32] | None"]]]
+_ColdFound = Callable[[], ColdFound]
 
 
 def _begin_archive(scorer: SemanticScorer, k: int) -> _ColdFound:
@@ -341,14 +367,28 @@ def _begin_archive(scorer: SemanticScorer, k: int) -> _ColdFound:
     archive = scorer.view.snapshot.archive
     assert archive is not None
     words = [*scorer.terms, *sorted(scorer.expansion)]
-    return archive.begin_search(scorer.q.tolist(), " ".join(words), k, context=scorer.context)
+    hot = scorer.text_index("messages").statistics
+    text = " ".join(words)
+    return archive.begin_search(scorer.q.tolist(), text, k, context=scorer.context, beside=hot, terms=words)
 
 
-def _archive_found(scorer: SemanticScorer, cold: _ColdFound) -> list[MemoryRow]:
-    """Cold messages the archive's vector and full-text searches found, their vectors kept for the scorer."""
-    found = cold()
-    scorer.cold_vectors.update((r.id, v) for r, v in found if v is not None)
-    return [r for r, _ in found if scorer.usable(r)]
+def _archive_found(scorer: SemanticScorer, cold: _ColdFound, k: int) -> tuple[list[MemoryRow], list[MemoryRow]]:
+    """The ``k`` nearest cold messages by vector and the ``k`` best by words that the view and whose memory allow,
+    their vectors kept for the scorer: searched again, four times as deep each time, while the rows not allowed
+    leave fewer than ``k`` of a search that found all it was asked for."""
+    found, asked = cold(), k
+    while True:
+        scorer.cold_vectors.update((r.id, v) for r, v in found.rows if v is not None)
+        nearest: list[MemoryRow] = [r for r, _ in found.nearest if scorer.usable(r)]
+        matched: list[MemoryRow] = [r for r, _ in found.matched if scorer.usable(r)]
+        deeper = len(nearest) < k <= asked <= len(found.nearest) or len(matched) < k <= asked <= len(found.matched)
+        if not deeper:
+            break
+        asked *= 4
+        found = _begin_archive(scorer, asked)()
+    if found.index is not None and found.cosines is not None:
+        scorer.cold_cosines = (found.index, found.cosines)
+    return nearest[:k], matched[:k]
 
 
 def _from_store(store: MemoryStore, scorer: SemanticScorer, question: str, table: str, k: int) -> list[MemoryRow]:

@@ -49,7 +49,7 @@ def _unit_rows(column: pa.ChunkedArray, out: Vector, present: npt.NDArray[np.boo
                 present[at : at + rows] = False
                 at += rows
                 continue
-        norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float32))
+        norms = np.linalg.norm(matrix, axis=1)  # as ``VectorIndex.of_matrix`` makes the hot rows unit: the same bits
         np.divide(matrix, np.where(norms > 0, norms, 1.0)[:, None], out=out[at : at + rows], dtype=np.float32)
         present[at : at + rows] = norms > 0
         at += rows
@@ -195,20 +195,23 @@ class _Postings:
         order = np.argsort(terms, kind="stable")
         del terms  # each array is dropped once made use of: a long cold part's postings are tens of MB
         self.docs = (np.concatenate([p[1] for p in pieces]) if pieces else np.zeros(0, dtype=np.int32))[order]
-        tf = (np.concatenate([p[2] for p in pieces]) if pieces else np.zeros(0, dtype=np.float32))[order]
+        self.tf = (np.concatenate([p[2] for p in pieces]) if pieces else np.zeros(0, dtype=np.float32))[order]
+        """How often each posting's word occurs in its row."""
         del order
         pieces.clear()
-        sizes = (np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)).astype(np.float64)
+        sizes = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
+        self.lengths = sizes.astype(np.float32)
+        """Each row's length in words."""
         self.statistics = Beside(len(sizes), float(sizes.sum()), lambda word: self.frequency(term.get(word)))
         """The BM25 statistics of these documents."""
-        average = float(sizes.mean()) if len(sizes) and sizes.mean() > 0 else 1.0
-        weight = (BM25_K1 * (1 - BM25_B + BM25_B * sizes / average)).astype(np.float32)[self.docs]
-        weight += tf
-        tf *= np.float32(BM25_K1 + 1)
-        np.divide(tf, weight, out=weight)
-        self.weight = weight
-        """Each posting's BM25 share before its word's idf: ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``, as
-        float32 (it chooses candidates; the scorer scores them again exactly)."""
+
+    def shares(self, lo: int, hi: int, average: float) -> npt.NDArray[np.float64]:
+        """The BM25 share before its word's idf of each posting from ``lo`` to ``hi`` (one word's), in a corpus whose
+        documents are ``average`` words long: ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``."""
+        tf = self.tf[lo:hi].astype(np.float64)
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[self.docs[lo:hi]].astype(np.float64) / (average or 1.0))
+        out: npt.NDArray[np.float64] = tf * (BM25_K1 + 1) / (tf + norm)
+        return out
 
     def frequency(self, t: int | None) -> int:
         """How many rows hold the word numbered ``t`` (None: a word of no row)."""
@@ -216,7 +219,7 @@ class _Postings:
 
     @property
     def nbytes(self) -> int:
-        return int(self.docs.nbytes + self.weight.nbytes + self.starts.nbytes)
+        return int(self.docs.nbytes + self.tf.nbytes + self.lengths.nbytes + self.starts.nbytes)
 
 
 class ColdIndex:
@@ -320,25 +323,43 @@ class ColdIndex:
     def begin_nearest(self, vector: Sequence[float], k: int) -> Callable[[], list[int]]:
         """``nearest``, its product begun on other threads: the call returned gives the rows (the asking thread
         doing what is left of the product), so the asker can do other work meanwhile."""
+        cosines = self.begin_cosines(vector)
+        return lambda: self.nearest_of(cosines(), k)
+
+    def begin_cosines(self, vector: Sequence[float]) -> Callable[[], Vector | None]:
+        """The cosine of ``vector`` with every cold message in row order (0 for one without a vector), its product
+        begun on other threads, as a call; the call gives None when ``vector`` is not of the vectors' length."""
         if not self._n or not self._vectors.shape[1]:
-            return list
+            return lambda: None
         q = np.asarray(vector, dtype=np.float32)
         if q.shape != (self._vectors.shape[1],):
-            return list
-        product = _Product(self._vectors, q)
+            return lambda: None
+        return _Product(self._vectors, q).result
 
-        def rows() -> list[int]:
-            scores = product.result()
-            if len(self._with_vector) == self._n:  # every cold message has a vector (the usual case): no copy
-                return self._best(self._with_vector, scores, k)
-            return self._best(self._with_vector, scores[self._with_vector], k)
+    def nearest_of(self, scores: Vector | None, k: int) -> list[int]:
+        """Rows of the ``k`` cold messages with a vector best by ``scores`` (``begin_cosines``), best first."""
+        if scores is None:
+            return []
+        if len(self._with_vector) == self._n:  # every cold message has a vector (the usual case): no copy
+            return self._best(self._with_vector, scores, k)
+        return self._best(self._with_vector, scores[self._with_vector], k)
 
-        return rows
-
-    def matching(self, query: str, k: int, *, context: bool = False) -> list[int]:
+    def matching(
+        self,
+        query: str,
+        k: int,
+        *,
+        context: bool = False,
+        beside: Beside | None = None,
+        terms: Sequence[str] | None = None,
+    ) -> list[int]:
         """Rows of the ``k`` cold messages with the best BM25 for the words of ``query``, best first (``context``: each
-        message by its words and its ``context``)."""
-        terms = [self._term[t] for t in dict.fromkeys(search_text(query).split()) if t in self._term]
+        message by its words and its ``context``). ``beside``: the statistics of the messages held apart from the
+        cold part (a tiered owner's hot window), scored with as one corpus together with it, as an index over every
+        message scores (the cold part alone is the corpus without). ``terms``: the words to match, already cut
+        (then ``query`` is not cut again: cutting a word twice may change it, "writing" to "writ")."""
+        words_asked = search_text(query).split() if terms is None else terms
+        terms = [t for t in dict.fromkeys(words_asked) if t in self._term]
         if not terms:
             return []
         if context and len(self._words) < 2:
@@ -346,9 +367,15 @@ class ColdIndex:
         n = self._n
         scores = np.zeros(n, dtype=np.float64)
         words = self._words[context]
+        corpus = n + (beside.rows if beside is not None else 0)
+        length = words.statistics.length + (beside.length if beside is not None else 0.0)
+        average = length / corpus if corpus else 1.0
         for t in terms:  # each term's postings: its rows (once each) and their share of the score
-            lo, hi = int(words.starts[t]), int(words.starts[t + 1])
-            scores[words.docs[lo:hi]] += bm25_idf(n, hi - lo) * words.weight[lo:hi]
+            at = self._term[t]
+            lo, hi = int(words.starts[at]), int(words.starts[at + 1])
+            if hi > lo:
+                df = hi - lo + (beside.document_frequency(t) if beside is not None else 0)
+                scores[words.docs[lo:hi]] += bm25_idf(corpus, df) * words.shares(lo, hi, average)
         matched = np.flatnonzero(scores > 0)
         return self._best(matched, scores[matched], k)
 

@@ -376,6 +376,11 @@ class TextIndex:
         live = rows >= 0
         return (rows, tf) if live.all() else (rows[live], tf[live])
 
+    @property
+    def statistics(self) -> Beside:
+        """This index's BM25 statistics, for rows held apart from it to be scored with its rows as one corpus."""
+        return Beside(len(self.ids), self._total_length, self.document_frequency)
+
     def idf(self, term: str) -> float:
         """The term's inverse document frequency over this version's rows (0 where it occurs nowhere)."""
         n, df = len(self.ids), len(self._live_postings(term)[0])

@@ -841,15 +841,22 @@ def _ms(a: float, b: float) -> float:
 
 
 def _with_cold(view: View, scorer: SemanticScorer) -> PositionRelevance:
-    """Hub relevance of a tiered owner: a cold message node is as relevant as its cosine when this query read
-    it (the cold messages its base searches found), 0 otherwise, as a non-message is: the same reads give
-    the same relevance, whatever other queries left in the archive's memo. The cold cosines sit after the
-    hot ones at the snapshot's ``tiered_message_position`` (stable, so a hub's positions are made once)."""
+    """Hub relevance of a tiered owner: with its cold part searched in process, a cold message node is as relevant
+    as its cosine, as when the owner is held whole (the search's product gave the cosine with every cold message);
+    searched through the store, as its cosine when this query read it (the cold messages its base searches
+    found), 0 otherwise, as a non-message is: the same reads give the same relevance, whatever other queries
+    left in the archive's memo. The cold cosines sit after the hot ones at the snapshot's
+    ``tiered_message_position`` (stable, so a hub's positions are made once)."""
     snap = view.snapshot
     positions = snap.tiered_message_position
     hot = scorer.cosines("messages")
     cosines = np.zeros(len(hot) + len(positions) - len(snap.message_position), dtype=np.float64)  # cold after hot
     cosines[: len(hot)] = hot
+    if scorer.cold_cosines is not None:
+        index, cold = scorer.cold_cosines
+        rows = snap.cold_rows(index)
+        cosines[len(hot) :] = np.where(rows >= 0, cold[np.maximum(rows, 0)], 0.0) if len(cold) else 0.0
+        return PositionRelevance(cosines, positions)
     for mid in scorer.cold_vectors:
         at = positions.get(node_id(snap.owner_id, "message", mid), -1)
         if at >= len(hot) and (cosine := scorer.read_cosine(mid)) is not None:

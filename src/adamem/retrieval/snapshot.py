@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from adamem.projections.folds.episodic import items_of
 from adamem.projections.folds.ids import node_id
 from adamem.projections.folds.keys import record_content_key
@@ -42,6 +45,7 @@ from adamem.projections.folds.params import MemoryParameters
 from adamem.projections.folds.rows import EpisodicRow, GraphEdgeRow, GraphNodeRow, MessageRow, OwnerRow, PersonaRow, Row
 from adamem.projections.store.base import TEXT_FIELDS, OwnerChanges, OwnerColumns, owner_columns
 from adamem.retrieval.archive import ColdArchive
+from adamem.retrieval.cold import ColdIndex
 from adamem.retrieval.edges import EdgeColumns, EdgeIndex
 from adamem.retrieval.graph import MemoryGraph
 from adamem.retrieval.index import TextIndex, VectorIndex, extracted_text
@@ -340,6 +344,22 @@ class OwnerSnapshot:
         rest = sorted(n for n in self.nodes.of_type("message") if n not in out)
         out.update((node, start + i) for i, node in enumerate(rest))
         return out
+
+    def cold_rows(self, index: ColdIndex) -> npt.NDArray[np.int64]:
+        """The row in ``index`` (the cold part held in process) of the message of each node placed after the hot
+        rows by ``tiered_message_position``, in that order (-1: none), made once per index."""
+        memo = self._cold_rows_memo
+        if not memo or memo[0][0] is not index:
+            start = self.vector_index("messages").matrix.shape[0]
+            placed = sorted((at, node) for node, at in self.tiered_message_position.items() if at >= start)
+            ids = [n.ref_id if (n := self.nodes.get(node)) is not None else "" for _, node in placed]
+            found = index.positions(ids)
+            memo[:] = [(index, np.fromiter((found.get(i, -1) for i in ids), dtype=np.int64, count=len(ids)))]
+        return memo[0][1]
+
+    @cached_property
+    def _cold_rows_memo(self) -> list[tuple[ColdIndex, npt.NDArray[np.int64]]]:
+        return []
 
     @cached_property
     def node_of(self) -> dict[str, str]:
