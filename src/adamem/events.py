@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from adamem.owners import owner_key
+from adamem.quick import quick_constructor
 
 __all__ = [
     "Analyzer",
@@ -99,7 +100,7 @@ class Sealed:
     @classmethod
     def from_record(cls, r: dict[str, Any] | None) -> Sealed | None:
         """Build from a decoded Avro record (None stays None)."""
-        return None if r is None else cls(str(r["scheme"]), bytes(r["nonce"]), bytes(r["ciphertext"]))
+        return None if r is None else _SEALED(str(r["scheme"]), bytes(r["nonce"]), bytes(r["ciphertext"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,13 +153,13 @@ class ChatMessage:
     @classmethod
     def from_record(cls, r: dict[str, Any]) -> ChatMessage:
         """Build from a decoded Avro record."""
-        return cls(
+        return _CHAT_MESSAGE(
             event_id=str(r["event_id"]),
             tenant=r["tenant"],
             user_id=r["user_id"],
             conversation_id=r["conversation_id"],
             message_id=r["message_id"],
-            speaker=Speaker(role=r["speaker"]["role"], name=r["speaker"]["name"]),
+            speaker=_SPEAKER(role=r["speaker"]["role"], name=r["speaker"]["name"]),
             text=r["text"],
             occurred_at=_ms(r["occurred_at"]),
             metadata=dict(r.get("metadata") or {}),
@@ -330,21 +331,21 @@ class MessageAnalyzed:
     @classmethod
     def from_record(cls, r: dict[str, Any]) -> MessageAnalyzed:
         """Build from a decoded Avro record."""
-        return cls(
+        return _MESSAGE_ANALYZED(
             event_id=str(r["event_id"]),
             message=ChatMessage.from_record(r["message"]),
-            analyzer=Analyzer(**r["analyzer"]),
-            embedding=Embedding(model=r["embedding"]["model"], vector=Float32Vector.of(r["embedding"]["vector"])),
+            analyzer=_ANALYZER(**r["analyzer"]),
+            embedding=_EMBEDDING(model=r["embedding"]["model"], vector=Float32Vector.of(r["embedding"]["vector"])),
             generation=r.get("generation", "g1"),
             summary=r.get("summary", ""),
             topics=tuple(r.get("topics", ())),
             sentiment=float(r.get("sentiment", 0.0)),
             dialog_act=r.get("dialog_act", "statement"),
             certainty=r.get("certainty", "certain"),
-            facts=tuple(ExtractedFact(**f) for f in r.get("facts", ())),
-            attributes=tuple(ExtractedAttribute(**a) for a in r.get("attributes", ())),
+            facts=tuple(_FACT(**f) for f in r.get("facts", ())),
+            attributes=tuple(_ATTRIBUTE(**a) for a in r.get("attributes", ())),
             events=tuple(
-                ExtractedEvent(
+                _EVENT(
                     content=e["content"],
                     confidence=e["confidence"],
                     when=None if e.get("when") is None else _ms(e["when"]),
@@ -739,3 +740,15 @@ ControlEvent = MemoryForgotten | MemoryCorrected | GrantChanged | AnswerFeedback
 Event = (
     ChatMessage | MessageAnalyzed | MemoryForgotten | MemoryCorrected | GrantChanged | AnswerFeedback | MemoryCompressed
 )
+
+# How ``from_record`` builds the models an analysis is made of: the same objects, without the frozen ``__init__``'s
+# cost (``adamem.quick``); a replay builds ten of them an event.
+_SEALED = quick_constructor(Sealed)
+_SPEAKER = quick_constructor(Speaker)
+_CHAT_MESSAGE = quick_constructor(ChatMessage)
+_ANALYZER = quick_constructor(Analyzer)
+_EMBEDDING = quick_constructor(Embedding)
+_FACT = quick_constructor(ExtractedFact)
+_ATTRIBUTE = quick_constructor(ExtractedAttribute)
+_EVENT = quick_constructor(ExtractedEvent)
+_MESSAGE_ANALYZED = quick_constructor(MessageAnalyzed)

@@ -191,9 +191,13 @@ def new_session(prev: MessageRow, row: MessageRow, params: MemoryParameters) -> 
 _EXTRACTION_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 """How a message row's ``extraction_json`` is written (one encoder, not one per message)."""
 
+_NOTHING_EXTRACTED = _EXTRACTION_JSON.encode({"facts": [], "attributes": [], "events": []})
+"""The ``extraction_json`` of a message nothing was extracted from (most messages), written once."""
 
-def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int, context: str) -> MessageRow:
-    msg = event.message
+
+def _extraction_json(event: MessageAnalyzed) -> str:
+    if not (event.facts or event.attributes or event.events):
+        return _NOTHING_EXTRACTED
     extraction: dict[str, Any] = {
         "facts": [
             {"content": f.content, "type": f.type, "key": f.key, "confidence": f.confidence} for f in event.facts
@@ -204,6 +208,11 @@ def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int, conte
             for e in event.events
         ],
     }
+    return _EXTRACTION_JSON.encode(extraction)
+
+
+def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int, context: str) -> MessageRow:
+    msg = event.message
     return message_row(
         id=msg.event_id,
         owner_id=msg.owner_id,
@@ -232,7 +241,7 @@ def _message_row(event: MessageAnalyzed, positioned: Positioned, seq: int, conte
         in_working=True,
         working_seq=seq,
         consolidated=False,
-        extraction_json=_EXTRACTION_JSON.encode(extraction),
+        extraction_json=_extraction_json(event),
         utc_offset_minutes=msg.utc_offset_minutes,
         context=context,
     )
@@ -242,6 +251,9 @@ def consolidate(tx: Transaction, message_id: str, params: MemoryParameters) -> N
     """Route one archived message's extraction into episodic, persona and graph memory (once)."""
     m = tx.state.message(message_id)
     if m is None or m.consolidated:
+        return
+    if m.extraction_json == _NOTHING_EXTRACTED:  # nothing to route: the message is only marked consolidated
+        tx.put(evolve(m, consolidated=True))
         return
     extraction = json.loads(m.extraction_json)
     facts: list[EpisodicRow] = []

@@ -30,11 +30,14 @@ from adamem.projections.folds.rows import (
     PersonaRow,
     Row,
 )
+from adamem.quick import quick_constructor
 
 __all__ = ["ForeignOwnerError", "MemoryIndex", "OwnerMemory", "Transaction"]
 
 _Op = Callable[[dict[str, set[str]], str, str], None]
 _INDEXED = frozenset(("messages", "episodic", "persona"))  # the tables ``MemoryIndex`` derives lookups from
+_UPSERT = quick_constructor(Upsert)  # the same changes, without the frozen ``__init__`` (a fold makes several an event)
+_DELETE = quick_constructor(Delete)
 
 
 class ForeignOwnerError(AdaMemError):
@@ -264,7 +267,7 @@ class Transaction:
             if new is old:
                 continue
             if new is None:
-                out.append(Delete(table, id, old))
+                out.append(_DELETE(table, id, old))
             elif old is None or new != old:  # a row that was not there is written without comparing
-                out.append(Upsert(table, new, old))
+                out.append(_UPSERT(table, new, old))
         return out
