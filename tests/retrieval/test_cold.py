@@ -229,17 +229,22 @@ def test_a_closed_archive_never_reads_its_cold_part() -> None:
     assert archive.held() is None
 
 
-@pytest.mark.parametrize("pieces", [1, 3])
-def test_with_context_matching_and_statistics_count_the_words_of_the_message_before(pieces: int) -> None:
-    """Each message's ``context`` (the words of the one before it, English or Chinese): ``matching(..., context=True)``
-    is the BM25 ranking of the messages each with its context, and ``context_statistics`` and ``ColdCounts``' count
-    those documents; without, the words of the messages alone."""
+def _with_context_rows() -> list[MessageRow]:
+    """Messages in English and Chinese, each with the words of the one before it as its ``context``."""
     texts = [*TEXTS, "你上周去哪里徒步了", "去了黄山"]
     rows = [
         make(MessageRow, id=f"m{i:02d}", owner_id="default:alice", speaker="Ann", text=t, vector=(1.0, 0.0), seq=i)
         for i, t in enumerate(texts)
     ]
-    rows = [dataclasses.replace(r, context=search_text(texts[i - 1]) if i else "") for i, r in enumerate(rows)]
+    return [dataclasses.replace(r, context=search_text(texts[i - 1]) if i else "") for i, r in enumerate(rows)]
+
+
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_with_context_matching_and_statistics_count_the_words_of_the_message_before(pieces: int) -> None:
+    """Each message's ``context`` (the words of the one before it, English or Chinese): ``matching(..., context=True)``
+    is the BM25 ranking of the messages each with its context, and ``context_statistics`` and ``ColdCounts``' count
+    those documents; without, the words of the messages alone."""
+    rows = _with_context_rows()
     data = _table(rows, dim=2)
     step = math.ceil(len(rows) / pieces)
     index = ColdIndex(data.slice(i, step) for i in range(0, len(rows), step))
@@ -262,12 +267,7 @@ def test_with_context_matching_and_statistics_count_the_words_of_the_message_bef
 def test_without_context_the_cold_part_holds_the_messages_own_words_only() -> None:
     """A cold part made for questions that do not use the messages' ``context`` holds one set of postings: the same
     ranking and statistics of the messages' own words as one made with it, and a clear error when asked for more."""
-    texts = [*TEXTS, "你上周去哪里徒步了", "去了黄山"]
-    rows = [
-        make(MessageRow, id=f"m{i:02d}", owner_id="default:alice", speaker="Ann", text=t, vector=(1.0, 0.0), seq=i)
-        for i, t in enumerate(texts)
-    ]
-    rows = [dataclasses.replace(r, context=search_text(texts[i - 1]) if i else "") for i, r in enumerate(rows)]
+    rows = _with_context_rows()
     data = _table(rows, dim=2)
     wide, narrow = ColdIndex([data]), ColdIndex([data], context=False)
     for query in ("hiking", "sister pastry", "徒步", "黄山"):
