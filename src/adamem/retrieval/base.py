@@ -192,12 +192,11 @@ class SemanticScorer:
         v = self.cold_vectors.get(message_id)
         if found is not None or v is None or v.shape != self._q32.shape:
             return found
-        found = float(v @ self._q32)
+        at = None
         if self.cold_cosines is not None:
             index, cosines = self.cold_cosines
             at = index.positions((message_id,)).get(message_id)
-            found = float(cosines[at]) if at is not None else found
-        self._read_cosines[message_id] = found
+        found = self._read_cosines[message_id] = float(cosines[at]) if at is not None else float(v @ self._q32)
         return found
 
     def text_index(self, table: str, *, plain: bool = False) -> TextIndex:

@@ -134,6 +134,12 @@ def _piece_postings(term: dict[str, int], tokens: pa.Array) -> tuple[_Ints, _Int
     return terms, rows, counts, np.bincount(at, minlength=len(tokens))
 
 
+def _documents(tokens: pa.Array, part: pa.Table, context: bool) -> tuple[pa.Array, ...]:
+    """The words of each message as the documents its BM25 counts: alone, and with ``context`` also with its
+    ``context``."""
+    return (tokens, with_context(tokens, part)) if context else (tokens,)
+
+
 class ColdCounts:
     """The BM25 statistics of a cold part searched through the store (too large to hold as a ``ColdIndex``): how many
     messages, their words in all, and in how many messages each word occurs, counted from the stored ``tokens``
@@ -148,7 +154,7 @@ class ColdCounts:
         rows, length = 0, [0, 0]
         for part in parts:
             tokens = part.column("tokens").combine_chunks()
-            for wide, words in enumerate((tokens, with_context(tokens, part)) if context else (tokens,)):
+            for wide, words in enumerate(_documents(tokens, part, context)):
                 terms, _, _, lengths = _piece_postings(self._term, words)
                 counted = np.bincount(terms, minlength=len(self._term))
                 counted[: len(frequencies[wide])] += frequencies[wide]
@@ -255,7 +261,7 @@ class ColdIndex:
             names = part.column_names
             if "tokens" in names:
                 tokens = part.column("tokens").combine_chunks()
-                for wide, words in enumerate((tokens, with_context(tokens, part)) if context else (tokens,)):
+                for wide, words in enumerate(_documents(tokens, part, context)):
                     term, row, count, length = self._piece_postings(words, n)
                     postings[wide].append((term, row, count))
                     lengths[wide].append(length)
@@ -318,13 +324,7 @@ class ColdIndex:
 
     def nearest(self, vector: Sequence[float], k: int) -> list[int]:
         """Rows of the ``k`` cold messages most similar to ``vector`` (cosine), best first."""
-        return self.begin_nearest(vector, k)()
-
-    def begin_nearest(self, vector: Sequence[float], k: int) -> Callable[[], list[int]]:
-        """``nearest``, its product begun on other threads: the call returned gives the rows (the asking thread
-        doing what is left of the product), so the asker can do other work meanwhile."""
-        cosines = self.begin_cosines(vector)
-        return lambda: self.nearest_of(cosines(), k)
+        return self.nearest_of(self.begin_cosines(vector)(), k)
 
     def begin_cosines(self, vector: Sequence[float]) -> Callable[[], Vector | None]:
         """The cosine of ``vector`` with every cold message in row order (0 for one without a vector), its product
