@@ -200,11 +200,10 @@ async def rebuild_view(
         if name in views.views():
             raise StoreError(f"view {name!r} already exists in {views.url}; pick another name")
         live = views.open_view(active, read_only=True)
-        live_offsets = {p: live.checkpoint(p).get(topic, 0) for p in ends}
         travel = until_offset is not None or until_time is not None
         target = {p: min(end, until_offset) if until_offset is not None else end for p, end in ends.items()}
-        if verify and not travel:
-            target = live_offsets  # exactly where the live view is, so rows compare one to one
+        if verify and not travel:  # exactly where the live view is, so rows compare one to one
+            target = {p: live.checkpoint(p).get(topic, 0) for p in ends}
         rebuilt = views.open_view(name, optimize_every=0, bulk=True)
         rebuilt.bind(len(ends))
         rebuilt.record_generation(live.generation() or generation_record(settings))
