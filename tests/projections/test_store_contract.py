@@ -430,6 +430,39 @@ def test_lancedb_bulk_view_indexes_the_vectors_of_a_large_table_before_the_switc
     assert hits[0].row.id == "m042" and all(h.row.seq < 200 for h in hits)  # type: ignore[attr-defined]
 
 
+def test_lancedb_bulk_view_of_several_shards_has_every_row_indexed_after_each_optimize(tmp_path: Path) -> None:
+    """A rebuild's shards are optimised side by side: each one's indexes cover all of its rows and its checkpoint
+    names the optimised versions, after the optimize that makes the indexes and after one that brings them up to
+    date with rows committed since."""
+    root = str(tmp_path / "store")
+    owners = {owner_partition(f"default:u{i}", 3): f"default:u{i}" for i in range(40)}
+    assert sorted(owners) == [0, 1, 2]
+    bulk = LanceStore(root, view="r1", bulk=True, optimize_every=0)
+    bulk.bind(3)
+
+    def commit(start: int) -> None:
+        for p, owner in owners.items():
+            rows = [
+                message(owner, f"{owner}-m{i}", f"walk {i} in the park", (1.0, i / 10, 0.5))
+                for i in range(start, start + 5)
+            ]
+            bulk.commit(p, [Upsert("messages", r) for r in rows], {"analyses": start + 5})
+
+    def unindexed(p: int) -> dict[str, int]:
+        table = bulk._shard(p, create=False).tables["messages"]  # type: ignore[union-attr]
+        return {ix.name: table.index_stats(ix.name).num_unindexed_rows for ix in table.list_indices()}
+
+    for start in (0, 5):
+        commit(start)
+        bulk.optimize()
+        for p, owner in owners.items():
+            gaps = unindexed(p)
+            assert len(gaps) == 4 and set(gaps.values()) == {0}  # full text of tokens and context, owner and id
+            assert bulk.change_token(p) == f"r1/{start // 5 * 2 + 2}"  # each commit, each optimised checkpoint
+            hits = bulk.text_search("messages", owner, "park walk", 20)
+            assert sorted(h.row.id for h in hits) == sorted(f"{owner}-m{i}" for i in range(start + 5))
+
+
 def test_lancedb_bulk_mode_merges_into_tables_it_found_filled(tmp_path: Path) -> None:
     root = str(tmp_path / "store")
     first = LanceStore(root)

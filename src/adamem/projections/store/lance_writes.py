@@ -233,6 +233,8 @@ class ShardWrites(ShardReads):
                     writes.submit(self._optimize_table, name, table, vector_index_min_rows, compact_all)
 
     def _optimize_table(self, name: str, table: Any, vector_index_min_rows: int, compact_all: bool) -> None:
+        # A table with no index yet gets each of them made over all of its rows: none has rows to catch up with.
+        fresh = not table.list_indices()
         if name in TEXT_FIELDS and name not in self.fts_ready:
             self._index_text(name, table)
         rows = table.count_rows()
@@ -251,7 +253,7 @@ class ShardWrites(ShardReads):
                 table.create_index(column, config=BTree())
         if compact_all or not self.bulk or _worth_compacting(table):
             table.optimize()
-        else:  # the indexes brought up to date, the files left as they are
+        elif not fresh:  # the indexes brought up to date, the files left as they are
             table.to_lance().optimize.optimize_indices()
             table.checkout_latest()
 
