@@ -19,7 +19,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
@@ -355,14 +357,20 @@ class LanceStore:
         the vectors of large tables only).
 
         A writer then checkpoints the optimised versions: readers (of a rebuilt view, once it is switched
-        to) read tables with every index built, never the versions before them.
+        to) read tables with every index built, never the versions before them. Shards are optimised side
+        by side, as many at a time as there are cores: LanceDB's index builds of a small shard leave cores idle.
         """
-        for shard in self._shards.values():
-            shard.optimize(self._bulk_vector_index_min_rows if self._bulk else self._vector_index_min_rows)
-            if shard.writer:
-                shard.own = {name: shard.tables[name].version for name in TABLES if name in shard.tables}
-            if shard.writer and shard.commits:
-                shard.commit([], {}, 0)
+        shards = list(self._shards.values())
+        with ThreadPoolExecutor(max_workers=max(1, min(len(shards), os.cpu_count() or 1))) as pool:
+            for done in [pool.submit(self._optimize_shard, shard) for shard in shards]:
+                done.result()
+
+    def _optimize_shard(self, shard: _Shard) -> None:
+        shard.optimize(self._bulk_vector_index_min_rows if self._bulk else self._vector_index_min_rows)
+        if shard.writer:
+            shard.own = {name: shard.tables[name].version for name in TABLES if name in shard.tables}
+        if shard.writer and shard.commits:
+            shard.commit([], {}, 0)
 
     def erase_history(self, partition: int) -> list[str]:
         """After a forget reached shard ``partition``: no copy of deleted rows stays (module notes); views removed.
