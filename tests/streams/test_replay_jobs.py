@@ -285,8 +285,11 @@ async def test_a_killed_fold_process_is_restarted_and_goes_on_from_its_checkpoin
             os.kill(victim, signal.SIGKILL)
             killed.append(victim)
 
-    await runner.run(dataclasses.replace(plan, view="killed"), step, sizes=ends)
+    done = await runner.run(dataclasses.replace(plan, view="killed"), step, sizes=ends)
     assert killed and runner.restarts == 1
+    # what the runner says each shard reached is what the shards' checkpoints hold, the restarted share's too
+    reader = LanceStore(root, read_only=True, view="killed")
+    assert done.offsets == {p: reader.checkpoint(p).get(four.topic("analyses"), 0) for p in range(4)} == dict(ends)
     assert _checksum(root, "killed") == _checksum(root, "serial") == _checksum(root, "main")
     # the restarted process began at its shards' checkpoints: no batch was reported folded twice
     assert sum(reported) <= sum(folded)

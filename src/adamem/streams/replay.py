@@ -47,7 +47,7 @@ from adamem.settings import Settings
 from adamem.streams.generations import generation_record
 from adamem.streams.keys import KeyRingLike, keystore_for
 from adamem.streams.log import EventLog
-from adamem.streams.replay_jobs import REBUILD_BATCH, FoldPlan, FoldRunner, collector_paused
+from adamem.streams.replay_jobs import REBUILD_BATCH, Folded, FoldPlan, FoldRunner, collector_paused
 
 __all__ = [
     "LAYER_TABLES",
@@ -225,12 +225,13 @@ async def rebuild_view(
             catch_up=not travel,
             optimize=True,
         )
+        folded = Folded()
         with collector_paused():
             if members is not None:  # other processes fold to the target; this one waits for them
                 await members(rebuilt, fold, tick)
-                erased = len(views.open_view(name, read_only=True).rebuild_job().get("erased", ()))
+                folded = Folded(len(views.open_view(name, read_only=True).rebuild_job().get("erased", ())))
             elif verify:
-                erased = await runner.run(fold, step, sizes=target)
+                folded = await runner.run(fold, step, sizes=target)
             if verify:
                 reader = views.open_view(name, read_only=True)
                 tables = _tables(layers)
@@ -239,18 +240,21 @@ async def rebuild_view(
                 report.checksum = rows_checksum(store_rows(reader, tables))
                 report.verified = not report.diffs
             if members is not None or verify:
-                erased += await runner.run(finish, step, sizes=target)
+                folded += await runner.run(finish, step, sizes=target)
             else:
-                erased = await runner.run(fold.then(finish), step, sizes=target)
+                folded = await runner.run(fold.then(finish), step, sizes=target)
         report.processes, report.restarts = runner.processes, runner.restarts
-        reader = views.open_view(name, read_only=True)
-        report.offsets = {p: reader.checkpoint(p).get(topic, 0) for p in sorted(ends)}
+        if set(folded.offsets) >= set(ends):  # the folds' own checkpoints, without opening every shard again
+            report.offsets = {p: folded.offsets[p] for p in sorted(ends)}
+        else:
+            reader = views.open_view(name, read_only=True)
+            report.offsets = {p: reader.checkpoint(p).get(topic, 0) for p in sorted(ends)}
         # A rebuild that verification found different from the live view is kept for inspection, never
         # switched to: which of the two is right is a question for a person (`adamem views switch`).
         if switch and not travel and report.verified is not False:
             views.switch_view(name)
             report.switched = True
-            if erased:  # the rebuild folded a forget: the views it replaces may still hold it
+            if folded.erased:  # the rebuild folded a forget: the views it replaces may still hold it
                 report.removed_views = views.remove_other_views(name)
         return report
     finally:

@@ -26,7 +26,7 @@ import functools
 import gc
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from adamem.errors import AdaMemError, StoreError
 from adamem.events import ChatMessage, Event, MemoryForgotten, MessageAnalyzed
@@ -45,6 +45,7 @@ __all__ = [
     "REBUILD_BATCH",
     "FoldPlan",
     "FoldRunner",
+    "Folded",
     "Step",
     "collector_paused",
     "fold_plan",
@@ -88,6 +89,18 @@ class FoldPlan:
     def then(self, other: FoldPlan) -> FoldPlan:
         """This plan's folding followed by ``other``'s remaining steps, in one pass over the partitions."""
         return replace(self, forgets_to=other.forgets_to, catch_up=other.catch_up, optimize=other.optimize)
+
+
+@dataclass(frozen=True)
+class Folded:
+    """What carrying out a plan did: the batches whose forgets were erased, and the next offset of the analyses
+    topic in the checkpoint of each shard it folded, as the plan left it."""
+
+    erased: int = 0
+    offsets: Mapping[int, int] = field(default_factory=dict)
+
+    def __add__(self, other: Folded) -> Folded:
+        return Folded(self.erased + other.erased, {**self.offsets, **other.offsets})
 
 
 def folded_until(event: Event, until_time: int | None) -> bool:
@@ -151,17 +164,19 @@ async def _fold_range(
         pos = stop
 
 
-async def fold_plan(log: EventLog, views: ViewCatalog, settings: Settings, plan: FoldPlan, step: Step) -> int:
-    """Carry out ``plan`` on its partitions' shards; the number of batches whose forgets were erased."""
+async def fold_plan(log: EventLog, views: ViewCatalog, settings: Settings, plan: FoldPlan, step: Step) -> Folded:
+    """Carry out ``plan`` on its partitions' shards."""
     store = views.open_view(plan.view, optimize_every=0, bulk=True)
     projector = Projector(store, feed=False)  # a rebuild publishes no feed
     topic = settings.topic("analyses")
+    offsets: dict[int, int] = {}
 
     async def fold(partition: int, end: int, *, until_time: int | None = None, forgets_only: bool = False) -> None:
         await _fold_range(
             log, projector, settings, partition, end, until_time=until_time, step=step, forgets_only=forgets_only,
             batch=plan.batch,
         )  # fmt: skip
+        offsets[partition] = store.checkpoint(partition).get(topic, 0)  # the writer's own: read from no table
 
     try:
         for p in plan.partitions:
@@ -177,7 +192,7 @@ async def fold_plan(log: EventLog, views: ViewCatalog, settings: Settings, plan:
             store.optimize()
     finally:
         store.close()
-    return projector.erased
+    return Folded(projector.erased, offsets)
 
 
 @contextlib.contextmanager
@@ -264,8 +279,8 @@ class FoldRunner:
         """End the started processes no plan took."""
         await self._started.close(self.pids)
 
-    async def run(self, plan: FoldPlan, step: Step, *, sizes: Mapping[int, int]) -> int:
-        """Carry out ``plan``; ``sizes`` (records per partition) balance the processes. Batches erased."""
+    async def run(self, plan: FoldPlan, step: Step, *, sizes: Mapping[int, int]) -> Folded:
+        """Carry out ``plan``; ``sizes`` (records per partition) balance the processes."""
         groups = self._groups(plan.partitions, sizes)
         if len(groups) <= 1 or not self.shared:
             return await fold_plan(self.log, self.views, self.settings, plan, step)
@@ -284,7 +299,7 @@ class FoldRunner:
             await asyncio.wait([away, waiter], return_when=asyncio.FIRST_COMPLETED)
             if away.done():  # the processes failed before they had their plans
                 await away
-            erased = await fold_plan(self.log, self.views, self.settings, plans[0], step)
+            here = await fold_plan(self.log, self.views, self.settings, plans[0], step)
             more, restarts = await away
         finally:
             waiter.cancel()
@@ -292,7 +307,7 @@ class FoldRunner:
                 away.cancel()
                 await asyncio.gather(away, return_exceptions=True)
         self.restarts += restarts
-        return erased + more
+        return here + more
 
 
 def prepare() -> None:
@@ -301,7 +316,7 @@ def prepare() -> None:
     import adamem.streams.factory  # noqa: F401
 
 
-async def fold_job(job: tuple[str, str | StoreLocation, Settings, FoldPlan], channel: Channel) -> int:
+async def fold_job(job: tuple[str, str | StoreLocation, Settings, FoldPlan], channel: Channel) -> Folded:
     """A fold process's work (``streams.processes``): the plan carried out, each committed batch noted."""
     from adamem.streams.factory import open_log
 
@@ -324,13 +339,13 @@ async def _in_processes(
     pids: set[int],
     started: Started,
     handed: asyncio.Event,
-) -> tuple[int, int]:
+) -> tuple[Folded, int]:
     """Carry out each plan in a process of its own (``streams.processes``), those ``started`` first.
 
-    Returns the batches whose forgets were erased and the processes started again after dying.
+    Returns what they did together and the processes started again after dying.
     """
     try:
-        erased, restarts = await run_jobs(
+        done, restarts = await run_jobs(
             f"{__name__}:fold_job",
             [(log_url, root, settings, p) for p in plans],
             on_note=lambda _, note: step(*note),
@@ -340,4 +355,4 @@ async def _in_processes(
         )
     except JobFailed as exc:
         raise StoreError(f"replay into view {plans[0].view} failed: {exc}") from exc
-    return sum(erased), restarts
+    return sum(done, Folded()), restarts
