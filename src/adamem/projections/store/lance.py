@@ -21,7 +21,6 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
@@ -49,7 +48,7 @@ from adamem.projections.store.lance_arrow import has_vector, rows_from_arrow, to
 from adamem.projections.store.lance_reads import read_pool
 from adamem.projections.store.lance_tables import CHECKPOINTS, LegacyStore, quote, writer_name
 from adamem.projections.store.lance_views import current_view, list_views, remove_other_views, switch_view
-from adamem.projections.store.lance_writes import ShardWrites
+from adamem.projections.store.lance_writes import ShardWrites, Writes
 from adamem.projections.store.location import Location
 from adamem.projections.store.ports import DEFAULT_VIEW
 from adamem.text import search_text
@@ -360,10 +359,9 @@ class LanceStore:
         to) read tables with every index built, never the versions before them. Shards are optimised side
         by side, as many at a time as there are cores: LanceDB's index builds of a small shard leave cores idle.
         """
-        shards = list(self._shards.values())
-        with ThreadPoolExecutor(max_workers=max(1, min(len(shards), os.cpu_count() or 1))) as pool:
-            for done in [pool.submit(self._optimize_shard, shard) for shard in shards]:
-                done.result()
+        with Writes(min(len(self._shards), os.cpu_count() or 1)) as writes:
+            for shard in self._shards.values():
+                writes.submit(self._optimize_shard, shard)
 
     def _optimize_shard(self, shard: _Shard) -> None:
         shard.optimize(self._bulk_vector_index_min_rows if self._bulk else self._vector_index_min_rows)

@@ -48,7 +48,7 @@ from adamem.projections.store.lance_arrow import arrow_schema, has_vector, rows_
 from adamem.projections.store.lance_reads import ShardReads
 from adamem.projections.store.lance_tables import CHANGES, CHANGES_SCHEMA, CHECKPOINTS, FTS_INDEX, quote, writer_name
 
-__all__ = ["ShardWrites"]
+__all__ = ["ShardWrites", "Writes"]
 
 COMPACT_MIN_FRAGMENTS = 8
 """A bulk writer's ``optimize`` rewrites a table's files into fewer only past this many, or when one has deleted rows.
@@ -97,7 +97,7 @@ class ShardWrites(ShardReads):
     def _commit_tables(
         self, net: dict[str, dict[str, Row | None]], offsets: dict[str, int], optimize_every: int
     ) -> None:
-        with _Writes() as writes:  # every table written (or failed) before the checkpoint
+        with Writes() as writes:  # every table written (or failed) before the checkpoint
             if CHECKPOINTS not in self.tables:
                 writes.submit(self.table, CHECKPOINTS)
             for name, rows in net.items():
@@ -175,16 +175,17 @@ class ShardWrites(ShardReads):
 
     def _ensure_fts(self) -> None:
         """Make the full-text index of every text table that has rows and no index yet (tables side by side)."""
-        with _Writes() as writes:
+        with Writes() as writes:
             for name in TEXT_FIELDS:
                 table = self.tables.get(name)
                 if table is not None and name not in self.fts_ready:
                     writes.submit(self._index_text, name, table)
 
-    def _index_text(self, name: str, table: Any) -> None:
+    def _index_text(self, name: str, table: Any, existing: Sequence[Any] | None = None) -> None:
         """One text table's full-text indexes (``full_text_columns``: those of its columns it has), made once the table
-        has rows."""
-        indexed = {tuple(ix.columns) for ix in table.list_indices() if ix.index_type == "FTS"}
+        has rows; ``existing``: its indexes, when the caller has listed them already."""
+        listed = table.list_indices() if existing is None else existing
+        indexed = {tuple(ix.columns) for ix in listed if ix.index_type == "FTS"}
         missing = [c for c in _text_columns(name, table) if (c,) not in indexed]
         if not missing:
             self.fts_ready.add(name)
@@ -226,55 +227,49 @@ class ShardWrites(ShardReads):
             if self.commits > CHANGE_HISTORY:
                 log.delete(f"commit <= {self.commits - CHANGE_HISTORY}")
             log.optimize()
-        with _Writes() as writes:
+        with Writes() as writes:
             for name in TABLES:
                 table = self.tables.get(name)
                 if table is not None:
                     writes.submit(self._optimize_table, name, table, vector_index_min_rows, compact_all)
 
     def _optimize_table(self, name: str, table: Any, vector_index_min_rows: int, compact_all: bool) -> None:
-        # A table with no index yet gets each of them made over all of its rows: none has rows to catch up with.
-        fresh = not table.list_indices()
+        existing = table.list_indices()
         if name in TEXT_FIELDS and name not in self.fts_ready:
-            self._index_text(name, table)
+            self._index_text(name, table, existing)
         rows = table.count_rows()
         if not rows:
             return
-        if (
-            vector_index_min_rows
-            and has_vector(name)
-            and rows >= vector_index_min_rows
-            and not any(ix.columns == ["vector"] for ix in table.list_indices())
-        ):
+        indexed = [ix.columns for ix in existing]  # the vector and B-tree indexes are made below only
+        if vector_index_min_rows and has_vector(name) and rows >= vector_index_min_rows and ["vector"] not in indexed:
             table.create_index("vector", config=IvfPq(distance_type="cosine"))
-        indexed = [ix.columns for ix in table.list_indices()]
         for column in _BTREE_COLUMNS.get(name, ("owner_id",)):
             if [column] not in indexed:
                 table.create_index(column, config=BTree())
         if compact_all or not self.bulk or _worth_compacting(table):
             table.optimize()
-        elif not fresh:  # the indexes brought up to date, the files left as they are
+        elif existing:  # the indexes brought up to date, the files left as they are (made here: over every row)
             table.to_lance().optimize.optimize_indices()
             table.checkout_latest()
 
     def erase_history(self) -> None:
         """Rewrite fragments holding deleted rows, checkpoint the new versions, remove every older version."""
         self._guard()
-        with _Writes() as writes:
+        with Writes() as writes:
             for name in (*TABLES, CHANGES):
                 table = self.tables.get(name)
                 if table is not None:
                     writes.submit(_materialize_deletions, table)
         # The full-text indexes made anew: an index is only remapped when a rewrite drops a file whole, and
         # keeps the words of that file's rows.
-        with _Writes() as writes:
+        with Writes() as writes:
             for name in TEXT_FIELDS:
                 table = self.tables.get(name)
                 if table is not None:
                     writes.submit(self._reindex_text, name, table)
         self.optimize(self.vector_index_min_rows, compact_all=True)
         self.commit([], {}, 0, guarded=True)  # the checkpoint now names the rewritten versions, the only ones kept
-        with _Writes() as writes:
+        with Writes() as writes:
             for name in (*TABLES, CHECKPOINTS, CHANGES):
                 table = self.tables.get(name)
                 if table is not None:
@@ -303,21 +298,22 @@ class _Interleaved(StoreError):
     """A table write of this commit found another writer's version between its own (the commit is redone)."""
 
 
-class _Writes:
-    """LanceDB calls of one step, each table's on a thread of its own, all finished when the block ends.
+class Writes:
+    """LanceDB calls of one step side by side (``workers`` threads: by default one a table), all finished when the
+    block ends.
 
     LanceDB does its work outside the GIL, so one table is made and written while the next one's
     Arrow data is built. Leaving the block waits for every call, and re-raises the first failure.
     """
 
-    def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=len(TABLES), thread_name_prefix="adamem-lance")
+    def __init__(self, workers: int = len(TABLES)) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="adamem-lance")
         self._pending: list[Future[Any]] = []
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         self._pending.append(self._pool.submit(fn, *args, **kwargs))
 
-    def __enter__(self) -> _Writes:
+    def __enter__(self) -> Writes:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
