@@ -82,10 +82,32 @@ def _mem_total_mb() -> int:
     return 0
 
 
+_SIMD = frozenset(
+    {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni"}
+)
+
+
+def _cpu() -> dict[str, Any]:
+    """The processor's model and the vector extensions it offers: the embedder's compiled kernels choose among
+    them, so two hosts can embed the same text into vectors that differ in their last bits."""
+    model, flags = "", set[str]()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not model:
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    return {"model": model or platform.processor(), "simd": sorted(f for f in flags if f in _SIMD)}
+
+
 def machine_facts() -> dict[str, Any]:
-    """Cores, RAM, load average, Python, OS and the date: printed next to every figure."""
+    """Cores, processor, RAM, load average, Python, OS and the date: printed next to every figure."""
     return {
         "cores": os.cpu_count(),
+        "cpu": _cpu(),
         "ram_mb": _mem_total_mb(),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(),
