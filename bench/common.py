@@ -88,8 +88,8 @@ _SIMD = frozenset(
 
 
 def _cpu() -> dict[str, Any]:
-    """The processor's model and the vector extensions it offers: the embedder's compiled kernels choose among
-    them, so two hosts can embed the same text into vectors that differ in their last bits."""
+    """The processor's model and its vector extensions: the embedder's engine is compiled with fast
+    floating-point math, so two processors can embed the same text into vectors that differ in their last bits."""
     model, flags = "", set[str]()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -59,7 +59,7 @@ from adamem.projections.store.scoring import bm25_scores
 from adamem.retrieval import SEED_DEFAULT, Answer, FusionWeights, RetrievalConfig, Retriever
 from adamem.settings import Settings
 from adamem.text import tokenize
-from bench.build import build_memory
+from bench.build import build_memory, built_by
 from bench.common import (
     DEFAULT_LOCOMO,
     CachingEmbedder,
@@ -329,6 +329,7 @@ def run(
             pipeline_msg_per_s=round(built.messages / built.pipeline_s, 2),
         )
         say(f"built in {built.pipeline_s:.0f}s ({built.messages / built.pipeline_s:.1f} msg/s)")
+    build["built_by"] = _checked_build(root)
     if ann_min_rows:
         index_vectors(settings.store_url, ann_min_rows)
         say(f"vector indexes made on tables of {ann_min_rows}+ rows")
@@ -422,6 +423,25 @@ def run(
     }
 
 
+def _checked_build(root: Path) -> dict[str, Any]:
+    """The stamp of the store in ``root`` (``bench.build.built_by``), with a warning on stderr when this code
+    would not build the same rows: its figures would be of another store's rows."""
+    stamp = built_by(root)
+    if stamp["same_code"] is None:
+        said = f"the store in {root} has no stamp of the code that built it"
+    elif not stamp["same_code"]:
+        said = f"the store in {root} was built by other code (commit {stamp.get('git', {}).get('commit', '')[:12]})"
+    else:
+        return stamp
+    print(
+        f"warning: {said}; the figures are of its rows, which this code may not build (remove the folder to "
+        "build it again)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return stamp
+
+
 def lco_grid(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, RetrievalConfig]:
     """The tunable variants leave-conversations-out chooses among (the shipped default first).
 
@@ -513,6 +533,7 @@ def run_lco(
         messages = locomo_messages(docs, settings)
         say(f"ingesting {len(messages)} turns of {len(docs)} conversation(s) through the pipeline …")
         build_memory(messages, settings, MemoryAgent(build_extractor(settings), embedder))
+    stamp = _checked_build(root)
     store = open_store(settings.store, read_only=True)
     systems = system_configs()
     grid = lco_grid()
@@ -595,6 +616,7 @@ def run_lco(
     result.update(
         data=str(data),
         conversations=conversations,
+        built_by=stamp,
         k=k,
         grid={v: c.name for v, c in grid.items()},
         query_seconds=round(time.perf_counter() - t_start, 1),
