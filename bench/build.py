@@ -68,8 +68,9 @@ def build_memory(messages: Sequence[ChatMessage], settings: Settings, agent: Mem
 
     A store in a local folder is stamped with the code that built it (``stamp_build``), beside it."""
     built = asyncio.run(_build(messages, settings, agent))
-    if "://" not in settings.store_url:
-        stamp_build(Path(settings.store_url).parent)
+    folder = settings.store.folder
+    if folder is not None:
+        stamp_build(folder.parent)
     return built
 
 

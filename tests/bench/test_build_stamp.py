@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
 import adamem
+from adamem.analysis.agent import MemoryAgent
+from adamem.analysis.rules import RuleExtractor
+from adamem.ingest import load_messages
+from adamem.settings import Settings
 from bench import build
+from tests.conftest import FlatEmbedder
 
 
 def test_a_store_stamped_by_this_code_is_the_same_code(tmp_path: Path) -> None:
@@ -60,3 +66,11 @@ def test_the_fingerprint_follows_the_code_that_makes_rows(
     assert target.is_file(), changed
     target.write_text(target.read_text() + "\n# changed\n")
     assert (build.build_code() == before) is same
+
+
+def test_a_build_stamps_the_folder_of_its_store(tmp_path: Path) -> None:
+    settings = Settings.from_env(log_url=str(tmp_path / "log"), store_url=f"lancedb://{tmp_path / 'store'}")
+    data = resources.files("adamem.samples").joinpath("sample_conversation.jsonl").read_bytes()
+    messages = load_messages(data, settings, "sample_conversation.jsonl", "jsonl")
+    build.build_memory(messages, settings, MemoryAgent(RuleExtractor(), FlatEmbedder()))  # type: ignore[arg-type]
+    assert build.built_by(tmp_path)["same_code"] is True
