@@ -1,12 +1,12 @@
 """Bilingual tokenisation for full-text (BM25) search: English words and Chinese via jieba.
 
-Deterministic and offline (jieba ships its dictionary inside its package). English is lower-cased,
-stripped of stop words and lightly stemmed; Chinese runs are cut for search (overlapping words).
+Deterministic and offline (jieba ships its dictionary inside its package, the stemmer is code). English is
+lower-cased, stripped of stop words and stemmed by Snowball's English stemmer (Porter2: ``adoption``,
+``adopted`` and ``adopting`` are one word, ``painting`` is ``paint``); Chinese runs are cut for search
+(overlapping words).
 
-Two guards keep the stemmer from making false friends: phrasal verbs whose meaning is not their
-verb's are one token first ("working out" → ``workout``, never ``work``; ``PHRASES_EN``), and words
-whose ending is not an inflection are never stemmed (``evening`` is not ``even``, ``news`` not
-``new``; ``UNSTEMMED_EN``).
+Phrasal verbs whose meaning is not their verb's are one token first, so the stemmer cannot make them a
+false friend ("working out" → ``workout``, never ``work``; ``PHRASES_EN``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ import functools
 import itertools
 import logging
 import re
+import threading
 from collections.abc import Iterator
 
-__all__ = ["PHRASES_EN", "UNSTEMMED_EN", "is_stop_word_en", "memo_search_text", "search_text", "tokenize"]
+from snowballstemmer.english_stemmer import EnglishStemmer  # type: ignore[import-untyped]
+
+__all__ = ["PHRASES_EN", "is_stop_word_en", "memo_search_text", "search_text", "tokenize"]
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff]+")
 _STOP_EN = frozenset(
@@ -47,32 +50,17 @@ PHRASES_EN: tuple[tuple[str, str], ...] = (
 """English phrases that are one search token, matched on lower-cased text before it is cut into words."""
 _PHRASE_RES = tuple((re.compile(rf"\b(?:{p})\b"), t) for p, t in PHRASES_EN)
 
-UNSTEMMED_EN: frozenset[str] = frozenset(
-    """anything everything nothing something thing during evening morning spring string wedding ceiling
-    sibling pudding news always sometimes perhaps series species lens bus gas yes""".split()  # noqa: SIM905
-)
-"""Words the stemmer leaves alone: their -ing, -ed or -s is part of the word, and stripping it makes a false friend."""
+_stemmers = threading.local()  # a Snowball stemmer keeps its word in its own fields: one per thread
 
 
 def _stem(word: str) -> str:
-    """A light, deterministic English stemmer (plural, -ing, -ed); enough for BM25 recall."""
+    """Snowball's English stem of a lower-cased word (possessive ``'s`` dropped first)."""
     if word.endswith("'s"):
         word = word[:-2]
-    if word in UNSTEMMED_EN:
-        return word
-    if len(word) > 5 and word.endswith("ing"):
-        word = word[:-3]
-        return word[:-1] if len(word) > 3 and word[-1] == word[-2] else word
-    if len(word) > 4 and word.endswith("ied"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith("ed"):
-        word = word[:-2]
-        return word[:-1] if len(word) > 3 and word[-1] == word[-2] else word
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = EnglishStemmer()
+    return str(stemmer.stemWord(word))
 
 
 @functools.cache
