@@ -26,6 +26,7 @@ import networkx as nx
 
 from adamem.memory import Memory
 from adamem.retrieval.answer import Answer
+from adamem.retrieval.feedback import surface_words
 from adamem.text import tokenize
 
 __all__ = ["HybridAnswer", "HybridItem", "KnowledgeGraph", "KnowledgeHit", "Triple", "hybrid_query"]
@@ -170,6 +171,11 @@ def _context(answer: Answer, question: str) -> dict[str, tuple[float, tuple[int,
     return words
 
 
+def _shown(terms: Sequence[str], written: dict[str, str]) -> str:
+    """Search terms as the text wrote them (``spicy``, not its stem ``spici``); a Chinese word is its own form."""
+    return ", ".join(written.get(t, t) if t.isascii() else t for t in terms)
+
+
 def hybrid_query(
     memory: Memory,
     knowledge: KnowledgeGraph | Sequence[KnowledgeGraph],
@@ -217,14 +223,18 @@ def hybrid_query(
             "provenance": [p.to_dict() for p in item.provenance],
         }
         scored.append((fused, 0, HybridItem(0, "memory", item.content, 0.0, why, detail)))
+    asked_as = surface_words({t for _, _, hits in found for h in hits for t in h.question_terms}, [question])
+    told_as = surface_words(
+        {t for _, _, hits in found for h in hits for t in h.memory_terms}, [i.content for i in answer.items]
+    )
     for order, graph, hits in found:
         for rank, hit in enumerate(hits, start=1):
             reasons = []
             if hit.question_terms:
-                reasons.append(f"question words {', '.join(hit.question_terms)}")
+                reasons.append(f"question words {_shown(hit.question_terms, asked_as)}")
             if hit.memory_terms:
                 sources = ", ".join(f"#{r}" for r in hit.memory_items)
-                reasons.append(f"words {', '.join(hit.memory_terms)} from memory items {sources}")
+                reasons.append(f"words {_shown(hit.memory_terms, told_as)} from memory items {sources}")
             why = f"fact of {graph.name}, rank {rank}: " + ("; ".join(reasons) or "a fact of a matching entity")
             fused = 1 / (RRF_K + rank)
             if hit.memory_items:  # found through memory too: that list's vote counts (its best item's rank)
