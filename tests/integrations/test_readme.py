@@ -42,7 +42,7 @@ EXPECTED = [  # what each Python block must print
     ["working", "spicy", "'semantic'", "Question: Why did Alice start working out?", "exercise"],
     ["('human', 'I booked a trip to Chengdu in May.'), ('ai', 'Try the hotpot there!')"],
     ["Alice prefers a window seat on long train rides."],
-    ["[memory]", "[knowledge:catalogue] Crunchy Satay Bar contains peanuts", "words peanut from memory items"],
+    ["[memory]", "[knowledge:catalogue] Crunchy Satay Bar contains peanuts", "words peanuts from memory items"],
 ]
 
 
