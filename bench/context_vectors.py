@@ -4,8 +4,8 @@
 
 The store under ``--work`` is the one ``bench/locomo_variants.py`` builds. Each message of every conversation is
 embedded a second time (``passage:`` side) with the turn before it (``prev``), after it (``next``) or both, as
-``speaker: text`` lines in dialogue order (a neighbour in the owner's stream within the same session, image captions
-as the analyser adds them); the vectors are kept in ``WORK/context_vectors_WHICH.npz``. In this process the question's
+the analyser's embedded texts (``embedding_text``) in dialogue order (a neighbour in the owner's stream within the same
+session); the vectors are kept in ``WORK/context_vectors_WHICH.npz``. In this process the question's
 cosine with a message is then its cosine with the message's own vector, the context vector (``replace``), the larger
 of the two (``max``) or their mean (``mean``) — for the questions whose messages are scored with their context's
 words (``RetrievalConfig.context_words``, not the graph route), or for every question (``--every-question``).
@@ -25,60 +25,51 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from adamem.analysis.agent import embedding_text
 from adamem.analysis.e5 import E5Embedder
+from adamem.ingest import load_messages
 from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import base
+from adamem.settings import Settings
 from bench.locomo_quick import CachedQueries, build
 from bench.locomo_variants import measure
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 
 
-def captions(data: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
-    """Image captions by (sample id, dialogue id), as the analyser appends them to the embedded text."""
-    found = {}
-    for sample in data:
-        for key, turns in sample["conversation"].items():
-            if key.startswith("session_") and isinstance(turns, list):
-                found.update(
-                    {(sample["sample_id"], t["dia_id"]): t["blip_caption"] for t in turns if t.get("blip_caption")}
-                )
-    return found
-
-
-def context_texts(store: Any, data: list[dict[str, Any]], which: str) -> dict[str, str]:
-    """Each message's text with its neighbours' (``prev``, ``next`` or ``both``), by message row id."""
-    shown = captions(data)
+def context_texts(store: Any, data: list[dict[str, Any]], work: Path, which: str) -> dict[str, str]:
+    """Each message's embedded text (``embedding_text``) with its neighbours' (``prev``, ``next`` or ``both``), by
+    message row id (the message's event id)."""
+    settings = Settings(log_url=str(work / "log"), store_url=str(work / "store"), fsync=False)
+    embedded = {
+        m.event_id: embedding_text(m) for m in load_messages(json.dumps(data).encode(), settings, "locomo", "locomo")
+    }
     texts = {}
     for sample in data:
         rows = sorted(
             (m for m in store.rows("messages", f"default:{sample['sample_id']}") if isinstance(m, MessageRow)),
             key=lambda m: m.seq,
         )
-
-        def line(m: MessageRow, sid: str = sample["sample_id"]) -> str:
-            caption = shown.get((sid, m.message_id))
-            return f"{m.speaker}: {m.text} [image: {caption}]" if caption else f"{m.speaker}: {m.text}"
-
         for i, m in enumerate(rows):
-            parts = [line(rows[i - 1])] if which in ("prev", "both") and i > 0 and m.context else []
-            parts.append(line(m))
+            parts = [embedded[rows[i - 1].id]] if which in ("prev", "both") and i > 0 and m.context else []
+            parts.append(embedded[m.id])
             if which in ("next", "both") and i + 1 < len(rows) and rows[i + 1].context:
-                parts.append(line(rows[i + 1]))
+                parts.append(embedded[rows[i + 1].id])
             texts[m.id] = "\n".join(parts)
     return texts
 
 
 def context_vectors(
-    store: Any, data: list[dict[str, Any]], embedder: E5Embedder, path: Path, which: str
+    store: Any, data: list[dict[str, Any]], embedder: E5Embedder, work: Path, which: str
 ) -> dict[str, Any]:
-    """The unit context vectors by message row id, embedded once and kept in ``path``."""
+    """The unit context vectors by message row id, embedded once and kept in ``WORK/context_vectors_WHICH.npz``."""
+    path = work / f"context_vectors_{which}.npz"
     if path.exists():
         with np.load(path) as saved:
             return {k: saved[k] for k in saved.files}
-    texts = context_texts(store, data, which)
+    texts = context_texts(store, data, work, which)
     ids = sorted(texts)
     found = {}
     for mid, v in zip(ids, embedder.embed([texts[i] for i in ids]), strict=True):
@@ -125,7 +116,7 @@ def main() -> int:
     embedder = E5Embedder()
     build(data, work, embedder, MEMORY_DEFAULT)
     store = open_store(str(work / "store"), read_only=True)
-    vectors = context_vectors(store, data, embedder, work / f"context_vectors_{args.which}.npz", args.which)
+    vectors = context_vectors(store, data, embedder, work, args.which)
     rank_by_context(vectors, args.mode, args.every_question)
     queries = CachedQueries(embedder, work / "questions.json")
     scope = "every" if args.every_question else "context"
