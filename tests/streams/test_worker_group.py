@@ -139,6 +139,26 @@ async def _until(predicate: Any, timeout: float, what: str, step: float = 0.25) 
     return time.monotonic() - t0
 
 
+def _difference(live: dict[str, list[Row]], replay: dict[str, list[Row]], shards: set[int]) -> str:
+    """The rows of ``shards`` that live and replay hold differently: (owner, table, id) and the fields that differ."""
+    lines = [f"shards whose live rows differ from the replay's: {sorted(shards)}"]
+    for owner in sorted(set(live) | set(replay)):
+        if owner_partition(owner, PARTITIONS) not in shards:
+            continue
+        mine = {(r.TABLE, r.id): dataclasses.asdict(r) for r in live.get(owner, [])}
+        theirs = {(r.TABLE, r.id): dataclasses.asdict(r) for r in replay.get(owner, [])}
+        for key in sorted(set(mine) | set(theirs)):
+            a, b = mine.get(key), theirs.get(key)
+            if a == b:
+                continue
+            if a is None or b is None:
+                lines.append(f"  {owner} {key}: only in {'replay' if a is None else 'live'}: {str(a or b)[:300]}")
+                continue
+            fields = {f: (str(a[f])[:120], str(b[f])[:120]) for f in a if a[f] != b.get(f)}
+            lines.append(f"  {owner} {key}: live/replay {fields}")
+    return "\n".join(lines[:80])
+
+
 async def _duplicates_explained(log: KafkaLog, settings: Settings, duplicated: set[str], tmp_path: Path) -> str:
     """Where each copy of a twice-analysed message lies on the analyses topic, and what the workers logged of it."""
     lines = [f"messages analysed more than once: {sorted(duplicated)[:10]}"]
@@ -166,7 +186,9 @@ async def _check_final(
     assert _archive(live) == sorted(m.event_id for m in messages)  # archived exactly once
     live_sums, replay_sums = _shard_checksums(live), _shard_checksums(replay)
     assert len(live_sums) >= PARTITIONS - 1  # (48 owners fill all 12 shards but by chance one)
-    assert live_sums == replay_sums
+    assert live_sums == replay_sums, _difference(
+        live, replay, {p for p in set(live_sums) | set(replay_sums) if live_sums.get(p) != replay_sums.get(p)}
+    )
     assert live == replay
     duplicated = {event_id: count for event_id, count in analysed.items() if count > 1}
     print(f"duplicate analyses among the committed records: {sum(c - 1 for c in duplicated.values())}")
