@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from faust.types.tuples import Message
 from adamem.analysis.agent import MemoryAgent
 from adamem.analysis.factory import NoExtractor
 from adamem.ingest import load_messages
+from adamem.projections import projector as projector_module
+from adamem.projections.folds.apply import Positioned
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_store
 from adamem.projections.store.lance import LanceStore
@@ -156,6 +159,58 @@ async def test_a_worker_whose_partition_is_revoked_mid_batch_leaves_the_shard_to
     assert group.shard_epoch() == (claimed_by_old + 1, 6)
     assert group.archived() == len(group.values)
     assert not any(old.acks(e.message) for e in stale)  # the group's offset stays below what was not folded
+
+
+async def test_a_rebalance_during_a_fold_waits_for_the_fold_and_the_shard_holds_the_uninterrupted_fold(
+    group: _Group, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Faust runs the rebalance handlers on the event loop while a batch folds on a thread. The worker keeps
+    its partition (revoked, then assigned again) in the middle of a batch of one owner's events: the handlers
+    wait for the fold, so its states are not forgotten (and read again from the store without the batch's
+    first events) half-way, nor the shard released and claimed anew under it."""
+    worker = group.worker()
+    tp = TP(group.topic, 0)
+    await worker.assigned(None, [tp])
+    loop = asyncio.get_running_loop()
+    begun, ended = threading.Event(), threading.Event()
+    applied: list[int] = []
+    apply = projector_module.apply
+
+    async def rebalance() -> None:
+        begun.set()
+        await worker.revoked(None, [tp])
+        await worker.assigned(None, [tp])
+        ended.set()
+
+    def apply_amid_a_rebalance(state: Any, positioned: Any, params: Any) -> Any:
+        applied.append(positioned.offset)
+        if len(applied) == 3:  # half-way through the batch, the rebalance arrives
+            asyncio.run_coroutine_threadsafe(rebalance(), loop)
+            begun.wait(10)
+            ended.wait(1)  # a handler that does not wait for the fold has run by now
+        return apply(state, positioned, params)
+
+    monkeypatch.setattr(projector_module, "apply", apply_amid_a_rebalance)
+    await worker.project(group.batch(0, 6))
+    assert await asyncio.to_thread(ended.wait, 10), "the rebalance did not finish after the batch"
+    assert applied == list(range(6))
+
+    monkeypatch.setattr(projector_module, "apply", apply)
+    alone = group.root.parent / "alone"
+    store = open_store(str(alone))
+    store.bind(group.settings.partitions)
+    Projector(store, feed=False).apply_batch(0, group.topic, [_positioned(group, n) for n in range(6)])
+    owner = f"default:{OWNER}"
+    live = sorted(LanceStore(str(group.root), read_only=True).load_owner(owner), key=lambda r: (r.TABLE, r.id))
+    uninterrupted = sorted(LanceStore(str(alone), read_only=True).load_owner(owner), key=lambda r: (r.TABLE, r.id))
+    assert [(r.TABLE, r.id) for r in live] == [(r.TABLE, r.id) for r in uninterrupted]
+    assert live == uninterrupted
+    assert group.shard_epoch() == (1, 6), "the batch's shard was claimed anew under it"
+
+
+def _positioned(group: _Group, offset: int) -> Any:
+    """The analysis at ``offset`` as the projector folds it."""
+    return Positioned(decode_event(group.values[offset], group.log.keyring), group.topic, 0, offset)
 
 
 async def test_an_owner_fenced_by_a_stale_claim_claims_the_shard_back_and_folds_every_message(

@@ -24,6 +24,16 @@ fetched in an older consumer generation are not folded: the partition is read ag
 committed offset by whoever holds it now. And the group's offset of an analyses partition never
 passes an event that was not folded: ``acks`` withholds the acks of such events (``unfolded``).
 
+The rebalance handlers run on the event loop while a batch folds on a thread, so the two take turns
+(``shard_work``): ``assigned`` and ``revoked`` wait for the shard work under way, and each piece of
+shard work (reading a checkpoint, folding a partition's batch, proposing compressions) checks that
+its partition is still held before it starts. Else a handler forgot the projector's cached states
+half-way through a fold (its later events read their owner again from the store, without the
+batch's first events) and released the shard under it (its next read opened the shard again and
+claimed it, a new owner's claim or not). Faust's rebalances revoke every member's partitions
+before any is assigned, so a batch finished while ``revoked`` waits commits before the next owner
+claims the shard.
+
 Compression (``streams.compress``): once a partition's batch is committed, and while this worker
 still holds the partition, ``project`` proposes the compressions of the owners that batch folded
 events of and sends them to the control topic on that partition, as the in-process pipeline
@@ -36,13 +46,14 @@ compression's event id is its source records', so proposing twice folds once).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from adamem import metrics
 from adamem.analysis.agent import MemoryAgent
@@ -77,6 +88,7 @@ if TYPE_CHECKING:
 __all__ = ["REFOLDS", "WorkerState", "WorkerTopics"]
 
 log = logging.getLogger("adamem.worker")
+_T = TypeVar("_T")
 
 REFOLDS = 3
 """How many times the project agent folds a batch again after a refused commit to a partition it still holds."""
@@ -163,6 +175,8 @@ class WorkerState:
         """The transactional producers of the analyze step, one per input partition."""
         self.committed_ends: CommittedEnds | None = None
         """Where the project agent may record its position past transaction markers."""
+        self.shard_work = asyncio.Lock()
+        """Held by each piece of the project agent's work on a shard and by the rebalance handlers (module notes)."""
         self._compressor: Compressor | None = None
         self.proposed: set[str] = set()
         """Ids of the compressions this process sent and has not yet met on the analyses topic (not sent again)."""
@@ -231,24 +245,40 @@ class WorkerState:
             self._projector.store.release(sorted(partitions))
 
     async def revoked(self, sender: Any, revoked: Any, **kwargs: Any) -> None:
-        """Faust's ``on_partitions_revoked``: let go of the partitions and of everything read about them."""
-        self.held.difference_update(tp.partition for tp in revoked)
-        if self.txns is not None:
-            messages = self.settings.topic("messages")
-            await self.txns.release(sorted({tp.partition for tp in revoked if tp.topic == messages}))
-        self._forget_partitions({tp.partition for tp in revoked})
+        """Faust's ``on_partitions_revoked``: let go of the partitions and of everything read about them.
+
+        After the shard work under way (``shard_work``).
+        """
+        async with self.shard_work:
+            self.held.difference_update(tp.partition for tp in revoked)
+            if self.txns is not None:
+                messages = self.settings.topic("messages")
+                await self.txns.release(sorted({tp.partition for tp in revoked if tp.topic == messages}))
+            self._forget_partitions({tp.partition for tp in revoked})
 
     async def assigned(self, sender: Any, assigned: Any, **kwargs: Any) -> None:
-        """Faust's ``on_partitions_assigned``: hold these partitions; read their tails afresh when needed."""
-        self.held.clear()
-        self.held.update(tp.partition for tp in assigned)
-        ours = {self.settings.topic(t) for t in ("messages", "control", "analyses")}  # not Faust's own topics
-        self.positions.assign((tp.topic, tp.partition) for tp in assigned if tp.topic in ours)
-        self._forget_partitions({tp.partition for tp in assigned})
+        """Faust's ``on_partitions_assigned``: hold these partitions; read their tails afresh when needed.
+
+        After the shard work under way (``shard_work``).
+        """
+        async with self.shard_work:
+            self.held.clear()
+            self.held.update(tp.partition for tp in assigned)
+            ours = {self.settings.topic(t) for t in ("messages", "control", "analyses")}  # not Faust's own topics
+            self.positions.assign((tp.topic, tp.partition) for tp in assigned if tp.topic in ours)
+            self._forget_partitions({tp.partition for tp in assigned})
 
     def _holds(self, partition: int, epoch: int) -> bool:
         """True while this worker holds ``partition`` in the assignment of ``epoch`` (no rebalance since)."""
         return self.epoch == epoch and partition in self.held
+
+    async def _on_shard(self, partition: int, epoch: int, work: Callable[[], _T]) -> _T | None:
+        """``work()`` on a thread, as shard work, if this worker still holds ``partition`` in the assignment of
+        ``epoch``; None if it does not (nothing run)."""
+        async with self.shard_work:
+            if not self._holds(partition, epoch):
+                return None
+            return await asyncio.to_thread(work)
 
     def acks(self, message: Any) -> bool:
         """Whether Faust may record the ack of a consumed message (and so commit the group's offset past it).
@@ -564,10 +594,13 @@ class WorkerState:
             m = event.message
             if not self._holds(m.partition, epoch):
                 continue  # never open (and so claim) the shard of a partition this worker lost
-            reach[m.partition] = max(reach.get(m.partition, 0), m.offset + 1)
             if m.partition not in done:
-                checkpoint = await asyncio.to_thread(self.projector().store.checkpoint, m.partition)
+                store = self.projector().store
+                checkpoint = await self._on_shard(m.partition, epoch, functools.partial(store.checkpoint, m.partition))
+                if checkpoint is None:
+                    continue  # lost while this batch waited for a rebalance
                 done[m.partition] = checkpoint.get(topic, 0)
+            reach[m.partition] = max(reach.get(m.partition, 0), m.offset + 1)
             rec = _record(event)
             decoded = decode_analysis(rec, self.keyring())
             if isinstance(decoded, str):
@@ -625,47 +658,48 @@ class WorkerState:
             await self._send_feed(partition, feed_records(feed, reach))  # committed: now subscribers may hear of it
 
         for attempt in range(REFOLDS + 1):
-            if not self._holds(partition, epoch):
-                log.warning("gave up a batch of p%d: the partition was revoked while the batch ran", partition)
-                return None
-            if attempt:
-                done = (await asyncio.to_thread(self.projector().store.checkpoint, partition)).get(topic, 0)
-            batch_events = own
-            if first > done:
-                # The store is behind the consumer group (a rebuilt view was switched to, the store was
-                # replaced, or a refused commit): the store is the truth about progress, so fill the gap.
-                batch_events = await self._gap(partition, done, first) + own
-            try:
-                await self._catch_up_feed(partition)
-                result = await fold(
-                    self.reader(),
-                    self.projector(),
-                    self.settings,
-                    partition,
-                    batch_events,
-                    reach,
-                    publish,
-                    blocking=asyncio.to_thread,
-                )
-                return {e.event.owner_id for e in batch_events} if result.applied else set()
-            except StoreFenced as exc:
-                projector = self.projector()
-                ours = await asyncio.to_thread(projector.store.owns, partition)
-                projector.forget_cache()
-                projector.store.release([partition])  # reopening the shard claims it anew
-                if attempt == REFOLDS:
-                    log.warning("gave up a batch of p%d: %s", partition, exc)
+            async with self.shard_work:  # a rebalance waits for the attempt (module notes)
+                if not self._holds(partition, epoch):
+                    log.warning("gave up a batch of p%d: the partition was revoked while the batch ran", partition)
                     return None
-                log.warning(
-                    "p%d: commit refused while this worker holds the partition (%s); claiming the shard anew "
-                    "and folding the batch again (attempt %d of %d)",
-                    partition,
-                    exc,
-                    attempt + 1,
-                    REFOLDS,
-                )
-                if not ours:
-                    await asyncio.sleep(RECLAIM_WAIT_S * (attempt + 1))
+                if attempt:
+                    done = (await asyncio.to_thread(self.projector().store.checkpoint, partition)).get(topic, 0)
+                batch_events = own
+                if first > done:
+                    # The store is behind the consumer group (a rebuilt view was switched to, the store was
+                    # replaced, or a refused commit): the store is the truth about progress, so fill the gap.
+                    batch_events = await self._gap(partition, done, first) + own
+                try:
+                    await self._catch_up_feed(partition)
+                    result = await fold(
+                        self.reader(),
+                        self.projector(),
+                        self.settings,
+                        partition,
+                        batch_events,
+                        reach,
+                        publish,
+                        blocking=asyncio.to_thread,
+                    )
+                    return {e.event.owner_id for e in batch_events} if result.applied else set()
+                except StoreFenced as exc:
+                    projector = self.projector()
+                    ours = await asyncio.to_thread(projector.store.owns, partition)
+                    projector.forget_cache()
+                    projector.store.release([partition])  # reopening the shard claims it anew
+                    if attempt == REFOLDS:
+                        log.warning("gave up a batch of p%d: %s", partition, exc)
+                        return None
+                    log.warning(
+                        "p%d: commit refused while this worker holds the partition (%s); claiming the shard anew "
+                        "and folding the batch again (attempt %d of %d)",
+                        partition,
+                        exc,
+                        attempt + 1,
+                        REFOLDS,
+                    )
+            if not ours:  # outside the shard work: the rebalance that would end the batch here may come meanwhile
+                await asyncio.sleep(RECLAIM_WAIT_S * (attempt + 1))
         return None
 
     async def _compress(self, partition: int, owners: set[str], epoch: int) -> None:
@@ -675,13 +709,15 @@ class WorkerState:
         lost one would claim it). A failure is logged, not raised: the batch is committed already,
         and the owners' next batch proposes again.
         """
-        if not self._holds(partition, epoch):
-            return
         try:
             if self._compressor is None:
                 self._compressor = compressor_for(self.settings)
             projector, compressor = self.projector(), self._compressor
-            proposed = await asyncio.to_thread(compressions, projector.store, projector.params, compressor, owners)
+            proposed = await self._on_shard(
+                partition, epoch, functools.partial(compressions, projector.store, projector.params, compressor, owners)
+            )
+            if proposed is None:
+                return
             todo = [e for e in proposed if e.event_id not in self.proposed]
             futures = [
                 await self.topics.control.send(key=r.key.encode(), value=r.value, partition=partition)
@@ -742,9 +778,11 @@ class WorkerState:
 
     async def _start_of(self, topic: str, partition: int) -> int:
         if topic == self.settings.topic("analyses"):
-            if partition not in self.held:  # opening the shard would claim it from its owner
+            store = self.projector().store
+            found = await self._on_shard(partition, self.epoch, functools.partial(store.checkpoint, partition))
+            if found is None:  # opening the shard would claim it from its owner
                 raise StoreError(f"p{partition} is not held by this worker: its shard is left to its owner")
-            return int((await asyncio.to_thread(self.projector().store.checkpoint, partition)).get(topic, 0))
+            return int(found.get(topic, 0))
         return (await self.accounted(partition, claim=False)).get(topic, 0)
 
     async def measure_lag(self) -> None:
