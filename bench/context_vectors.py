@@ -28,12 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from adamem.analysis.agent import embedding_text
 from adamem.analysis.e5 import E5Embedder
 from adamem.ingest import load_messages
-from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.folds.rows import MessageRow
-from adamem.projections.store.factory import open_store
 from adamem.retrieval import base
 from adamem.settings import Settings
-from bench.locomo_quick import CachedQueries, build
+from bench.locomo_quick import built_store
 from bench.locomo_variants import measure
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
@@ -113,12 +111,9 @@ def main() -> int:
     args = ap.parse_args()
     data = json.loads(Path(args.data).read_text())
     work = Path(args.work)
-    embedder = E5Embedder()
-    build(data, work, embedder, MEMORY_DEFAULT)
-    store = open_store(str(work / "store"), read_only=True)
+    embedder, store, queries = built_store(data, work)
     vectors = context_vectors(store, data, embedder, work, args.which)
     rank_by_context(vectors, args.mode, args.every_question)
-    queries = CachedQueries(embedder, work / "questions.json")
     scope = "every" if args.every_question else "context"
     for variant in args.variants:
         label = f"{args.mode}/{args.which}/{scope}:{variant}"

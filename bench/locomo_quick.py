@@ -109,6 +109,16 @@ class CachedQueries:
             self.path.write_text(json.dumps(self.cache))
 
 
+def built_store(
+    data: list[dict[str, Any]], work: Path, params: MemoryParameters = MEMORY_DEFAULT
+) -> tuple[E5Embedder, Any, CachedQueries]:
+    """The e5 embedder, the store under ``work`` opened read-only (built first when missing, ``build``) and the
+    question vectors cached in ``work/questions.json``."""
+    embedder = E5Embedder()
+    build(data, work, embedder, params)
+    return embedder, open_store(str(work / "store"), read_only=True), CachedQueries(embedder, work / "questions.json")
+
+
 def evidence_ids(qa: dict[str, Any], turns: set[str]) -> list[str]:
     """Valid evidence dia_ids of a question (malformed and dangling ids dropped)."""
     out: list[str] = []

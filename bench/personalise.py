@@ -33,15 +33,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adamem.analysis.e5 import E5Embedder
 from adamem.events import JudgedItem
 from adamem.projections.folds.rows import MessageRow
 from adamem.projections.folds.style import AnswerStyle, is_summary
-from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
 from adamem.retrieval.answer import Answer, Item
 from adamem.retrieval.snapshot import View
-from bench.locomo_quick import CATEGORIES, CachedQueries, build, evidence_ids, parse_set
+from bench.locomo_quick import CATEGORIES, built_store, evidence_ids, parse_set
 
 USERS = ("summaries", "examples", "neutral")
 
@@ -94,11 +92,7 @@ def main() -> int:
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     data = json.loads(Path(args.data).read_text())
-    work = Path(args.work)
-    embedder = E5Embedder()
-    build(data, work, embedder)
-    store = open_store(str(work / "store"), read_only=True)
-    queries = CachedQueries(embedder, work / "questions.json")
+    _, store, queries = built_store(data, Path(args.work))
     config = parse_set(args.set)
     retriever = Styled(store, queries, config)
     retriever.styles = {}

@@ -27,15 +27,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adamem.analysis.e5 import E5Embedder
-from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.folds.rows import MessageRow
-from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
 from adamem.retrieval.base import query_terms
 from adamem.retrieval.config import SEED_DEFAULT
 from adamem.text import tokenize
-from bench.locomo_quick import CATEGORIES, CachedQueries, build, evidence_ids, parse_set, recall
+from bench.locomo_quick import CATEGORIES, built_store, evidence_ids, parse_set, recall
 from bench.locomo_variants import SHORT
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
@@ -115,11 +112,7 @@ def main() -> int:
     ap.add_argument("--top-k", type=int, default=30)
     args = ap.parse_args()
     data = json.loads(Path(args.data).read_text())
-    work = Path(args.work)
-    embedder = E5Embedder()
-    build(data, work, embedder, MEMORY_DEFAULT)
-    store = open_store(str(work / "store"), read_only=True)
-    queries = CachedQueries(embedder, work / "questions.json")
+    _, store, queries = built_store(data, Path(args.work))
     retriever = Retriever(store, queries, parse_set([]))  # the shipped configuration, answer cache off
     variants = [("base", 0.0)] + [(p, w) for p in PRIORS for w in WEIGHTS if w]
     found: dict[tuple[str, float], dict[str, dict[int, list[float]]]] = {
