@@ -98,11 +98,11 @@ def reranked(ids: list[str], sessions: Sessions, ranks: dict[str, int], w: float
     k = SEED_DEFAULT.rrf_k
     distinct = list(dict.fromkeys(ids))
     last = len(ranks)
-    score = {
-        m: 1 / (k + i + 1) + w / (k + ranks.get(sessions.session_of.get(m, ""), last) + 1)
+    scored = [
+        (-(1 / (k + i + 1) + w / (k + ranks.get(sessions.session_of.get(m, ""), last) + 1)), i, m)
         for i, m in enumerate(distinct)
-    }
-    return sorted(distinct, key=lambda m: (-score[m], distinct.index(m)))
+    ]
+    return [m for _, _, m in sorted(scored)]
 
 
 def main() -> int:
@@ -134,8 +134,9 @@ def main() -> int:
             shipped[conv].append(recall(retriever.query(owner, question, top_k=10).message_ids(), gold))
             qvec = np.asarray(queries.embed_query([question])[0], dtype=np.float32)
             terms = query_terms(question)
+            ranks = {prior: sessions.ranks(prior, terms, qvec) for prior in PRIORS}  # once per question
             for prior, w in variants:
-                order = ids if prior == "base" else reranked(ids, sessions, sessions.ranks(prior, terms, qvec), w)
+                order = ids if prior == "base" else reranked(ids, sessions, ranks[prior], w)
                 found[(prior, w)][conv][cat].append(recall(order, gold))
     convs = sorted(shipped)
     table: dict[tuple[str, float], dict[str, float]] = {}

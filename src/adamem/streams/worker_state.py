@@ -280,6 +280,11 @@ class WorkerState:
                 return None
             return await asyncio.to_thread(work)
 
+    async def _checkpoint(self, partition: int, epoch: int) -> dict[str, int] | None:
+        """The shard's checkpoint (next offset per topic), read as shard work (``_on_shard``); None if not held."""
+        store = self.projector().store
+        return await self._on_shard(partition, epoch, functools.partial(store.checkpoint, partition))
+
     def acks(self, message: Any) -> bool:
         """Whether Faust may record the ack of a consumed message (and so commit the group's offset past it).
 
@@ -595,8 +600,7 @@ class WorkerState:
             if not self._holds(m.partition, epoch):
                 continue  # never open (and so claim) the shard of a partition this worker lost
             if m.partition not in done:
-                store = self.projector().store
-                checkpoint = await self._on_shard(m.partition, epoch, functools.partial(store.checkpoint, m.partition))
+                checkpoint = await self._checkpoint(m.partition, epoch)
                 if checkpoint is None:
                     continue  # lost while this batch waited for a rebalance
                 done[m.partition] = checkpoint.get(topic, 0)
@@ -778,8 +782,7 @@ class WorkerState:
 
     async def _start_of(self, topic: str, partition: int) -> int:
         if topic == self.settings.topic("analyses"):
-            store = self.projector().store
-            found = await self._on_shard(partition, self.epoch, functools.partial(store.checkpoint, partition))
+            found = await self._checkpoint(partition, self.epoch)
             if found is None:  # opening the shard would claim it from its owner
                 raise StoreError(f"p{partition} is not held by this worker: its shard is left to its owner")
             return int(found.get(topic, 0))
