@@ -1422,6 +1422,26 @@ def test_catalog_switch_moves_followers_and_leaves_named_handles_on_their_view(c
     assert follower.owner_changes("default:alice", token) is None  # a token of another view: load again
 
 
+def test_catalog_a_held_view_is_kept_through_a_switch_and_the_switch_followed_after(catalog: ViewCatalog) -> None:
+    """A unit of work (a checkpoint read, then a commit past it) sees one view, however the catalog switches."""
+    _view_with(catalog, None, "old")
+    _view_with(catalog, "r1", "new")
+    follower = catalog.open_view()
+    with follower.held_view() as name:
+        assert name == "main"
+        catalog.switch_view("r1")
+        assert follower.view == "main" and _texts(follower) == ["old"] and follower.generation() == {"name": "old"}
+        with follower.held_view() as inner:  # blocks nest: the outer one's view
+            assert inner == "main" and follower.checkpoint(ALICE) == {"analyses": 1}
+        follower.commit(ALICE, _alice("later", "m2"), {"analyses": 2})
+        assert sorted(_texts(follower)) == ["later", "old"]
+    assert _texts(follower) == ["new"] and follower.generation() == {"name": "new"}  # followed after the block
+    assert follower.checkpoint(ALICE) == {"analyses": 1}
+    with follower.held_view() as name:
+        assert name == "r1"
+    assert sorted(_texts(catalog.open_view("main", read_only=True))) == ["later", "old"]
+
+
 def test_catalog_refuses_to_switch_to_a_view_it_does_not_hold(catalog: ViewCatalog) -> None:
     _view_with(catalog, None, "old")
     with pytest.raises(StoreError, match="no view 'nope'"):

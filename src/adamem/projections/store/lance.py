@@ -20,7 +20,9 @@ import functools
 import json
 import logging
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -136,6 +138,8 @@ class LanceStore:
         self._bulk_vector_index_min_rows = bulk_vector_index_min_rows
         self._pinned = view
         self.view = view or current_view(self.loc)
+        self._holds = 0  # ``held_view`` blocks open: no switch is followed while any is
+        self._following = threading.RLock()
         self._shards: dict[int, _Shard] = {}
         self._meta = self._read_meta()
 
@@ -183,13 +187,29 @@ class LanceStore:
         return folder
 
     def _follow(self) -> None:
-        """Follow a switch of ``CURRENT`` (unless the view was pinned): drop handles of the old view."""
-        if self._pinned is None:
+        """Follow a switch of ``CURRENT`` (unless the view was pinned or is held): drop handles of the old view."""
+        if self._pinned is not None or self._holds:
+            return
+        with self._following:
+            if self._holds:
+                return
             active = current_view(self.loc)
             if active != self.view:
                 self.view = active
                 self._shards.clear()
                 self._meta = self._read_meta()
+
+    @contextmanager
+    def held_view(self) -> Iterator[str]:
+        """Follow a switch now, then stay on that view until the block ends (``StoreReader.held_view``)."""
+        with self._following:
+            self._follow()
+            self._holds += 1
+        try:
+            yield self.view
+        finally:
+            with self._following:
+                self._holds -= 1
 
     def _read_meta(self) -> dict[str, Any]:
         path = f"views/{self.view}/meta.json"

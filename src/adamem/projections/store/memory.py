@@ -8,7 +8,8 @@ name follows the active one.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,13 +74,25 @@ class InMemoryStore:
         self.url = "memory://"
         self._views = views if views is not None else _Views()
         self._pinned = view
+        self._held: list[str] = []  # the view of each ``held_view`` block open, outermost first
         self._read_only = read_only
         self._bulk = bulk
 
     @property
     def _name(self) -> str:
-        """The view this handle reads: its own, or the active one."""
-        return self._pinned if self._pinned is not None else self._views.active
+        """The view this handle reads: its own, the one held, or the active one."""
+        if self._pinned is not None:
+            return self._pinned
+        return self._held[0] if self._held else self._views.active
+
+    @contextmanager
+    def held_view(self) -> Iterator[str]:
+        """Follow a switch now, then stay on that view until the block ends (``StoreReader.held_view``)."""
+        self._held.append(self._name)
+        try:
+            yield self._name
+        finally:
+            self._held.pop()
 
     @property
     def view(self) -> str:

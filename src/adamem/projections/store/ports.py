@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -107,6 +108,14 @@ class StoreReader(Protocol):
     @property
     def view(self) -> str:
         """The view this handle reads (the change feed names it; a cache follows a switch by it)."""
+
+    def held_view(self) -> AbstractContextManager[str]:
+        """Follow a switch now, then stay on that view until the block ends; its name.
+
+        A unit of work that reads a shard's checkpoint and then commits past it sees one view: a switch made
+        meanwhile (by another process, or another thread on this handle) is followed after the block. Blocks
+        nest; a handle opened on a named view stays on it as always.
+        """
 
     def partition_count(self) -> int:
         """The shard count the store is bound to (0 before ``bind``, or when nothing was written yet)."""
