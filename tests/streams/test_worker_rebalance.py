@@ -208,6 +208,45 @@ async def test_a_rebalance_during_a_fold_waits_for_the_fold_and_the_shard_holds_
     assert group.shard_epoch() == (1, 6), "the batch's shard was claimed anew under it"
 
 
+async def test_a_view_switched_to_during_a_fold_gets_every_event_and_not_the_old_views_states(
+    group: _Group, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild switches ``CURRENT`` to its view while a live batch folds, the view behind what the worker
+    folded (a rebuild catches up, then the worker folds on until the switch). The batch ends in the view it began
+    in; the next one follows the switch and fills the new view's gap from the log: nothing is folded into the new
+    view on states read from the old one, and no event is skipped there."""
+    worker = group.worker()
+    await worker.assigned(None, [TP(group.topic, 0)])
+    await worker.project(group.batch(0, 2))
+    rebuilt = LanceStore(str(group.root)).open_view("rebuilt")
+    rebuilt.bind(group.settings.partitions)
+    Projector(rebuilt, feed=False).apply_batch(0, group.topic, [_positioned(group, 0)])  # caught up to offset 1
+    rebuilt.close()
+    catch_up = worker._catch_up_feed
+
+    async def switch_then_catch_up(partition: int) -> None:  # after the batch read its checkpoint, before the fold
+        LanceStore(str(group.root)).switch_view("rebuilt")
+        await catch_up(partition)
+
+    monkeypatch.setattr(worker, "_catch_up_feed", switch_then_catch_up)
+    await worker.project(group.batch(2, 4))
+    monkeypatch.setattr(worker, "_catch_up_feed", catch_up)
+    await worker.project(group.batch(4, 6))
+
+    alone = group.root.parent / "alone"
+    store = open_store(str(alone))
+    store.bind(group.settings.partitions)
+    Projector(store, feed=False).apply_batch(0, group.topic, [_positioned(group, n) for n in range(6)])
+    owner = f"default:{OWNER}"
+    view = LanceStore(str(group.root), read_only=True)
+    assert view.view == "rebuilt"
+    live = sorted(view.load_owner(owner), key=lambda r: (r.TABLE, r.id))
+    uninterrupted = sorted(LanceStore(str(alone), read_only=True).load_owner(owner), key=lambda r: (r.TABLE, r.id))
+    assert [(r.TABLE, r.id) for r in live] == [(r.TABLE, r.id) for r in uninterrupted]
+    assert live == uninterrupted
+    assert view.checkpoint(0).get(group.topic) == 6
+
+
 def _positioned(group: _Group, offset: int) -> Any:
     """The analysis at ``offset`` as the projector folds it."""
     return Positioned(decode_event(group.values[offset], group.log.keyring), group.topic, 0, offset)

@@ -278,7 +278,8 @@ class WorkerState:
         async with self.shard_work:
             if not self._holds(partition, epoch):
                 return None
-            return await asyncio.to_thread(work)
+            with self.projector().store.held_view():  # one view for the work (``_fold``)
+                return await asyncio.to_thread(work)
 
     async def _checkpoint(self, partition: int, epoch: int) -> dict[str, int] | None:
         """The shard's checkpoint (next offset per topic), read as shard work (``_on_shard``); None if not held."""
@@ -628,7 +629,7 @@ class WorkerState:
             first = min(e.message.offset for e in mine)
             if self.committed_ends is not None:  # past the transaction's marker when nothing committed follows
                 reach[partition] = await self.committed_ends.resume_at(topic, partition, reach[partition])
-            folded = await self._fold(partition, own, first, done[partition], reach[partition], epoch)
+            folded = await self._fold(partition, own, first, reach[partition], epoch)
             if folded is None:
                 self._leave_unfolded(mine)
                 continue
@@ -642,9 +643,7 @@ class WorkerState:
         for event in events:
             self.unfolded[event.message.partition].add(event.message.offset)
 
-    async def _fold(
-        self, partition: int, own: list[Positioned], first: int, done: int, reach: int, epoch: int
-    ) -> set[str] | None:
+    async def _fold(self, partition: int, own: list[Positioned], first: int, reach: int, epoch: int) -> set[str] | None:
         """Fold a partition's batch into its shard; the owners it applied events of, None when it was given up.
 
         None when this worker no longer holds the partition, or its commits were refused too often.
@@ -666,42 +665,45 @@ class WorkerState:
                 if not self._holds(partition, epoch):
                     log.warning("gave up a batch of p%d: the partition was revoked while the batch ran", partition)
                     return None
-                if attempt:
+                # The attempt reads the checkpoint and commits past it in one view: a rebuilt view switched to
+                # meanwhile (behind what this worker folded) is followed by the next attempt or batch, which
+                # fills the gap from the log.
+                with self.projector().store.held_view():
                     done = (await asyncio.to_thread(self.projector().store.checkpoint, partition)).get(topic, 0)
-                batch_events = own
-                if first > done:
-                    # The store is behind the consumer group (a rebuilt view was switched to, the store was
-                    # replaced, or a refused commit): the store is the truth about progress, so fill the gap.
-                    batch_events = await self._gap(partition, done, first) + own
-                try:
-                    await self._catch_up_feed(partition)
-                    result = await fold(
-                        self.reader(),
-                        self.projector(),
-                        self.settings,
-                        partition,
-                        batch_events,
-                        reach,
-                        publish,
-                        blocking=asyncio.to_thread,
-                    )
-                    return {e.event.owner_id for e in batch_events} if result.applied else set()
-                except StoreFenced as exc:
-                    projector = self.projector()
-                    ours = await asyncio.to_thread(projector.store.owns, partition)
-                    projector.forget_cache()
-                    projector.store.release([partition])  # reopening the shard claims it anew
-                    if attempt == REFOLDS:
-                        log.warning("gave up a batch of p%d: %s", partition, exc)
-                        return None
-                    log.warning(
-                        "p%d: commit refused while this worker holds the partition (%s); claiming the shard anew "
-                        "and folding the batch again (attempt %d of %d)",
-                        partition,
-                        exc,
-                        attempt + 1,
-                        REFOLDS,
-                    )
+                    batch_events = own
+                    if first > done:
+                        # The store is behind the consumer group (a rebuilt view was switched to, the store was
+                        # replaced, or a refused commit): the store is the truth about progress, so fill the gap.
+                        batch_events = await self._gap(partition, done, first) + own
+                    try:
+                        await self._catch_up_feed(partition)
+                        result = await fold(
+                            self.reader(),
+                            self.projector(),
+                            self.settings,
+                            partition,
+                            batch_events,
+                            reach,
+                            publish,
+                            blocking=asyncio.to_thread,
+                        )
+                        return {e.event.owner_id for e in batch_events} if result.applied else set()
+                    except StoreFenced as exc:
+                        projector = self.projector()
+                        ours = await asyncio.to_thread(projector.store.owns, partition)
+                        projector.forget_cache()
+                        projector.store.release([partition])  # reopening the shard claims it anew
+                        if attempt == REFOLDS:
+                            log.warning("gave up a batch of p%d: %s", partition, exc)
+                            return None
+                        log.warning(
+                            "p%d: commit refused while this worker holds the partition (%s); claiming the shard "
+                            "anew and folding the batch again (attempt %d of %d)",
+                            partition,
+                            exc,
+                            attempt + 1,
+                            REFOLDS,
+                        )
             if not ours:  # outside the shard work: the rebalance that would end the batch here may come meanwhile
                 await asyncio.sleep(RECLAIM_WAIT_S * (attempt + 1))
         return None
