@@ -121,6 +121,54 @@ async def test_replay_equals_live(settings: Settings, tmp_path: Path) -> None:
     await log.stop()
 
 
+async def test_a_view_switched_to_between_batches_is_followed_on_the_next_pass_and_misses_nothing(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A rebuild switches to its view (behind the live fold) while a pass folds a partition batch by batch: the
+    pass ends in the view it began in, and the next one folds the new view on from its own checkpoint."""
+    from adamem.projections.store.lance import LanceStore
+    from adamem.streams.keys import keystore_for
+    from adamem.streams.step import decode_analysis
+
+    log = await _log(settings)
+    await publish_messages(log, load_messages(SAMPLE, settings), settings)
+    reference = open_store(str(tmp_path / "ref"))
+    await run_pipeline(log, Projector(reference), agent(), settings)  # analyses every message once, on the log
+    analyses = settings.topic("analyses")
+    partitions = log.partitions(analyses)
+    ends = await log.end_offsets(analyses)
+    p = max(range(partitions), key=lambda n: ends.get(n, 0))
+    root = str(tmp_path / "live")
+    rebuilt = LanceStore(root).open_view("rebuilt")
+    rebuilt.bind(partitions)
+    keys = keystore_for(log, settings)
+    first = [decode_analysis(r, keys) async for r in log.read(analyses, from_offsets={p: 0}, until={p: 2})]
+    Projector(rebuilt).apply_batch(p, analyses, [r for r in first if not isinstance(r, str)])  # caught up to 2
+    rebuilt.close()
+    live = open_store(root)
+    live.bind(partitions)
+    projector = Projector(live)
+    switched: list[int] = []
+
+    def switch_once(done: int) -> None:
+        if not switched:
+            switched.append(done)
+            LanceStore(root).switch_view("rebuilt")
+
+    await project_pending(log, projector, settings, p, batch=3, progress=switch_once)
+    assert switched == [3]
+    await project_pending(log, projector, settings, p)  # the next pass
+    assert live.view == "rebuilt" and live.checkpoint(p) == {analyses: ends[p]}
+    owners = {r.event.owner_id for r in first if not isinstance(r, str)}
+    assert owners and all(partition_for(o.partition(":")[2], partitions) == p for o in owners)
+    view = LanceStore(root, read_only=True)
+    expected = {o: rows for o, rows in snapshot(reference).items() if o in set(view.owners())}
+    assert set(expected) >= owners and snapshot(view) == expected
+    old = LanceStore(root, view="main", read_only=True)  # the pass that saw the switch ended in its own view
+    assert old.checkpoint(p) == {analyses: ends[p]} and snapshot(old) == expected
+    await log.stop()
+
+
 async def test_a_crash_mid_batch_loses_and_duplicates_nothing(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

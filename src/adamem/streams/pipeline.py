@@ -221,6 +221,19 @@ async def project_pending(
     ``streams.feed``). The counts go into ``stats`` as in ``analyze_pending``.
     """
     stats = PipelineStats() if stats is None else stats
+    with projector.store.held_view():  # the checkpoint read first and each commit past it: one view, a switch next time
+        return await _fold_pending(log, projector, settings, partition, batch, progress, stats)
+
+
+async def _fold_pending(
+    log: EventLog,
+    projector: Projector,
+    settings: Settings,
+    partition: int,
+    batch: int,
+    progress: Callable[[int], None] | None,
+    stats: PipelineStats,
+) -> PipelineStats:
     topic = settings.topic("analyses")
     start = projector.store.checkpoint(partition).get(topic, 0)
     end = (await log.end_offsets(topic)).get(partition, 0)
