@@ -35,7 +35,7 @@ from adamem.projections.folds.rows import MessageRow
 from adamem.retrieval import Retriever
 from adamem.retrieval.base import query_terms
 from adamem.text import tokenize
-from bench.locomo_quick import CATEGORIES, built_store, evidence_ids, parse_set, recall
+from bench.locomo_quick import CATEGORIES, built_store, conversations, parse_set, recall
 from bench.locomo_variants import SHORT
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
@@ -201,17 +201,9 @@ def collect(data: list[dict[str, Any]], work: Path, top_k: int) -> list[dict[str
     _, store, queries = built_store(data, work)
     retriever = Retriever(store, queries, parse_set([]))
     out = []
-    for sample in data:
-        conv, owner = sample["sample_id"], f"default:{sample['sample_id']}"
-        rows = [m for m in store.rows("messages", owner) if isinstance(m, MessageRow)]
+    for conv, owner, rows, asked in conversations(data, store, retriever):
         msgs = Messages(rows)
-        turns = set(msgs.tf)
-        retriever.query(owner, "warm up")
-        for qa in sample["qa"]:
-            cat, gold = qa.get("category"), evidence_ids(qa, turns)
-            if cat not in CATEGORIES or not gold:
-                continue
-            question = str(qa["question"])
+        for cat, gold, question in asked:
             answer = retriever.query(owner, question, top_k=top_k)
             qvec = np.asarray(queries.embed_query([question])[0], dtype=np.float32)
             ids, x = candidates(answer, msgs, query_terms(question), qvec)

@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +127,24 @@ def evidence_ids(qa: dict[str, Any], turns: set[str]) -> list[str]:
             if part in turns and part not in out:
                 out.append(part)
     return out
+
+
+def conversations(
+    data: list[dict[str, Any]], store: Any, retriever: Retriever
+) -> Iterator[tuple[str, str, list[MessageRow], list[tuple[int, list[str], str]]]]:
+    """Per conversation, its owner warmed up first (snapshot and graph loaded): its sample id, owner key, message
+    rows, and its questions of categories 1–4 that have evidence, as (category, evidence ids, question)."""
+    for sample in data:
+        owner = f"default:{sample['sample_id']}"  # LoCoMo is published for the default tenant
+        rows = [m for m in store.rows("messages", owner) if isinstance(m, MessageRow)]
+        turns = {m.message_id for m in rows}
+        asked = [
+            (int(qa["category"]), gold, str(qa["question"]))
+            for qa in sample["qa"]
+            if qa.get("category") in CATEGORIES and (gold := evidence_ids(qa, turns))
+        ]
+        retriever.query(owner, "warm up")
+        yield sample["sample_id"], owner, rows, asked
 
 
 def recall(ranked: list[str], gold: list[str], k: int = 10) -> float:

@@ -35,12 +35,11 @@ from typing import Any
 
 from adamem.analysis.e5 import E5Embedder
 from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
-from adamem.projections.folds.rows import MessageRow
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
 from bench.locomo import MessagesOnly
 from bench.locomo_compression import compressed_copy
-from bench.locomo_quick import CATEGORIES, CachedQueries, build, evidence_ids, parse_set, recall
+from bench.locomo_quick import CATEGORIES, CachedQueries, build, conversations, parse_set, recall
 
 SHORT = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -57,16 +56,10 @@ def measure(
     retriever = Retriever(store if ablation != "messages-only" else MessagesOnly(store), queries, config)
     found: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     asked, started = 0, time.process_time()
-    for sample in data:
-        owner = f"default:{sample['sample_id']}"
-        turns = {m.message_id for m in store.rows("messages", owner) if isinstance(m, MessageRow)}
-        retriever.query(owner, "warm up")
-        for qa in sample["qa"]:
-            cat, gold = qa.get("category"), evidence_ids(qa, turns)
-            if cat not in CATEGORIES or not gold:
-                continue
-            answer = retriever.query(owner, str(qa["question"]), top_k=10)
-            found[sample["sample_id"]][cat].append(recall(answer.message_ids(), gold))
+    for conv, owner, _, questions in conversations(data, store, retriever):
+        for cat, gold, question in questions:
+            answer = retriever.query(owner, question, top_k=10)
+            found[conv][cat].append(recall(answer.message_ids(), gold))
             asked += 1
     cpu = (time.process_time() - started) / max(1, asked) * 1000
     convs = sorted(found)

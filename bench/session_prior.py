@@ -32,7 +32,7 @@ from adamem.retrieval import Retriever
 from adamem.retrieval.base import query_terms
 from adamem.retrieval.config import SEED_DEFAULT
 from adamem.text import tokenize
-from bench.locomo_quick import CATEGORIES, built_store, evidence_ids, parse_set, recall
+from bench.locomo_quick import CATEGORIES, built_store, conversations, parse_set, recall
 from bench.locomo_variants import SHORT
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
@@ -119,17 +119,9 @@ def main() -> int:
         v: defaultdict(lambda: defaultdict(list)) for v in variants
     }
     shipped: dict[str, list[float]] = defaultdict(list)
-    for sample in data:
-        conv, owner = sample["sample_id"], f"default:{sample['sample_id']}"
-        rows = [m for m in store.rows("messages", owner) if isinstance(m, MessageRow)]
-        turns = {m.message_id for m in rows}
+    for conv, owner, rows, asked in conversations(data, store, retriever):
         sessions = Sessions(rows)
-        retriever.query(owner, "warm up")
-        for qa in sample["qa"]:
-            cat, gold = qa.get("category"), evidence_ids(qa, turns)
-            if cat not in CATEGORIES or not gold:
-                continue
-            question = str(qa["question"])
+        for cat, gold, question in asked:
             ids = retriever.query(owner, question, top_k=args.top_k).message_ids()
             shipped[conv].append(recall(retriever.query(owner, question, top_k=10).message_ids(), gold))
             qvec = np.asarray(queries.embed_query([question])[0], dtype=np.float32)
