@@ -12,18 +12,17 @@ required: without them the tests fail (``deploy/test.sh`` installs them), they a
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 from bench.ui_screenshots import (
@@ -40,6 +39,27 @@ from bench.ui_screenshots import (
 def _wait(browser: WebDriver, seconds: float) -> WebDriverWait[WebDriver]:
     """A wait whose condition is tried again when the page it read is replaced meanwhile (a stale element)."""
     return WebDriverWait(browser, seconds, ignored_exceptions=(StaleElementReferenceException,))
+
+
+def _gone(element: WebElement) -> Callable[[WebDriver], bool]:
+    """A wait condition: ``element`` no longer belongs to the page (the page that held it was replaced).
+
+    Chromium's driver says so with a stale-element error, or, while the new page is being built, with an
+    inspector error that the node does not belong to the document.
+    """
+
+    def check(_: WebDriver) -> bool:
+        try:
+            element.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            if "does not belong to the document" in (exc.msg or ""):
+                return True
+            raise
+        return False
+
+    return check
 
 
 @pytest.fixture(scope="module")
@@ -244,7 +264,7 @@ def test_the_query_playground_shows_route_cues_scores_paths_and_provenance(
     question.clear()
     question.send_keys("Why did Alice start working out?", Keys.ENTER)
     # the box holds the new question at once; the answer is there once the page that showed the first is gone
-    _wait(browser, 60).until(staleness_of(answered))
+    _wait(browser, 60).until(_gone(answered))
     _wait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "table.items"))
     assert "Why" in (browser.find_element(By.ID, "q").get_attribute("value") or "")
     assert browser.find_element(By.ID, "route-name").text == "graph"
