@@ -221,23 +221,8 @@ async def project_pending(
     ``streams.feed``). The counts go into ``stats`` as in ``analyze_pending``.
     """
     stats = PipelineStats() if stats is None else stats
-    with projector.store.held_view():  # the checkpoint read first and each commit past it: one view, a switch next time
-        return await _fold_pending(log, projector, settings, partition, batch, progress, stats)
-
-
-async def _fold_pending(
-    log: EventLog,
-    projector: Projector,
-    settings: Settings,
-    partition: int,
-    batch: int,
-    progress: Callable[[int], None] | None,
-    stats: PipelineStats,
-) -> PipelineStats:
     topic = settings.topic("analyses")
-    start = projector.store.checkpoint(partition).get(topic, 0)
     end = (await log.end_offsets(topic)).get(partition, 0)
-    _refuse_lost(log, topic, partition, start, end, f"the store {projector.store.url}")
     dead_below: int | None = None  # read from the dead-letter topic when a record first needs it
     keys = keystore_for(log, settings)
 
@@ -247,29 +232,34 @@ async def _fold_pending(
     if projector.feed and partition not in projector.feed_checked:
         await recover_feed(log, projector, settings, partition)  # a crash between a commit and its publish
         projector.feed_checked.add(partition)
-    while start < end:
-        stop = min(end, start + batch)
-        events: list[Positioned] = []
-        async for rec in log.read(topic, from_offsets={partition: start}, until={partition: stop}):
-            event = decode_analysis(rec, keys)
-            if isinstance(event, str):
-                if dead_below is None:
-                    dead_below = await dead_lettered_below(log, settings, topic, partition)
-                if rec.offset >= dead_below:  # else dead-lettered before a crash, not yet checkpointed
-                    await dead_letter(log, settings, rec, event, {topic: rec.offset + 1})
-                    dead_below = rec.offset + 1
-                    stats.dead_lettered += 1
-                    metrics.DEAD_LETTERS.labels("project", metrics.dead_letter_reason(event)).inc()
-                continue
-            events.append(event)
-            stats.owners.add(event.event.owner_id)
-        done = projector.store.checkpoint(partition).get(topic, 0)
-        result = await fold(log, projector, settings, partition, events, stop, publish, rebuild_from=done)
-        stats.applied += result.applied
-        stats.skipped += result.skipped
+    while True:
+        # A batch reads its checkpoint and commits past it in one view; a switch is followed at the next batch,
+        # which goes on from the new view's own checkpoint.
+        with projector.store.held_view():
+            start = projector.store.checkpoint(partition).get(topic, 0)
+            _refuse_lost(log, topic, partition, start, end, f"the store {projector.store.url}")
+            if start >= end:
+                break
+            stop = min(end, start + batch)
+            events: list[Positioned] = []
+            async for rec in log.read(topic, from_offsets={partition: start}, until={partition: stop}):
+                event = decode_analysis(rec, keys)
+                if isinstance(event, str):
+                    if dead_below is None:
+                        dead_below = await dead_lettered_below(log, settings, topic, partition)
+                    if rec.offset >= dead_below:  # else dead-lettered before a crash, not yet checkpointed
+                        await dead_letter(log, settings, rec, event, {topic: rec.offset + 1})
+                        dead_below = rec.offset + 1
+                        stats.dead_lettered += 1
+                        metrics.DEAD_LETTERS.labels("project", metrics.dead_letter_reason(event)).inc()
+                    continue
+                events.append(event)
+                stats.owners.add(event.event.owner_id)
+            result = await fold(log, projector, settings, partition, events, stop, publish, rebuild_from=start)
+            stats.applied += result.applied
+            stats.skipped += result.skipped
         if progress is not None:
             progress(stop - start)
-        start = stop
     return stats
 
 
