@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -105,8 +104,7 @@ def main() -> int:
     # The project's modules are imported here: the environment that writes the keys (spaCy's) need not have them.
     from adamem.retrieval import Retriever
     from adamem.retrieval.config import SEED_DEFAULT
-    from bench.locomo_quick import CATEGORIES, built_store, conversations, parse_set, recall
-    from bench.locomo_variants import SHORT
+    from bench.locomo_quick import built_store, conversations, figures, held_out_choice, parse_set, recall
 
     all_keys: dict[str, dict[str, list[str]]] = json.loads(Path(args.keys).read_text())
     _, store, queries = built_store(data, Path(args.work))
@@ -136,23 +134,9 @@ def main() -> int:
     convs = sorted(found[variants[0]])
     table: dict[Variant, dict[str, Any]] = {}
     for v in variants:
-        f = found[v]
-        row: dict[str, Any] = {"variant": "answer as it is" if v[0] == "base" else " ".join(map(str, v))}
-        row.update({c: round(100 * statistics.fmean([x for k in CATEGORIES for x in f[c][k]]), 1) for c in convs})
-        row["1-4"] = round(100 * statistics.fmean([x for c in convs for k in CATEGORIES for x in f[c][k]]), 1)
-        for k, name in SHORT.items():
-            row[name] = round(100 * statistics.fmean([x for c in convs for x in f[c][k]]), 1)
-        table[v] = row
-        print(json.dumps(row), flush=True)
-    held: dict[str, Any] = {"variant": "held-out choice"}
-    for c in convs:
-        others = [o for o in convs if o != c]
-        best = max(variants, key=lambda v: (statistics.fmean(table[v][o] for o in others), v[0] == "base"))
-        held[c] = table[best][c]
-        held[f"{c} chose"] = table[best]["variant"]
-    held["mean"] = round(statistics.fmean(held[c] for c in convs), 2)
-    held["base mean"] = round(statistics.fmean(table[variants[0]][c] for c in convs), 2)
-    print(json.dumps(held), flush=True)
+        table[v] = {"variant": "answer as it is" if v[0] == "base" else " ".join(map(str, v)), **figures(found[v])}
+        print(json.dumps(table[v]), flush=True)
+    print(json.dumps(held_out_choice(list(table.values()), table[variants[0]], convs)), flush=True)
     queries.save()
     retriever.close()
     store.close()

@@ -35,8 +35,7 @@ from adamem.projections.folds.rows import MessageRow
 from adamem.retrieval import Retriever
 from adamem.retrieval.base import query_terms
 from adamem.text import tokenize
-from bench.locomo_quick import CATEGORIES, built_store, conversations, parse_set, recall
-from bench.locomo_variants import SHORT
+from bench.locomo_quick import built_store, conversations, figures, held_out_choice, parse_set, recall
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 
@@ -245,11 +244,7 @@ def evaluate(table: list[dict[str, Any]]) -> None:
         by: dict[str, dict[int, list[float]]] = {c: defaultdict(list) for c in convs}
         for i, q in enumerate(table):
             by[q["conv"]][q["cat"]].append(recall(ranked[i], q["gold"]))
-        row: dict[str, Any] = {"variant": name}
-        row.update({c: round(100 * statistics.fmean([v for k in CATEGORIES for v in by[c][k]]), 1) for c in convs})
-        row["1-4"] = round(100 * statistics.fmean([v for c in convs for k in CATEGORIES for v in by[c][k]]), 1)
-        for k, short in SHORT.items():
-            row[short] = round(100 * statistics.fmean([v for c in convs for v in by[c][k]]), 1)
+        row: dict[str, Any] = {"variant": name, **figures(by)}
         print(json.dumps(row), flush=True)
         lines.append(row)
 
@@ -270,14 +265,7 @@ def evaluate(table: list[dict[str, Any]]) -> None:
                         ranked[i] = [q["ids"][j] for j in order]
             report(f"logistic {form} l2={l2}", ranked)
 
-    held: dict[str, Any] = {"variant": "held-out choice"}  # the variant best on four conversations, on the fifth
-    base = lines[1]
-    for c in convs:
-        best = max(lines[1:], key=lambda r: (statistics.fmean(r[o] for o in convs if o != c), r is base))
-        held[c], held[f"{c} chose"] = best[c], best["variant"]
-    held["mean"] = round(statistics.fmean(held[c] for c in convs), 2)
-    held["base mean"] = round(statistics.fmean(base[c] for c in convs), 2)
-    print(json.dumps(held), flush=True)
+    print(json.dumps(held_out_choice(lines[1:], lines[1], convs)), flush=True)
 
 
 if __name__ == "__main__":

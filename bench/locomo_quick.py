@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +156,33 @@ def recall(ranked: list[str], gold: list[str], k: int = 10) -> float:
         if len(top) == k:
             break
     return sum(g in top for g in gold) / len(gold)
+
+
+def figures(found: Mapping[str, Mapping[int, Sequence[float]]]) -> dict[str, float]:
+    """R@10 in percent (one decimal) from per-question recalls by conversation and category: each conversation's over
+    categories 1–4, all of them pooled (``1-4``), and each category pooled (by its ``CATEGORIES`` name)."""
+    convs = sorted(found)
+
+    def percent(values: list[float]) -> float:
+        return round(100 * statistics.fmean(values), 1)
+
+    out = {c: percent([x for k in CATEGORIES for x in found[c][k]]) for c in convs}
+    out["1-4"] = percent([x for c in convs for k in CATEGORIES for x in found[c][k]])
+    out.update({name: percent([x for c in convs for x in found[c][k]]) for k, name in CATEGORIES.items()})
+    return out
+
+
+def held_out_choice(rows: Sequence[Mapping[str, Any]], base: Mapping[str, Any], convs: list[str]) -> dict[str, Any]:
+    """Each conversation's figure in the row (``variant`` and ``figures``) best on the other conversations (ties go to
+    ``base``), with that row's name, and the mean of those figures against ``base``'s: a choice scored on what it was
+    not made on."""
+    held: dict[str, Any] = {"variant": "held-out choice"}
+    for c in convs:
+        best = max(rows, key=lambda r: (statistics.fmean(r[o] for o in convs if o != c), r is base))
+        held[c], held[f"{c} chose"] = best[c], best["variant"]
+    held["mean"] = round(statistics.fmean(held[c] for c in convs), 2)
+    held["base mean"] = round(statistics.fmean(base[c] for c in convs), 2)
+    return held
 
 
 def parse_set(values: list[str]) -> RetrievalConfig:

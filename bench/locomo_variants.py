@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import statistics
 import sys
 import time
 from collections import defaultdict
@@ -39,9 +38,7 @@ from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
 from bench.locomo import MessagesOnly
 from bench.locomo_compression import compressed_copy
-from bench.locomo_quick import CATEGORIES, CachedQueries, build, conversations, parse_set, recall
-
-SHORT = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+from bench.locomo_quick import CachedQueries, build, conversations, figures, parse_set, recall
 
 
 def measure(
@@ -62,12 +59,7 @@ def measure(
             found[conv][cat].append(recall(answer.message_ids(), gold))
             asked += 1
     cpu = (time.process_time() - started) / max(1, asked) * 1000
-    convs = sorted(found)
-    row: dict[str, object] = {"variant": label or variant}
-    row.update({c: round(100 * statistics.fmean([x for k in CATEGORIES for x in found[c][k]]), 1) for c in convs})
-    row["1-4"] = round(100 * statistics.fmean([x for c in convs for k in CATEGORIES for x in found[c][k]]), 1)
-    for k, name in SHORT.items():
-        row[name] = round(100 * statistics.fmean([x for c in convs for x in found[c][k]]), 1)
+    row: dict[str, object] = {"variant": label or variant, **figures(found)}
     row["cpu_ms_per_question"] = round(cpu, 1)
     retriever.close()
     return row

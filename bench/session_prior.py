@@ -32,8 +32,7 @@ from adamem.retrieval import Retriever
 from adamem.retrieval.base import query_terms
 from adamem.retrieval.config import SEED_DEFAULT
 from adamem.text import tokenize
-from bench.locomo_quick import CATEGORIES, built_store, conversations, parse_set, recall
-from bench.locomo_variants import SHORT
+from bench.locomo_quick import built_store, conversations, figures, held_out_choice, parse_set, recall
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 PRIORS = ("bm25", "dense", "both")
@@ -131,28 +130,14 @@ def main() -> int:
                 order = ids if prior == "base" else reranked(ids, sessions, ranks[prior], w)
                 found[(prior, w)][conv][cat].append(recall(order, gold))
     convs = sorted(shipped)
-    table: dict[tuple[str, float], dict[str, float]] = {}
+    table: dict[tuple[str, float], dict[str, Any]] = {}
     print(
         json.dumps({"variant": "shipped top_k 10", **{c: round(100 * statistics.fmean(shipped[c]), 1) for c in convs}})
     )
     for v in variants:
-        f = found[v]
-        row: dict[str, Any] = {"variant": f"{v[0]} w={v[1]}"}
-        row.update({c: round(100 * statistics.fmean([x for k in CATEGORIES for x in f[c][k]]), 1) for c in convs})
-        row["1-4"] = round(100 * statistics.fmean([x for c in convs for k in CATEGORIES for x in f[c][k]]), 1)
-        for k, name in SHORT.items():
-            row[name] = round(100 * statistics.fmean([x for c in convs for x in f[c][k]]), 1)
-        table[v] = row
-        print(json.dumps(row), flush=True)
-    held: dict[str, Any] = {"variant": "held-out choice"}
-    for c in convs:
-        others = [o for o in convs if o != c]
-        best = max(variants, key=lambda v: (statistics.fmean(table[v][o] for o in others), v == ("base", 0.0)))
-        held[c] = table[best][c]
-        held[f"{c} chose"] = f"{best[0]} w={best[1]}"
-    held["mean"] = round(statistics.fmean(held[c] for c in convs), 2)
-    held["base mean"] = round(statistics.fmean(table[("base", 0.0)][c] for c in convs), 2)
-    print(json.dumps(held), flush=True)
+        table[v] = {"variant": f"{v[0]} w={v[1]}", **figures(found[v])}
+        print(json.dumps(table[v]), flush=True)
+    print(json.dumps(held_out_choice(list(table.values()), table[("base", 0.0)], convs)), flush=True)
     queries.save()
     retriever.close()
     store.close()
