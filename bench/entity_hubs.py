@@ -101,14 +101,20 @@ def main() -> int:
     if args.write_keys:
         write_keys(data, Path(args.keys))
         return 0
-    # The project's modules are imported here: the environment that writes the keys (spaCy's) need not have them.
-    from adamem.retrieval import Retriever
+    # The project's modules are imported here and in ``measure``: the environment that writes the keys (spaCy's)
+    # need not have them.
+    from bench.locomo_quick import shipped_retriever
+
+    with shipped_retriever(data, Path(args.work)) as (store, queries, retriever):
+        return measure(args, data, store, queries, retriever)
+
+
+def measure(args: argparse.Namespace, data: list[dict[str, Any]], store: Any, queries: Any, retriever: Any) -> int:
+    """Every variant's figures and the held-out choice, printed as JSON lines."""
     from adamem.retrieval.config import SEED_DEFAULT
-    from bench.locomo_quick import built_store, conversations, figures, held_out_choice, parse_set, recall
+    from bench.locomo_quick import conversations, figures, held_out_choice, recall
 
     all_keys: dict[str, dict[str, list[str]]] = json.loads(Path(args.keys).read_text())
-    _, store, queries = built_store(data, Path(args.work))
-    retriever = Retriever(store, queries, parse_set([]))  # the shipped configuration, answer cache off
     variants: list[Variant] = [("base", "", 0, 0, 0.0)]
     variants += [("all", *p) for p in itertools.product(("NEC", "EC", "N"), (3, 5), (8, 20, 50), (0.25, 0.5, 1.0))]
     variants += [("all", *p) for p in itertools.product(("NEC", "N"), (3, 5), (5, 12), (0.1, 0.25, 0.5))]
@@ -137,9 +143,6 @@ def main() -> int:
         table[v] = {"variant": "answer as it is" if v[0] == "base" else " ".join(map(str, v)), **figures(found[v])}
         print(json.dumps(table[v]), flush=True)
     print(json.dumps(held_out_choice(list(table.values()), table[variants[0]], convs)), flush=True)
-    queries.save()
-    retriever.close()
-    store.close()
     return 0
 
 

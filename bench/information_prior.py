@@ -28,10 +28,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adamem.projections.folds.rows import MessageRow
-from adamem.retrieval import Retriever
 from adamem.retrieval.config import SEED_DEFAULT
 from adamem.text import tokenize
-from bench.locomo_quick import built_store, conversations, figures, held_out_choice, parse_set, recall
+from bench.locomo_quick import conversations, figures, held_out_choice, recall, shipped_retriever
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 PERCENTILES = (5, 10, 20, 30)
@@ -64,8 +63,12 @@ def main() -> int:
     ap.add_argument("--work", default="/tmp/loc", help="folder of the built log and store")
     args = ap.parse_args()
     data = json.loads(Path(args.data).read_text())
-    _, store, queries = built_store(data, Path(args.work))
-    retriever = Retriever(store, queries, parse_set([]))  # the shipped configuration, answer cache off
+    with shipped_retriever(data, Path(args.work)) as (store, queries, retriever):
+        return measure(args, data, store, queries, retriever)
+
+
+def measure(args: argparse.Namespace, data: list[dict[str, Any]], store: Any, queries: Any, retriever: Any) -> int:
+    """Every variant's figures and the held-out choice, printed as JSON lines."""
     variants: list[Variant] = [("base", 0, 0.0)]
     variants += [(kind, p, g) for kind in ("idf", "count") for p in PERCENTILES for g in (0.5, 1.0)]
     found: dict[Variant, dict[str, dict[int, list[float]]]] = {
@@ -94,9 +97,6 @@ def main() -> int:
         print(json.dumps(table[v]), flush=True)
     convs = sorted(found[variants[0]])
     print(json.dumps(held_out_choice(list(table.values()), table[variants[0]], convs)), flush=True)
-    queries.save()
-    retriever.close()
-    store.close()
     return 0
 
 

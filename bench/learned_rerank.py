@@ -32,10 +32,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adamem.projections.folds.rows import MessageRow
-from adamem.retrieval import Retriever
 from adamem.retrieval.base import query_terms
 from adamem.text import tokenize
-from bench.locomo_quick import built_store, conversations, figures, held_out_choice, parse_set, recall
+from bench.locomo_quick import conversations, figures, held_out_choice, recall, shipped_retriever
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 
@@ -197,30 +196,26 @@ def main() -> int:
 
 def collect(data: list[dict[str, Any]], work: Path, top_k: int) -> list[dict[str, Any]]:
     """One entry per question: conversation, category, route, gold, candidate ids, features, shipped top 10."""
-    _, store, queries = built_store(data, work)
-    retriever = Retriever(store, queries, parse_set([]))
     out = []
-    for conv, owner, rows, asked in conversations(data, store, retriever):
-        msgs = Messages(rows)
-        for cat, gold, question in asked:
-            answer = retriever.query(owner, question, top_k=top_k)
-            qvec = np.asarray(queries.embed_query([question])[0], dtype=np.float32)
-            ids, x = candidates(answer, msgs, query_terms(question), qvec)
-            shipped = retriever.query(owner, question, top_k=10).message_ids()
-            out.append(
-                {
-                    "conv": conv,
-                    "cat": cat,
-                    "route": answer.route.route.value,
-                    "gold": gold,
-                    "ids": ids,
-                    "x": x.tolist(),
-                    "shipped": shipped,
-                }
-            )
-    queries.save()
-    retriever.close()
-    store.close()
+    with shipped_retriever(data, work) as (store, queries, retriever):
+        for conv, owner, rows, asked in conversations(data, store, retriever):
+            msgs = Messages(rows)
+            for cat, gold, question in asked:
+                answer = retriever.query(owner, question, top_k=top_k)
+                qvec = np.asarray(queries.embed_query([question])[0], dtype=np.float32)
+                ids, x = candidates(answer, msgs, query_terms(question), qvec)
+                shipped = retriever.query(owner, question, top_k=10).message_ids()
+                out.append(
+                    {
+                        "conv": conv,
+                        "cat": cat,
+                        "route": answer.route.route.value,
+                        "gold": gold,
+                        "ids": ids,
+                        "x": x.tolist(),
+                        "shipped": shipped,
+                    }
+                )
     return out
 
 

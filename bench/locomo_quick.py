@@ -25,6 +25,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,20 @@ def built_store(
     embedder = E5Embedder()
     build(data, work, embedder, params)
     return embedder, open_store(str(work / "store"), read_only=True), CachedQueries(embedder, work / "questions.json")
+
+
+@contextmanager
+def shipped_retriever(data: list[dict[str, Any]], work: Path) -> Iterator[tuple[Any, CachedQueries, Retriever]]:
+    """The store under ``work`` (``built_store``), its cached question vectors and a ``Retriever`` with the shipped
+    configuration (answer cache off); on leaving, the question vectors are saved and both closed."""
+    _, store, queries = built_store(data, work)
+    retriever = Retriever(store, queries, parse_set([]))
+    try:
+        yield store, queries, retriever
+    finally:
+        queries.save()
+        retriever.close()
+        store.close()
 
 
 def evidence_ids(qa: dict[str, Any], turns: set[str]) -> list[str]:

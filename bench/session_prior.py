@@ -28,11 +28,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adamem.projections.folds.rows import MessageRow
-from adamem.retrieval import Retriever
 from adamem.retrieval.base import query_terms
 from adamem.retrieval.config import SEED_DEFAULT
 from adamem.text import tokenize
-from bench.locomo_quick import built_store, conversations, figures, held_out_choice, parse_set, recall
+from bench.locomo_quick import conversations, figures, held_out_choice, recall, shipped_retriever
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 PRIORS = ("bm25", "dense", "both")
@@ -111,8 +110,12 @@ def main() -> int:
     ap.add_argument("--top-k", type=int, default=30)
     args = ap.parse_args()
     data = json.loads(Path(args.data).read_text())
-    _, store, queries = built_store(data, Path(args.work))
-    retriever = Retriever(store, queries, parse_set([]))  # the shipped configuration, answer cache off
+    with shipped_retriever(data, Path(args.work)) as (store, queries, retriever):
+        return measure(args, data, store, queries, retriever)
+
+
+def measure(args: argparse.Namespace, data: list[dict[str, Any]], store: Any, queries: Any, retriever: Any) -> int:
+    """Every variant's figures and the held-out choice, printed as JSON lines."""
     variants = [("base", 0.0)] + [(p, w) for p in PRIORS for w in WEIGHTS if w]
     found: dict[tuple[str, float], dict[str, dict[int, list[float]]]] = {
         v: defaultdict(lambda: defaultdict(list)) for v in variants
@@ -138,9 +141,6 @@ def main() -> int:
         table[v] = {"variant": f"{v[0]} w={v[1]}", **figures(found[v])}
         print(json.dumps(table[v]), flush=True)
     print(json.dumps(held_out_choice(list(table.values()), table[("base", 0.0)], convs)), flush=True)
-    queries.save()
-    retriever.close()
-    store.close()
     return 0
 
 
