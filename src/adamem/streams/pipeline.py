@@ -229,15 +229,15 @@ async def project_pending(
     async def publish(feed: Sequence[MemoryChanged], reach: int) -> None:
         await publish_feed(log, settings, feed, reach)
 
-    if projector.feed and partition not in projector.feed_checked:
-        await recover_feed(log, projector, settings, partition)  # a crash between a commit and its publish
-        projector.feed_checked.add(partition)
     while True:
         # A batch reads its checkpoint and commits past it in one view; a switch is followed at the next batch,
         # which goes on from the new view's own checkpoint.
         with projector.store.held_view():
             start = projector.store.checkpoint(partition).get(topic, 0)
             _refuse_lost(log, topic, partition, start, end, f"the store {projector.store.url}")
+            if projector.feed and partition not in projector.feed_checked:
+                await recover_feed(log, projector, settings, partition)  # a crash between a commit and its publish
+                projector.feed_checked.add(partition)
             if start >= end:
                 break
             stop = min(end, start + batch)
