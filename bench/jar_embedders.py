@@ -47,7 +47,9 @@ MODELS = {  # name: (file stem, pooling, question prefix, passage prefix), as ea
 
 
 def texts(data: list[dict[str, Any]]) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
-    """Every turn as (sample id, dia_id, embedded text) and every question as (sample id, question)."""
+    """Every turn as (sample id, dia_id, embedded text) and every question as (sample id, question); the text is what
+    ``adamem.analysis.agent.embedding_text`` makes of the turn (written out here: the vectors step runs without the
+    project installed; ``lco`` refuses a run where a stored text has no vector)."""
     turns, questions = [], []
     for sample in data:
         for key, session in sample["conversation"].items():
@@ -144,6 +146,8 @@ def lco(data_path: Path, vectors: Path, work: Path, result: Path, against: Path)
     embedder = Lookup(json.loads(data_path.read_text()), vectors)
     setattr(locomo, "build_embedder", lambda settings: embedder)  # noqa: B010  # every embedder run_lco makes
     found = locomo.run_lco(data_path, work=str(work))
+    if embedder.misses:  # ``texts`` no longer writes what the project embeds (``adamem.analysis.agent.embedding_text``)
+        raise SystemExit(f"{embedder.misses} stored texts had no precomputed vector: rewrite the vectors files")
     result.write_text(json.dumps(found, indent=1) + "\n")
     before = json.loads(against.read_text())
     print(json.dumps({"vectors": vectors.name, "passages not found": embedder.misses}))
