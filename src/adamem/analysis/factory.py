@@ -79,6 +79,11 @@ def build_embedder(settings: Settings) -> Embedder:
         from adamem.analysis.e5 import E5Embedder
 
         return E5Embedder()
+    if settings.embedder == "e5-pair":
+        from adamem.analysis.e5 import E5Embedder
+        from adamem.analysis.pair import E5SmallV2, PairedEmbedder
+
+        return PairedEmbedder(E5Embedder(), E5SmallV2())
     if settings.embedder == "openai":
         from adamem.analysis.llm import OpenAICompatibleEmbedder
 
@@ -87,7 +92,7 @@ def build_embedder(settings: Settings) -> Embedder:
         return OpenAICompatibleEmbedder(
             settings.embed_url, settings.embed_model, settings.embed_dim, settings.llm_api_key or None
         )
-    raise ConfigError(f"ADAMEM_EMBEDDER={settings.embedder!r} is not one of: e5, openai")
+    raise ConfigError(f"ADAMEM_EMBEDDER={settings.embedder!r} is not one of: e5, e5-pair, openai")
 
 
 def build_agent(settings: Settings) -> MemoryAgent:

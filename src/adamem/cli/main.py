@@ -801,7 +801,7 @@ def build_parser(*, bench: bool = False) -> argparse.ArgumentParser:
         "reanalyze", help="analyse every message again with another extractor/embedder into a new view; compare"
     )
     p.add_argument("--extractor", help="rules, openai, none or package.module:factory (default: the current one)")
-    p.add_argument("--embedder", help="e5 or openai (default: the current one)")
+    p.add_argument("--embedder", help="e5, e5-pair or openai (default: the current one)")
     p.add_argument(
         "--packs",
         help="domain packs per tenant, tenant:pack[+pack],... ('' for none; default: the current ones, as recorded)",
