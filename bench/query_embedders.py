@@ -3,10 +3,12 @@
     OMP_NUM_THREADS=1 python bench/query_embedders.py --store e5=/tmp/lco-e5/store \\
         --store e5-pair=/tmp/lco-pair/store --owner default:conv-43
 
-Every question of the owner is asked once per embedder, cold (the answer cache off, the question not embedded
-before: the embedder's time is in the figures), the embedders taking turns question by question so the load of a
-shared machine falls on both alike. CPU time counts every thread of the process. Prints one JSON line per embedder
-and one with the ratios of the later ones to the first.
+Every question of the owner is asked once per embedder, cold (the answer cache off, the question not embedded before:
+the embedder's time is in the figures), the embedders taking turns question by question, each first every other
+question, so the load of a shared machine and what one question's first asking leaves warm fall on both alike. CPU
+time counts every thread of the process. Then each embedder embeds the owner's turns as the Memory Agent does
+(``embed``, 64 at a time, taking turns): the analysis CPU a message costs. Prints one JSON line per embedder and one
+with the ratios of the later ones to the first.
 """
 
 from __future__ import annotations
@@ -35,28 +37,41 @@ def main() -> None:
     args = p.parse_args()
     with open(args.data, encoding="utf-8") as f:
         docs = json.load(f)
-    questions = [str(q["question"]) for d in docs if f"default:{d['sample_id']}" == args.owner for q in d["qa"]]
+    doc = next(d for d in docs if f"default:{d['sample_id']}" == args.owner)
+    questions = [str(q["question"]) for q in doc["qa"]]
+    turns = [
+        f"{t['speaker']}: {t['text']}" + (f" [image: {t['blip_caption']}]" if t.get("blip_caption") else "")
+        for key, session in doc["conversation"].items()
+        if key.startswith("session_") and isinstance(session, list)
+        for t in session
+    ]
     config = replace(SEED_DEFAULT, cache=replace(SEED_DEFAULT.cache, query_cache=False))
-    runs: list[tuple[str, Any, Retriever, list[float], list[float]]] = []
+    runs: list[tuple[str, Any, Retriever, list[float], list[float], list[float]]] = []
     for spec in args.store:
         name, _, path = spec.partition("=")
         store = open_store(path, read_only=True)
         retriever = Retriever(store, build_embedder(Settings(embedder=name)), config)
         retriever.warm_up()
         retriever.query(args.owner, "warm up question")  # loads the owner's snapshot and both models
-        runs.append((name, store, retriever, [], []))
-    for q in questions:
-        for _, _, retriever, wall, cpu in runs:
+        runs.append((name, store, retriever, [], [], []))
+    for n, q in enumerate(questions):
+        for _, _, retriever, wall, cpu, _ in runs if n % 2 == 0 else runs[::-1]:  # either goes first as often
             t, c = time.perf_counter(), time.process_time()
             retriever.query(args.owner, q)
             wall.append((time.perf_counter() - t) * 1000)
             cpu.append((time.process_time() - c) * 1000)
+    for i in range(0, len(turns), 64):
+        for _, _, retriever, _, _, analysis in runs:
+            c = time.process_time()
+            retriever.embedder.embed(turns[i : i + 64])
+            analysis.append(time.process_time() - c)
     summaries = []
-    for name, store, retriever, wall, cpu in runs:
+    for name, store, retriever, wall, cpu, analysis in runs:
         retriever.close()
         store.close()
-        summaries.append({"embedder": name, "owner": args.owner, "questions": len(questions)})
+        summaries.append({"embedder": name, "owner": args.owner, "questions": len(questions), "turns": len(turns)})
         summaries[-1] |= {"wall_ms": dict(summary_ms(wall)), "cpu_ms": dict(summary_ms(cpu))}
+        summaries[-1]["embed_cpu_ms_per_turn"] = round(sum(analysis) / len(turns) * 1000, 2)
         print(json.dumps(summaries[-1]))
     first = summaries[0]
     for other in summaries[1:]:
@@ -65,6 +80,7 @@ def main() -> None:
             for kind in ("cpu_ms", "wall_ms")
             for stat in ("mean", "p50", "p95")
         }
+        ratios["embed_cpu_per_turn"] = round(other["embed_cpu_ms_per_turn"] / first["embed_cpu_ms_per_turn"], 3)
         print(json.dumps({"ratio": f"{other['embedder']}/{first['embedder']}", **ratios, "load1": os.getloadavg()[0]}))
 
 

@@ -48,9 +48,9 @@ class Settings:
     )
     embedder: str = _env(
         "ADAMEM_EMBEDDER",
-        "e5",
-        "Embedder of a new store's first generation: e5 (offline, multilingual), e5-pair (offline, e5 beside English "
-        "e5-small-v2) or openai.",
+        "e5-pair",
+        "Embedder of a new store's first generation: e5-pair (offline, multilingual e5 beside English e5-small-v2), "
+        "e5 (offline, multilingual e5 alone) or openai.",
     )
     llm_url: str = _env("ADAMEM_LLM_URL", "", "Base URL of an OpenAI-compatible endpoint (extractor=openai).")
     llm_model: str = _env("ADAMEM_LLM_MODEL", "", "Chat model of the OpenAI-compatible extractor.")

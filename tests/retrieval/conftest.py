@@ -1,4 +1,4 @@
-"""Memory built with the real write path (rule extractor + e5 embedder + projector), and the conversations used.
+"""Memory built with the real write path (rule extractor, the default embedder, projector), and the conversations used.
 
 Test modules reach these through fixtures (``memory``, ``build``, ``motivating``) rather than imports.
 """
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from adamem.analysis import Embedder
 from adamem.analysis.agent import MemoryAgent
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis.factory import build_embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.events import MemoryForgotten
 from adamem.ingest import load_messages
@@ -248,7 +249,7 @@ MOTIVATING = {
 class Memory:
     """An embedded log and a store in a folder; ``add`` publishes messages and projects them."""
 
-    def __init__(self, folder: Path, embedder: E5Embedder, store_url: str | None = None) -> None:
+    def __init__(self, folder: Path, embedder: Embedder, store_url: str | None = None) -> None:
         self.settings = Settings(
             log_url=str(folder / "log"),
             store_url=store_url or str(folder / "store"),
@@ -298,13 +299,13 @@ class Memory:
 
 
 @pytest.fixture(scope="session")
-def embedder() -> E5Embedder:
-    """The real default embedder (multilingual-e5-small, 4-bit), loaded once."""
-    return E5Embedder()
+def embedder() -> Embedder:
+    """The real default embedder (e5-pair: multilingual e5 beside English e5-small-v2), loaded once."""
+    return build_embedder(Settings())
 
 
 @pytest.fixture
-def memory(tmp_path: Path, embedder: E5Embedder) -> Iterator[Memory]:
+def memory(tmp_path: Path, embedder: Embedder) -> Iterator[Memory]:
     """An empty embedded log and LanceDB store in tmp_path."""
     m = Memory(tmp_path, embedder)
     yield m
@@ -312,7 +313,7 @@ def memory(tmp_path: Path, embedder: E5Embedder) -> Iterator[Memory]:
 
 
 @pytest.fixture
-def build(tmp_path: Path, embedder: E5Embedder) -> Iterator[Callable[[str, str | None], Memory]]:
+def build(tmp_path: Path, embedder: Embedder) -> Iterator[Callable[[str, str | None], Memory]]:
     """Make more memories in tmp_path: ``build(name, store_url=None)`` (None: LanceDB in tmp_path/name)."""
     made: list[Memory] = []
 
@@ -327,7 +328,7 @@ def build(tmp_path: Path, embedder: E5Embedder) -> Iterator[Callable[[str, str |
 
 
 @pytest.fixture(scope="session")
-def motivating(tmp_path_factory: pytest.TempPathFactory, embedder: E5Embedder) -> Iterator[Memory]:
+def motivating(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[Memory]:
     """The motivating conversations (English owner ``sam``, Chinese owner ``xiaolin``) in one LanceDB store."""
     memory = Memory(Path(tmp_path_factory.mktemp("motivating")), embedder)
     memory.add(MOTIVATING_EN + MOTIVATING_ZH)

@@ -1,6 +1,6 @@
 """A long-lived owner held as its newest messages, with the older ones read through the store's indexes.
 
-Alice's memory is built with the real write path (rule extractor, e5, projector) into a LanceDB
+Alice's memory is built with the real write path (rule extractor, the default embedder, projector) into a LanceDB
 store and read by a service that holds only her newest ``HOT`` messages (``hot_messages``), and
 by one that holds her whole. The tiered service must still find what only an old message says,
 answer as-of questions exactly as the whole one does, follow a forget of a cold message, and
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis import Embedder
 from adamem.projections.store.base import TEXT_FIELDS
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import SEED_DEFAULT, AsOf, Retriever
@@ -64,7 +64,7 @@ def alice(build: Callable[..., Any], moving: tuple[Lines, Lines, Lines]) -> Any:
 
 
 @pytest.fixture
-def services(alice: Any, embedder: E5Embedder) -> Iterator[tuple[Retriever, Retriever]]:
+def services(alice: Any, embedder: Embedder) -> Iterator[tuple[Retriever, Retriever]]:
     """(tiered: newest ``HOT`` messages held, whole: every message held) over read-only handles of one store."""
     made = [
         Retriever(open_store(alice.settings.store_url, read_only=True), embedder, _config(hot), partitions=2)
@@ -128,7 +128,7 @@ def test_a_forgotten_cold_message_is_never_served_again(alice: Any, services: tu
 
 
 def test_an_owner_within_the_window_is_held_whole_and_answers_alike(
-    alice: Any, embedder: E5Embedder, services: tuple[Retriever, Retriever]
+    alice: Any, embedder: Embedder, services: tuple[Retriever, Retriever]
 ) -> None:
     _, whole = services
     wide = Retriever(open_store(alice.settings.store_url, read_only=True), embedder, _config(1000), partitions=2)
@@ -212,7 +212,7 @@ def test_hub_relevance_of_a_tiered_owner_is_the_cosine_of_the_cold_messages_the_
 
 
 def test_after_its_first_question_a_tiered_owner_searches_its_cold_part_in_process(
-    alice: Any, embedder: E5Embedder, services: tuple[Retriever, Retriever]
+    alice: Any, embedder: Embedder, services: tuple[Retriever, Retriever]
 ) -> None:
     """The first question finds cold messages through the store's indexes and begins reading the cold part's
     columns; the questions after it wait for that read and search the cold part in process (exact cosine, BM25
@@ -282,7 +282,7 @@ def test_the_cold_parts_held_in_process_are_reported_with_the_caches(services: t
     ],
 )
 def test_after_its_first_answer_a_tiered_owner_scores_words_as_the_owner_held_whole(
-    motivating: Any, embedder: E5Embedder, owner: str, asked: tuple[str, ...], in_process: bool, context: bool
+    motivating: Any, embedder: Embedder, owner: str, asked: tuple[str, ...], in_process: bool, context: bool
 ) -> None:
     """After the first answer the cold part is read into the process (or, too large for it, its words are counted,
     ``ColdCounts``), and the hot window scores with the cold part's statistics beside it: the BM25 of every message,
@@ -329,7 +329,7 @@ def test_after_its_first_answer_a_tiered_owner_scores_words_as_the_owner_held_wh
 
 @pytest.mark.parametrize("fetch_k", [40, 2])
 def test_after_its_first_answer_a_tiered_owner_answers_as_the_owner_held_whole(
-    alice: Any, embedder: E5Embedder, fetch_k: int
+    alice: Any, embedder: Embedder, fetch_k: int
 ) -> None:
     """Once its cold part is held in process, a tiered owner's base retrieval takes the ``fetch_k`` best of hot and
     cold messages together, by cosine and by words (every message's statistics, the question's words as cut once),

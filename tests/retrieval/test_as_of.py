@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis import Embedder
 from adamem.retrieval import AsOf, Layer, Retriever
 
 Lines = list[dict[str, Any]]
@@ -17,7 +17,7 @@ def ms(day: str) -> int:
 
 
 def test_a_fact_updated_later_answers_old_before_and_new_after(
-    build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]
+    build: Callable[..., Any], embedder: Embedder, moving: tuple[Lines, Lines, Lines]
 ) -> None:
     memory = build("asof")
     before, move, after = moving

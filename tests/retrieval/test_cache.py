@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis import Embedder
 from adamem.retrieval import SEED_DEFAULT, CacheSettings, Retriever
 from adamem.retrieval.cache import LFUCache, QueryCache
 
@@ -16,7 +16,7 @@ Lines = list[dict[str, Any]]
 
 
 def test_a_contradicting_fact_wins_as_soon_as_it_is_projected(
-    build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]
+    build: Callable[..., Any], embedder: Embedder, moving: tuple[Lines, Lines, Lines]
 ) -> None:
     before, move, after = moving
     memory = build("move")
@@ -38,14 +38,14 @@ def test_a_contradicting_fact_wins_as_soon_as_it_is_projected(
 
 
 def test_the_query_cache_guard_refuses_similar_questions_with_other_words(
-    build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]
+    build: Callable[..., Any], embedder: Embedder, moving: tuple[Lines, Lines, Lines]
 ) -> None:
     memory = build("guard")
     memory.add(moving[0])
     retriever = Retriever(memory.store, embedder, partitions=memory.partitions)
     retriever.query("default:alice", "where do I live?")
     a, b = np.asarray(embedder.embed_query(["where do I live?", "where does my sister live?"]))
-    assert float(a @ b) >= 0.9  # e5 finds them nearly the same ...
+    assert float(a @ b) >= 0.9  # the embedder finds them nearly the same ...
     assert not retriever.query("default:alice", "where does my sister live?").cached  # ... the guard does not
     assert not retriever.query("default:alice", "why do I live in Beijing?").cached  # another route
     assert retriever.query("default:alice", "where do I live").cached
@@ -102,7 +102,7 @@ def test_answers_are_bounded_per_owner_and_in_total() -> None:
 
 
 def test_answers_outlive_an_evicted_snapshot_until_the_rows_change(
-    build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]
+    build: Callable[..., Any], embedder: Embedder, moving: tuple[Lines, Lines, Lines]
 ) -> None:
     memory = build("evicted")
     memory.add(moving[0])

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis import Embedder
 from adamem.partitioning import partition_for
 from adamem.retrieval import SEED_DEFAULT, AsOf, Retriever, SearchSource
 
@@ -40,7 +40,7 @@ def _comparable(answer: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def twins(
     tmp_path_factory: pytest.TempPathFactory,
-    embedder: E5Embedder,
+    embedder: Embedder,
     memory_class: type[Any],
     motivating_conversations: Callable[[], list[dict[str, Any]]],
 ) -> Iterator[tuple[Any, Any]]:
@@ -56,7 +56,7 @@ def twins(
 
 @pytest.mark.parametrize("source", list(SearchSource))
 def test_in_memory_and_lancedb_stores_answer_alike(
-    twins: tuple[Any, Any], embedder: E5Embedder, source: SearchSource
+    twins: tuple[Any, Any], embedder: Embedder, source: SearchSource
 ) -> None:
     lance, memory = twins
     config = dataclasses.replace(SEED_DEFAULT, search=source)

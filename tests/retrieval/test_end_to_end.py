@@ -1,4 +1,4 @@
-"""The seed's motivating case, end to end: real rule extractor, real e5 embedder, projector, LanceDB.
+"""The seed's motivating case, end to end: real rule extractor, the default embedder, projector, LanceDB.
 
 Weeks of conversation: a check-up shows high blood lipids; two weeks later the user decides to start
 working out "for my health"; two weeks after that they report a gym visit; filler around it. Asked
@@ -12,14 +12,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis import Embedder
 from adamem.retrieval import Direction, Layer, Retriever, Route, Subject
 
 Case = tuple[str, str, str, str]
 
 
 def test_vector_similarity_alone_ranks_the_gym_visit_above_the_checkup(
-    motivating: Any, embedder: E5Embedder, case: Case
+    motivating: Any, embedder: Embedder, case: Case
 ) -> None:
     user, question, checkup, gym = case
     hits = motivating.store.vector_search("messages", user, embedder.embed_query([question])[0], 50)
@@ -27,7 +27,7 @@ def test_vector_similarity_alone_ranks_the_gym_visit_above_the_checkup(
     assert texts.index(gym) < texts.index(checkup)
 
 
-def test_the_graph_route_returns_the_checkup_in_the_top_3(motivating: Any, embedder: E5Embedder, case: Case) -> None:
+def test_the_graph_route_returns_the_checkup_in_the_top_3(motivating: Any, embedder: Embedder, case: Case) -> None:
     user, question, checkup, gym = case
     retriever = Retriever(motivating.store, embedder, partitions=motivating.partitions)
     answer = retriever.query(user, question)
@@ -56,7 +56,7 @@ def test_the_graph_route_returns_the_checkup_in_the_top_3(motivating: Any, embed
     assert item.layer in (Layer.ARCHIVE, Layer.EPISODIC, Layer.GRAPH)
 
 
-def test_the_answer_is_json_ready_with_route_whose_and_timing(motivating: Any, embedder: E5Embedder) -> None:
+def test_the_answer_is_json_ready_with_route_whose_and_timing(motivating: Any, embedder: Embedder) -> None:
     retriever = Retriever(motivating.store, embedder, partitions=motivating.partitions)
     data = retriever.query("default:sam", "why did I start working out?", top_k=5).to_dict()
     retriever.close()

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis import Embedder
 from adamem.partitioning import partition_for
 from adamem.projections.store import MemoryStore
 from adamem.projections.store.factory import open_store
@@ -53,7 +53,7 @@ def _comparable(answer: Any) -> dict[str, Any]:
     return data
 
 
-def _same_as_fresh(live: Retriever, url: str, embedder: E5Embedder, partitions: int) -> OwnerSnapshot:
+def _same_as_fresh(live: Retriever, url: str, embedder: Embedder, partitions: int) -> OwnerSnapshot:
     """Every answer and index of ``live``'s Alice equals a fresh load's; the kept snapshot."""
     fresh = Retriever(open_store(url, read_only=True), embedder, FRESH, partitions=partitions)
     try:
@@ -101,7 +101,7 @@ def _same_snapshot(kept: OwnerSnapshot, loaded: OwnerSnapshot) -> None:
 
 
 @pytest.fixture
-def served(build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]) -> Iterator[Any]:
+def served(build: Callable[..., Any], embedder: Embedder, moving: tuple[Lines, Lines, Lines]) -> Iterator[Any]:
     """Alice before her move, and a service over a read-only store whose Alice is hot (indexes and graph made)."""
     memory = build("incremental")
     memory.add(moving[0])
@@ -113,7 +113,7 @@ def served(build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines,
 
 
 def test_new_consolidated_and_forgotten_rows_update_the_hot_owner_exactly(
-    served: Any, embedder: E5Embedder, moving: tuple[Lines, Lines, Lines], loads: Callable[[MemoryStore], list[str]]
+    served: Any, embedder: Embedder, moving: tuple[Lines, Lines, Lines], loads: Callable[[MemoryStore], list[str]]
 ) -> None:
     memory, live = served
     _, move, after = moving
@@ -158,7 +158,7 @@ def test_a_commit_for_another_owner_of_the_shard_keeps_the_hot_owner_and_its_ans
 
 
 def test_a_view_switch_serves_the_rebuilt_view(
-    served: Any, embedder: E5Embedder, moving: tuple[Lines, Lines, Lines], loads: Callable[[MemoryStore], list[str]]
+    served: Any, embedder: Embedder, moving: tuple[Lines, Lines, Lines], loads: Callable[[MemoryStore], list[str]]
 ) -> None:
     memory, live = served
     memory.add(moving[1] + moving[2])
@@ -186,7 +186,7 @@ def test_a_view_switch_serves_the_rebuilt_view(
 
 
 def test_each_text_index_is_made_on_first_need_and_a_carried_snapshot_makes_the_rest(
-    build: Callable[..., Any], embedder: E5Embedder, moving: tuple[Lines, Lines, Lines]
+    build: Callable[..., Any], embedder: Embedder, moving: tuple[Lines, Lines, Lines]
 ) -> None:
     """A "why" question scores each message by its own words: the messages' index with their ``context`` is not made
     (the stored words stay until it is); a snapshot carried over new rows makes it from its rows, equal to a fresh

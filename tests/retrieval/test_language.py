@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis import Embedder
 from adamem.retrieval import Retriever
 from adamem.retrieval.language import NOTICE, language_notice
 from tests.retrieval.conftest import Memory, turn
@@ -39,7 +39,7 @@ def test_a_question_in_another_language_gets_the_notice(question: str) -> None:
     assert language_notice(question) == NOTICE
 
 
-def test_the_answer_carries_the_notice(memory: Memory, embedder: E5Embedder) -> None:
+def test_the_answer_carries_the_notice(memory: Memory, embedder: Embedder) -> None:
     memory.add([turn("ana", "c1", 0, "Ana", "user", "I moved to Lisbon last month.", "2024-06-10T09:00:00Z")])
     retriever = Retriever(memory.store, embedder, partitions=memory.partitions)
     other = retriever.query("default:ana", "Où habite-t-elle à présent ?").to_dict()

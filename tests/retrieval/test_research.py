@@ -1,6 +1,6 @@
 """The Research Agent: rounds with their cues, graded items, planted conflicts flagged in English and Chinese.
 
-Every owner's conversation goes through the real write path (rule extractor, e5 embedder, the folds,
+Every owner's conversation goes through the real write path (rule extractor, the default embedder, the folds,
 LanceDB in a temporary folder); research runs on the ``Retriever`` the service uses.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis import Embedder
 from adamem.errors import ConfigError
 from adamem.retrieval import Retriever, UnknownOwner
 from adamem.retrieval.research import MAX_DEPTH, ResearchRequest, research
@@ -103,7 +103,7 @@ def _lines(owner: str, name: str, sessions: list[tuple[str, tuple[str, ...]]]) -
 
 @pytest.fixture(scope="module")
 def researched(
-    tmp_path_factory: pytest.TempPathFactory, embedder: E5Embedder, memory_class: type[Any]
+    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder, memory_class: type[Any]
 ) -> Iterator[Retriever]:
     """Both owners: an old home, a move, then enough days for working memory to consolidate the move."""
     memory = memory_class(Path(tmp_path_factory.mktemp("research")), embedder)
@@ -205,7 +205,7 @@ def test_as_of_before_the_change_there_is_no_conflict_yet(researched: Retriever,
 
 
 def test_a_statement_repeated_across_messages_is_graded_as_agreed(
-    tmp_path: Path, embedder: E5Embedder, memory_class: type[Any]
+    tmp_path: Path, embedder: Embedder, memory_class: type[Any]
 ) -> None:
     memory = memory_class(tmp_path, embedder)
     said = ("I love spicy food.", "Honestly, spicy food is my favourite.", "Nothing beats spicy food for me.")

@@ -1,6 +1,6 @@
 """A bilingual scenario suite for retrieval's failure classes, written for mechanisms (never tuned on LoCoMo).
 
-Every owner's conversation goes through the real write path (rule extractor, e5 embedder, the
+Every owner's conversation goes through the real write path (rule extractor, the default embedder, the
 folds, LanceDB in a temporary folder); every question through the ``Retriever`` the service uses.
 The assertion is the same for every case: a message stating the evidence is among the first three
 items. A cause is a chain (a finding, then the advice it led to): either message is the cause.
@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis import Embedder
 from adamem.retrieval import SEED_DEFAULT, Retriever
 
 
@@ -559,7 +559,7 @@ CASES: dict[str, Case] = {
 
 @pytest.fixture(scope="module")
 def scenarios(
-    tmp_path_factory: pytest.TempPathFactory, embedder: E5Embedder, memory_class: type[Any]
+    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder, memory_class: type[Any]
 ) -> Iterator[tuple[Any, Retriever]]:
     """Every case's owner in one LanceDB store, built by the real pipeline, and a retriever over it."""
     memory = memory_class(Path(tmp_path_factory.mktemp("scenarios")), embedder)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis import Embedder
 from adamem.errors import AdaMemError
 from adamem.retrieval import SEED_DEFAULT, AsOf, CacheSettings, Layer, Retriever, Route, Subject, UnknownOwner, service
 from adamem.retrieval.route import route_query
@@ -16,7 +16,7 @@ from adamem.retrieval.service import parallel_expansion
 
 
 @pytest.fixture
-def retriever(motivating: Any, embedder: E5Embedder) -> Any:
+def retriever(motivating: Any, embedder: Embedder) -> Any:
     r = Retriever(motivating.store, embedder, partitions=motivating.partitions)
     yield r
     r.close()
@@ -48,7 +48,7 @@ def test_an_ambiguous_question_draws_from_both_sides(retriever: Retriever) -> No
     assert roles.count("user") == 3 and roles.count("assistant") == 3
 
 
-def test_attribute_questions_put_persona_traits_first(build: Any, embedder: E5Embedder, moving: Any) -> None:
+def test_attribute_questions_put_persona_traits_first(build: Any, embedder: Embedder, moving: Any) -> None:
     memory = build("persona")
     memory.add(moving[0])
     r = Retriever(memory.store, embedder, partitions=memory.partitions)
@@ -76,9 +76,7 @@ def test_the_async_wrapper_gives_the_same_answer(retriever: Retriever) -> None:
     assert [i.id for i in answer.items] == [i.id for i in sync.items] and answer.cached
 
 
-def test_questions_are_embedded_by_the_active_generations_embedder(
-    build: Any, embedder: E5Embedder, moving: Any
-) -> None:
+def test_questions_are_embedded_by_the_active_generations_embedder(build: Any, embedder: Embedder, moving: Any) -> None:
     """After a switch to a reanalysis with another embedder, questions must be embedded like its rows."""
     memory = build("generations")
     memory.add(moving[0])
@@ -123,7 +121,7 @@ def test_seeds_expand_in_threads_only_without_the_gil() -> None:
 
 
 def test_expanding_seeds_in_the_querys_thread_gives_the_same_answers(
-    motivating: Any, embedder: E5Embedder, monkeypatch: pytest.MonkeyPatch
+    motivating: Any, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     inline = dataclasses.replace(SEED_DEFAULT, max_parallel_seeds=1, cache=CacheSettings(query_cache=False))
     threads = dataclasses.replace(inline, max_parallel_seeds=4)
@@ -139,7 +137,7 @@ def test_expanding_seeds_in_the_querys_thread_gives_the_same_answers(
     b.close()
 
 
-def test_an_as_of_without_time_or_offset_answers_as_now(motivating: Any, embedder: E5Embedder) -> None:
+def test_an_as_of_without_time_or_offset_answers_as_now(motivating: Any, embedder: Embedder) -> None:
     no_hot_owners = dataclasses.replace(SEED_DEFAULT, cache=CacheSettings(hot_owners=0))  # facts only, between queries
     r = Retriever(motivating.store, embedder, no_hot_owners, partitions=motivating.partitions)
     now = r.query("default:sam", "where is my office?")
@@ -161,7 +159,7 @@ def _line(n: int, who: str, text: str, conv: str, at: str) -> dict[str, Any]:
     }
 
 
-def _ask(memory: Any, embedder: E5Embedder, question: str, **changes: Any) -> Any:
+def _ask(memory: Any, embedder: Embedder, question: str, **changes: Any) -> Any:
     """Dana's answer (top 20, no answer cache) under the default config with ``changes``."""
     cfg = dataclasses.replace(SEED_DEFAULT, cache=CacheSettings(query_cache=False), **changes)
     r = Retriever(memory.store, embedder, cfg, partitions=memory.partitions)
@@ -171,7 +169,7 @@ def _ask(memory: Any, embedder: E5Embedder, question: str, **changes: Any) -> An
         r.close()
 
 
-def test_dialogue_context_lifts_the_turn_next_to_a_seed_in_its_session_only(build: Any, embedder: E5Embedder) -> None:
+def test_dialogue_context_lifts_the_turn_next_to_a_seed_in_its_session_only(build: Any, embedder: Embedder) -> None:
     """The reply shares no word with the question; the turn before it does. Off: the reply keeps its own score. (Each
     message scored by its own words only: with the words of the turn before it, the reply is found by them.)"""
     memory = build("dialogue")
@@ -199,7 +197,7 @@ def test_dialogue_context_lifts_the_turn_next_to_a_seed_in_its_session_only(buil
 
 
 def test_dialogue_context_reaches_dialogue_turns_away_compounding_and_broad_questions_use_their_own_share(
-    build: Any, embedder: E5Embedder
+    build: Any, embedder: Embedder
 ) -> None:
     """Two turns away (the same speaker going on) a turn gets share², three away nothing; a question asking for a
     set is lifted with ``narrow_dialogue_context``. (Each message scored by its own words only.)"""
@@ -243,7 +241,7 @@ def test_dialogue_context_reaches_dialogue_turns_away_compounding_and_broad_ques
 
 
 def test_a_broad_question_is_fused_with_its_own_constant_and_a_narrow_one_with_rrf_k(
-    build: Any, embedder: E5Embedder
+    build: Any, embedder: Embedder
 ) -> None:
     """``broad_rrf_k`` scores exactly as ``rrf_k`` set to it would, and only for questions asking for a set."""
     memory = build("broad")

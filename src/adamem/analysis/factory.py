@@ -74,7 +74,7 @@ def _base_extractor(settings: Settings) -> Extractor:
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    """The embedder named by ``ADAMEM_EMBEDDER``."""
+    """The embedder named by ``ADAMEM_EMBEDDER`` (``e5-pair`` unless set)."""
     if settings.embedder == "e5":
         from adamem.analysis.e5 import E5Embedder
 
