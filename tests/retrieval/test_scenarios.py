@@ -25,7 +25,10 @@ The classes, each in English and Chinese:
 Cases of the same kinds written for the mechanisms rather than for wording: a change of job or diet
 said without the question's words (a first day at a company, 离职 … 报到, "plant-based"; a start at a new
 company said without a subject, in both languages, after an old job whose records crowd the first
-places), and a cause told more than a week before the decision, with unrelated sessions between.
+places), and a cause told more than a week before the decision, with unrelated sessions between; a cause that
+names neither what was given up nor a topic of it (a warning about the pavement and knee cartilage before giving up
+jogging; 水泥路面, 软骨 before 慢跑), and a reply in other words than the question (watercolours for "relax"; 画水彩
+for 放松). ``KNOWN_MISSES`` says which still miss, and by how much.
 """
 
 from __future__ import annotations
@@ -554,6 +557,73 @@ CASES: dict[str, Case] = {
         "我从救助站领养了什么宠物？",
         "领了！一只三条腿的橘猫，叫饼干。",
     ),
+    "cause-unworded-en": Case(
+        "kai",
+        (
+            ("2024-03-01", (("u", "Went jogging by the river with Sam, lovely morning."), ("a", "Nice!"))),
+            (
+                "2024-03-08",
+                (
+                    ("u", "My orthopaedist says the pavement is grinding down my knee cartilage."),
+                    ("u", "Also the team lunch was great."),
+                ),
+            ),
+            ("2024-03-15", (("u", "Bought a new jogging jacket, bright yellow."), ("a", "Stylish."))),
+            (
+                "2024-03-22",
+                (
+                    ("u", "I've switched from jogging to laps at the pool."),
+                    ("a", "How is it going?"),
+                    ("u", "The pool was crowded today."),
+                ),
+            ),
+        ),
+        "Why did I stop jogging?",
+        "My orthopaedist says the pavement is grinding down my knee cartilage.",
+    ),
+    "cause-unworded-zh": Case(
+        "xiaogang",
+        (
+            ("2024-03-01", (("u", "早上和小山沿着河边慢跑，天气真好。"), ("a", "真不错！"))),
+            ("2024-03-08", (("u", "骨科医生说水泥路面在磨损我膝盖的软骨。"), ("u", "另外团队午饭很好吃。"))),
+            ("2024-03-15", (("u", "买了一件新的慢跑外套，亮黄色的。"), ("a", "很时髦。"))),
+            (
+                "2024-03-22",
+                (("u", "我已经从慢跑改成去泳池游泳了。"), ("a", "感觉怎么样？"), ("u", "今天泳池人很多。")),
+            ),
+        ),
+        "我为什么不再慢跑了？",
+        "骨科医生说水泥路面在磨损我膝盖的软骨。",
+    ),
+    "reply-unworded-en": Case(
+        "priya",
+        (
+            (
+                "2024-02-01",
+                (
+                    ("a", "What do you do to unwind after work?"),
+                    ("u", "I paint watercolour landscapes, it empties my head."),
+                ),
+            ),
+            (
+                "2024-02-08",
+                (("u", "Work was stressful, the deadline moved again."), ("u", "I need to relax more, my boss says.")),
+            ),
+            ("2024-02-15", (("u", "Relaxing weekend planned, finally."), ("a", "Enjoy!"))),
+        ),
+        "What helps me relax?",
+        "I paint watercolour landscapes, it empties my head.",
+    ),
+    "reply-unworded-zh": Case(
+        "xiaoqin",
+        (
+            ("2024-02-01", (("a", "你下班后做什么来放松？"), ("u", "我画水彩风景，脑子一下就空了。"))),
+            ("2024-02-08", (("u", "工作压力好大，截止日期又改了。"), ("u", "老板说我需要多放松。"))),
+            ("2024-02-15", (("u", "终于计划了一个轻松的周末。"), ("a", "好好享受！"))),
+        ),
+        "什么能帮我放松？",
+        "我画水彩风景，脑子一下就空了。",
+    ),
 }
 
 
@@ -576,7 +646,13 @@ def _texts(answer: Any, memory: Any, owner: str) -> list[str]:
     return [" | ".join(text_of.get(p.message_id, "") for p in item.provenance) for item in answer.items]
 
 
-KNOWN_MISSES: dict[str, str] = {}
+KNOWN_MISSES: dict[str, str] = {
+    "cause-unworded-en": "4th with e5 and with e5-pair: the finding names neither jogging nor a topic the decision has "
+    "(pavement, knee cartilage), and the two jogging messages rank above it",
+    "cause-unworded-zh": "4th with e5 and with e5-pair, as in English: the decision and the two 慢跑 messages first",
+    "reply-unworded-en": "5th with e5 and with e5-pair: the later messages that say relax, and the turn that asked, "
+    "rank above the reply",
+}
 """Cases that still miss, each with what was measured; strict: a case that starts passing fails here until moved."""
 
 
