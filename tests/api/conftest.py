@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from adamem.analysis import Embedder
 from adamem.analysis.agent import MemoryAgent
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis.factory import build_embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.events import GrantChanged, grant_event_id
 from adamem.ingest import load_messages
@@ -50,8 +51,9 @@ DEFAULT = {"X-API-Key": DEFAULT_KEY}
 
 
 @functools.cache
-def embedder() -> E5Embedder:
-    return E5Embedder()
+def embedder() -> Embedder:
+    """The default embedder, as the settings of ``build_store`` record it for the store's generation."""
+    return build_embedder(Settings())
 
 
 def tenant_lines() -> bytes:
