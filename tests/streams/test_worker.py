@@ -115,7 +115,7 @@ async def test_analyze_agent_records_analyses_and_dead_letters_garbage(
     assert [a.message.event_id for a in analyses if isinstance(a, MessageAnalyzed)] == [
         m.event_id for m in messages[:2]
     ]
-    assert all(len(a.embedding.vector) == 768 for a in analyses if isinstance(a, MessageAnalyzed))  # e5-pair
+    assert all(len(a.embedding.vector) == 384 for a in analyses if isinstance(a, MessageAnalyzed))
     assert [d["value"] for d in dead] == [b"\x00 definitely not avro", encode_event(messages[2])]
     errors = [dict(d["headers"])[ERROR_HEADER] for d in dead]
     assert b"DecodeError" in errors[0] and b"is not the event's owner" in errors[1]
