@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from adamem.analysis import Embedder
 from adamem.analysis.agent import embedding_text
-from adamem.analysis.e5 import E5Embedder
 from adamem.ingest import load_messages
 from adamem.projections.folds.rows import MessageRow
 from adamem.retrieval import base
@@ -60,7 +60,7 @@ def context_texts(store: Any, data: list[dict[str, Any]], work: Path, which: str
 
 
 def context_vectors(
-    store: Any, data: list[dict[str, Any]], embedder: E5Embedder, work: Path, which: str
+    store: Any, data: list[dict[str, Any]], embedder: Embedder, work: Path, which: str
 ) -> dict[str, Any]:
     """The unit context vectors by message row id, embedded once and kept in ``WORK/context_vectors_WHICH.npz``."""
     path = work / f"context_vectors_{which}.npz"

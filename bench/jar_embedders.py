@@ -107,7 +107,7 @@ def write_pair(data: list[dict[str, Any]], model: str, work: Path, out: Path) ->
             if isinstance(row, MessageRow):
                 e5[(sample, row.message_id)] = row.vector
     store.close()
-    cached = json.loads((work / "questions.json").read_text())  # questions of categories 1-4 only: the rest are 0
+    cached = json.loads((work / "questions.json").read_text())["vectors"]  # categories 1-4 only: the rest are 0
     passages = np.array([e5[(s, d)] for s, d, _ in turns], dtype=np.float32)
     asked = np.array([cached.get(q, [0.0] * passages.shape[1]) for _, q in questions], dtype=np.float32)
     other = np.load(out / f"{model}.npz")

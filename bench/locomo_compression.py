@@ -30,8 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from adamem.analysis import Embedder
 from adamem.analysis.agent import MemoryAgent
-from adamem.analysis.e5 import E5Embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.folds.params import MemoryParameters
@@ -73,7 +73,7 @@ def layer_sizes(store_url: str) -> dict[str, int]:
 
 
 def compressed_copy(
-    work: Path, embedder: E5Embedder, params: MemoryParameters = MEMORY_DEFAULT, name: str = "compressed"
+    work: Path, embedder: Embedder, params: MemoryParameters = MEMORY_DEFAULT, name: str = "compressed"
 ) -> dict[str, Any]:
     """Copy the built log and store to ``WORK/<name>``, compress every owner there; sizes and costs."""
     copy = work / name
@@ -123,7 +123,7 @@ def compressed_copy(
 
 def main() -> int:
     """Compress a copy of the built LoCoMo store, measure both, write the result file."""
-    from bench.locomo_quick import CachedQueries, build
+    from bench.locomo_quick import CachedQueries, build, work_embedder
     from bench.locomo_variants import measure
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -139,7 +139,7 @@ def main() -> int:
     args = ap.parse_args()
     data = json.loads(Path(args.data).read_text())
     work = Path(args.work)
-    embedder = E5Embedder()
+    embedder = work_embedder(work)
     build(data, work, embedder, MEMORY_DEFAULT)
     queries = CachedQueries(embedder, work / "questions.json")
     baseline = open_store(str(work / "store"), read_only=True)

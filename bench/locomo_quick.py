@@ -9,7 +9,7 @@ store under ``--work`` (reused when it already holds the samples). Each conversa
 1–4 with at least one valid evidence id, the answer's provenance message ids are flattened in rank
 order and the first 10 distinct ones are compared with the evidence ``dia_id``s (a message row's
 ``message_id``). Flat baselines rank the same stored turns: BM25 over their bilingual tokens
-(owner-scoped, k1 1.2, b 0.75), dense by cosine of the e5 query vector with the stored turn vectors,
+(owner-scoped, k1 1.2, b 0.75), dense by cosine of the question vector with the stored turn vectors,
 and their reciprocal-rank fusion (k 60). Latency percentiles are per route, in-process, warm caches.
 """
 
@@ -33,8 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from adamem.analysis import Embedder
 from adamem.analysis.agent import MemoryAgent
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis.factory import build_embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.ingest import load_messages
 from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
@@ -46,6 +47,7 @@ from adamem.projections.store.scoring import bm25_scores
 from adamem.retrieval import SEED_DEFAULT, BaseFusion, CacheSettings, RetrievalConfig, Retriever, SearchSource
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
+from adamem.streams.generations import active
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
 from adamem.text import tokenize
@@ -53,8 +55,18 @@ from adamem.text import tokenize
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 
+def work_embedder(work: Path) -> Embedder:
+    """The embedder of the store under ``work``, as its generation records it (the default embedder for a store not
+    built yet, as ``adamem bench locomo`` builds it): questions are embedded as its messages were."""
+    store = open_store(str(work / "store"))
+    try:
+        return build_embedder(active(Settings(), store))
+    finally:
+        store.close()
+
+
 def build(
-    data: list[dict[str, Any]], work: Path, embedder: E5Embedder, params: MemoryParameters = MEMORY_DEFAULT
+    data: list[dict[str, Any]], work: Path, embedder: Embedder, params: MemoryParameters = MEMORY_DEFAULT
 ) -> None:
     """Publish the samples to an embedded log and project them into a LanceDB store (skipped if done)."""
     store = open_store(str(work / "store"))
@@ -84,12 +96,14 @@ def build(
 
 
 class CachedQueries:
-    """The e5 embedder with question vectors cached in a JSON file (they are deterministic): fast re-runs."""
+    """An embedder with its question vectors cached in a JSON file (they are deterministic): fast re-runs. A file
+    written by another embedder is not read (its questions are embedded again and the file rewritten)."""
 
-    def __init__(self, inner: E5Embedder, path: Path) -> None:
+    def __init__(self, inner: Embedder, path: Path) -> None:
         self.inner, self.path = inner, path
         self.name, self.dim = inner.name, inner.dim
-        self.cache: dict[str, list[float]] = json.loads(path.read_text()) if path.exists() else {}
+        saved = json.loads(path.read_text()) if path.exists() else {}
+        self.cache: dict[str, list[float]] = saved.get("vectors", {}) if saved.get("embedder") == inner.name else {}
         self.dirty = False
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -107,15 +121,15 @@ class CachedQueries:
     def save(self) -> None:
         """Write the cache back."""
         if self.dirty:
-            self.path.write_text(json.dumps(self.cache))
+            self.path.write_text(json.dumps({"embedder": self.name, "vectors": self.cache}))
 
 
 def built_store(
     data: list[dict[str, Any]], work: Path, params: MemoryParameters = MEMORY_DEFAULT
-) -> tuple[E5Embedder, Any, CachedQueries]:
-    """The e5 embedder, the store under ``work`` opened read-only (built first when missing, ``build``) and the
-    question vectors cached in ``work/questions.json``."""
-    embedder = E5Embedder()
+) -> tuple[Embedder, Any, CachedQueries]:
+    """The store's embedder (``work_embedder``), the store under ``work`` opened read-only (built first when missing,
+    ``build``) and the question vectors cached in ``work/questions.json``."""
+    embedder = work_embedder(work)
     build(data, work, embedder, params)
     return embedder, open_store(str(work / "store"), read_only=True), CachedQueries(embedder, work / "questions.json")
 
@@ -249,7 +263,7 @@ def main() -> int:
         keep = set(args.samples.split(","))
         data = [s for s in data if s["sample_id"] in keep]
     work = Path(args.work)
-    embedder = E5Embedder()
+    embedder = work_embedder(work)
     build(data, work, embedder)
     config = parse_set(args.set)
     store = open_store(str(work / "store"), read_only=True)

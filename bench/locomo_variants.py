@@ -14,8 +14,8 @@ missing). Every question of categories 1–4 with evidence is asked once per var
 off; a conversation is a held-out fold for any variant whose values were not chosen on it, so "helps in
 4 of 5 folds" is read straight off the per-conversation columns.
 One JSON line per variant: each conversation's R@10 (1–4), the pooled R@10 per category, and the ranking CPU
-per question (question vectors memoised in ``WORK/questions.json``, so the e5 pass is not counted after the
-first run).
+per question (question vectors memoised in ``WORK/questions.json``, so the embedder's pass is not counted after
+the first run). Questions are embedded by the embedder the store's generation records.
 """
 
 from __future__ import annotations
@@ -32,13 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from typing import Any
 
-from adamem.analysis.e5 import E5Embedder
 from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
 from bench.locomo import MessagesOnly
 from bench.locomo_compression import compressed_copy
-from bench.locomo_quick import CachedQueries, build, conversations, figures, parse_set, recall
+from bench.locomo_quick import CachedQueries, build, conversations, figures, parse_set, recall, work_embedder
 
 
 def measure(
@@ -75,7 +74,7 @@ def main() -> int:
     args = ap.parse_args()
     data = json.loads(Path(args.data).read_text())
     work = Path(args.work)
-    embedder = E5Embedder()
+    embedder = work_embedder(work)
     params = dataclasses.replace(
         MEMORY_DEFAULT, **{k: type(getattr(MEMORY_DEFAULT, k))(v) for k, _, v in (f.partition("=") for f in args.fold)}
     )

@@ -17,9 +17,11 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from adamem.analysis.e5 import E5Embedder
+from adamem.analysis.factory import build_embedder
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
+from adamem.settings import Settings
+from adamem.streams.generations import active
 from bench.common import DEFAULT_LOCOMO
 
 
@@ -36,7 +38,8 @@ def main() -> None:
     with open(args.data, encoding="utf-8") as f:
         docs = json.load(f)
     qs = list(dict.fromkeys(str(q["question"]) for d in docs for q in d["qa"]))[args.start : args.start + args.count]
-    retriever = Retriever(open_store(args.store, read_only=True), E5Embedder())
+    store = open_store(args.store, read_only=True)
+    retriever = Retriever(store, build_embedder(active(Settings(), store)))  # as its messages were embedded
     retriever.warm_up()
     retriever.query(args.owner, "warm up question")  # loads the owner's snapshot
     c, w = time.process_time(), time.perf_counter()
