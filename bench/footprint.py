@@ -219,6 +219,12 @@ def index_compression(
     data = src.to_arrow().select(["id", "owner_id", "vector"])
     settings = Settings.from_env()
     qv = np.asarray(build_embedder(settings).embed_query(list(queries)), dtype=np.float32)
+    width = len(data.column("vector")[0]) if data.num_rows else qv.shape[1]
+    if qv.shape[1] != width:
+        raise SystemExit(
+            f"{root}: its vectors have {width} values, ADAMEM_EMBEDDER={settings.embedder} gives {qv.shape[1]}: "
+            "set ADAMEM_EMBEDDER to the embedder the store was built with (e5 for bench.scale's stores)"
+        )
     out: dict[str, Any] = {
         "rows": data.num_rows,
         "dim": int(qv.shape[1]),

@@ -53,9 +53,9 @@ def _child(store: str, owner: str, hot: int, questions_file: str, warm: int) -> 
     random.Random(7).shuffle(order)
 
     class Embedded:
-        """The questions' e5 vectors, made by the parent."""
+        """The questions' vectors, made by the parent with the store's embedder."""
 
-        name, dim = "e5-precomputed", 384
+        name, dim = "precomputed", len(next(iter(vectors.values())))
 
         def embed(self, texts: Sequence[str]) -> list[list[float]]:
             return [vectors[t] for t in texts]
@@ -99,13 +99,22 @@ def _child(store: str, owner: str, hot: int, questions_file: str, warm: int) -> 
     }
 
 
-def _embed_questions(sample: str, out: Path) -> int:
-    from adamem.analysis.e5 import E5Embedder
+def _embed_questions(sample: str, out: Path, store_url: str) -> int:
+    """The sample's questions embedded as the store's messages were (its generation's embedder), into ``out``."""
+    from adamem.analysis.factory import build_embedder
+    from adamem.projections.store.factory import open_store
+    from adamem.settings import Settings
+    from adamem.streams.generations import active
 
     data = json.loads((ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json").read_text())
     doc = next(d for d in data if d.get("sample_id") == sample)
     questions = sorted({q["question"] for q in doc["qa"] if q.get("category") in (1, 2, 3, 4)})
-    vectors = E5Embedder().embed_query(questions)
+    store = open_store(store_url, read_only=True)
+    try:
+        embedder = build_embedder(active(Settings(), store))
+    finally:
+        store.close()
+    vectors = embedder.embed_query(questions)
     out.write_text(json.dumps(dict(zip(questions, vectors, strict=True))))
     return len(questions)
 
@@ -127,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="adamem-long-owner-") as tmp:
         questions = Path(tmp) / "questions.json"
-        asked = _embed_questions(args.sample, questions)
+        asked = _embed_questions(args.sample, questions, args.store)
         runs: dict[str, list[dict[str, Any]]] = {tree: [] for tree in args.trees}
         for r in range(args.rounds):
             for tree in args.trees if r % 2 == 0 else list(reversed(args.trees)):

@@ -47,7 +47,9 @@ def test_the_objectstore_bench_writes_and_reads_a_small_store_on_s3(s3_endpoint:
         assert result[place]["load_owner"]["n"] == 4 and result[place]["vector_search"]["p50_ms"] > 0
 
 
-def test_the_footprint_bench_compares_vector_indexes_on_a_stores_messages(tmp_path: Path) -> None:
+def test_the_footprint_bench_compares_vector_indexes_on_a_stores_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from bench.footprint import INDEXES, index_compression
 
     store = tmp_path / "store"
@@ -59,6 +61,9 @@ def test_the_footprint_bench_compares_vector_indexes_on_a_stores_messages(tmp_pa
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    with pytest.raises(SystemExit, match="its vectors have 384 values"):  # the default e5-pair gives 768
+        index_compression(store, ["where do I live now"], k=5)
+    monkeypatch.setenv("ADAMEM_EMBEDDER", "e5")  # the width of bench.scale's stand-in vectors
     result = index_compression(store, ["where do I live now", "what did I eat"], k=5)
     assert result["rows"] == 600 and result["queries"] == 2
     assert set(result["indexes"]) == set(INDEXES)

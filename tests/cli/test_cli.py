@@ -142,7 +142,7 @@ def test_reanalyze_compares_and_views_switch(tmp_path: Path, capsys: pytest.Capt
     assert "--extractor NAME" in capsys.readouterr().err
     assert main(["reanalyze", "--extractor", "none", "--log", log, "--store", store]) == 0
     out = capsys.readouterr().out
-    assert "generation g2 (extractor=none, embedder=e5)" in out and "analysed 3 message(s)" in out
+    assert "generation g2 (extractor=none, embedder=e5-pair)" in out and "analysed 3 message(s)" in out
     assert "not switched; queries still read main; switch: adamem views switch g2" in out
     assert "episodic" in out and "working" in out
     assert main(["views", "--store", store, "--log", log]) == 0

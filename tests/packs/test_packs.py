@@ -198,5 +198,6 @@ def test_a_generation_is_shown_with_its_packs_but_without_their_text() -> None:
 
     record = generation_record(Settings(packs="clinic:medical"))
     shown = analyzer_summary(record)
-    assert shown == f"extractor=rules, embedder=e5, packs=clinic:medical, packs_digest={record['packs_digest'][:12]}"
-    assert analyzer_summary(generation_record(Settings())) == "extractor=rules, embedder=e5"
+    digest = record["packs_digest"][:12]
+    assert shown == f"extractor=rules, embedder=e5-pair, packs=clinic:medical, packs_digest={digest}"
+    assert analyzer_summary(generation_record(Settings())) == "extractor=rules, embedder=e5-pair"

@@ -243,7 +243,7 @@ def test_settings_name_one_analyses_topic_per_generation() -> None:
     g3 = dataclasses.replace(s, generation="g3")
     assert (g3.topic("analyses"), g3.topic("messages")) == ("p.analyses.g3", "p.messages")
     record = generation_record(dataclasses.replace(g3, extractor="none"))
-    assert record == {"name": "g3", "topic": "p.analyses.g3", "extractor": "none", "embedder": "e5"}
+    assert record == {"name": "g3", "topic": "p.analyses.g3", "extractor": "none", "embedder": "e5-pair"}
     assert settings_for(s, record) == dataclasses.replace(g3, extractor="none")
     with pytest.raises(ConfigError):
         settings_for(s, {"name": "third"})
