@@ -445,7 +445,7 @@ def _checked_build(root: Path) -> dict[str, Any]:
 def lco_grid(base: RetrievalConfig = SEED_DEFAULT) -> dict[str, RetrievalConfig]:
     """The tunable variants leave-conversations-out chooses among (the shipped default first).
 
-    Measured and dropped (notes.md, session 6): ``newest_first`` off (indifferent), ``graph_relevance`` 0.5 / 1
+    Measured and dropped (notes.md): ``newest_first`` off (indifferent), ``graph_relevance`` 0.5 / 1
     (never chosen), ``recency_topic_margin`` 0 (the same R@10), ``aggregate_graph`` 0.3, ``aggregate_seeds`` 10 /
     20, ``graph_seeds`` 10, a graph weight of 0.25 / 0.35, ``walk_other_edges``, ``persona_evidence`` 3 (each
     lower or equal on the five conversations; a wider grid lost 0.6 point held out by choosing them by chance).
