@@ -42,7 +42,7 @@ JAR = f"{ARTIFACT}-{VERSION}.jar"
 SHA256 = "4090e9b5e17c1c3c9b4a94ee7f8206b3f7f554705ede5335d75d7730f4be6e16"
 _ONNX, _TOKENIZER = "e5-small-v2-q.onnx", "e5-small-v2-q-tokenizer.json"
 _MAX_TOKENS = 512
-UNREAD_SHARE = 0.1  # most word pieces of a text unknown to the English model's vocabulary for it to embed the text
+UNREAD_SHARE = 0.1  # the largest share of a text's word pieces unknown to the English model for it to embed the text
 
 
 def _places() -> list[Path]:
