@@ -162,12 +162,12 @@ async def catch_up(log: EventLog, settings: Settings) -> None:
     from adamem.analysis.factory import build_agent
     from adamem.projections.projector import Projector
     from adamem.projections.store.factory import open_store
-    from adamem.streams.generations import resolve
+    from adamem.streams.generations import resolve_on_log
     from adamem.streams.pipeline import run_pipeline
 
     store = open_store(settings.store)
     try:
-        resolved = resolve(settings, store, record_if_missing=True)
+        resolved = await resolve_on_log(settings, store, log)
         await run_pipeline(log, Projector(store), build_agent(resolved), resolved, agent_factory=build_agent)
     finally:
         store.close()

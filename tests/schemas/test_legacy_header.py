@@ -95,3 +95,27 @@ def test_an_old_embedded_log_is_projected_and_goes_on_in_the_spec_s_order(
     assert analyses[8:10] == [registry.reframe(v) for v in old["control"]]
     live = LanceStore(str(store), read_only=True)
     assert len(live.rows("messages", "default:xiaoming")) == 4
+
+
+def test_a_store_rebuilt_from_a_log_records_the_embedder_its_analyses_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The old log's analyses were embedded with e5: a fresh store takes e5 from them, not the default e5-pair, so
+    the next message's vector fits the rows replayed; a configured embedder that disagrees is named in a warning."""
+    from adamem.analysis.e5 import E5Embedder
+    from adamem.analysis.pair import E5SmallV2, PairedEmbedder
+    from adamem.streams.generations import embedder_named
+
+    e5 = E5Embedder()
+    assert embedder_named(e5.name) == "e5"
+    assert embedder_named(PairedEmbedder(e5, E5SmallV2()).name) == "e5-pair"
+    assert embedder_named("text-embedding-3-small") is None
+    log = tmp_path / "log"
+    shutil.copytree(FIXTURE / "log", log)
+    monkeypatch.setenv("ADAMEM_TOPIC_PREFIX", "adamem")
+    assert main(["project", "--log", str(log), "--store", str(tmp_path / "a")]) == 0
+    assert LanceStore(str(tmp_path / "a"), read_only=True).generation()["embedder"] == "e5"
+    monkeypatch.setenv("ADAMEM_EMBEDDER", "openai")  # set, and not the log's: the log's wins, with a warning
+    assert main(["project", "--log", str(log), "--store", str(tmp_path / "b")]) == 0
+    assert LanceStore(str(tmp_path / "b"), read_only=True).generation()["embedder"] == "e5"
+    assert "the log's analyses were embedded with embedder=e5" in caplog.text

@@ -47,6 +47,12 @@ def _embedder() -> E5Embedder:
     return E5Embedder()
 
 
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The shared settings with e5, the embedder this module's agents embed with, as their generation records."""
+    return dataclasses.replace(settings, embedder="e5")
+
+
 def _agent(settings: Settings) -> MemoryAgent:
     return MemoryAgent(build_extractor(settings), _embedder(), settings.generation)
 

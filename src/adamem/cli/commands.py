@@ -57,7 +57,7 @@ async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) 
     from adamem.projections.projector import Projector
     from adamem.projections.store.factory import open_store
     from adamem.streams.factory import open_log
-    from adamem.streams.generations import resolve
+    from adamem.streams.generations import resolve_on_log
     from adamem.streams.pipeline import pending_work, run_pipeline
 
     log = open_log(settings.log, settings)
@@ -67,8 +67,8 @@ async def run_project(settings: Settings, *, follow: bool, quiet: bool = False) 
     store = None
     try:
         store = open_store(settings.store)
-        settings = resolve(settings, store, record_if_missing=True)
         await log.start()  # refuses a damaged log: the writer lock and the store are let go then too
+        settings = await resolve_on_log(settings, store, log)
     except BaseException:
         if store is not None:
             store.close()
@@ -117,13 +117,23 @@ def run_worker(settings: Settings, *, loglevel: str = "info", verbose: bool = Fa
 
     from adamem.projections.projector import Projector
     from adamem.projections.store.factory import open_store
-    from adamem.streams.generations import resolve
+    from adamem.streams.generations import resolve_on_log
     from adamem.streams.kafka_log import KafkaLog
     from adamem.streams.worker import create_app
 
-    settings = resolve(settings, open_store(settings.store), record_if_missing=True)
     bootstrap = settings.log.bootstrap
-    asyncio.run(KafkaLog(bootstrap, settings).ensure_topics())  # Faust does not create them
+
+    async def prepared() -> Settings:
+        """The topics made (Faust does not create them), and the store's generation resolved on the log."""
+        log = KafkaLog(bootstrap, settings)
+        await log.ensure_topics()
+        await log.start()
+        try:
+            return await resolve_on_log(settings, open_store(settings.store), log)
+        finally:
+            await log.stop()
+
+    settings = asyncio.run(prepared())
     app = create_app(
         settings,
         bootstrap,

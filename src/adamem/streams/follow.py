@@ -30,7 +30,7 @@ from adamem.errors import AdaMemError
 from adamem.projections.projector import Projector
 from adamem.projections.store.factory import open_store
 from adamem.settings import Settings
-from adamem.streams.generations import resolve
+from adamem.streams.generations import resolve, resolve_on_log
 from adamem.streams.log import EventLog
 from adamem.streams.pipeline import run_pipeline
 
@@ -127,7 +127,7 @@ class Follower:
         self._wake, self._stop = asyncio.Event(), asyncio.Event()
         store = open_store(self.settings.store)
         try:
-            resolve(self.settings, store, record_if_missing=True)
+            await resolve_on_log(self.settings, store, self.log)
             projector = Projector(store)  # one for the whole run: it keeps the owners' states between passes
             agent: MemoryAgent | None = None
             generation = ""

@@ -21,14 +21,26 @@ import dataclasses
 import logging
 import re
 
-from adamem.errors import ConfigError
+from adamem.errors import ConfigError, SchemaError
 from adamem.packs import PackSelection
 from adamem.projections.folds.params import SEED_DEFAULT
 from adamem.projections.packs import pack_parameters
 from adamem.projections.store.ports import MemoryStore
 from adamem.settings import Settings
+from adamem.streams.log import EventLog
 
-__all__ = ["FIRST", "active", "analyzer_summary", "generation_record", "next_generation", "resolve", "settings_for"]
+__all__ = [
+    "FIRST",
+    "active",
+    "analyzer_summary",
+    "embedder_named",
+    "generation_record",
+    "logged_embedder",
+    "next_generation",
+    "resolve",
+    "resolve_on_log",
+    "settings_for",
+]
 
 log = logging.getLogger("adamem.generations")
 
@@ -93,6 +105,47 @@ def active(settings: Settings, store: MemoryStore) -> Settings:
     """
     record = store.generation()
     return settings_for(settings, record) if record else settings
+
+
+def embedder_named(model: str) -> str | None:
+    """The ``ADAMEM_EMBEDDER`` value of the offline embedder that names its vectors ``model`` (``None``: another)."""
+    if model.startswith("multilingual-e5-small"):
+        return "e5-pair" if "+e5-small-v2" in model else "e5"
+    return None
+
+
+async def logged_embedder(event_log: EventLog, settings: Settings) -> str | None:
+    """The offline embedder the first analysis on the first generation's analyses topic names (``None``: no
+    analysis yet, or another embedder's). A log analysed before the default embedder changed keeps its embedder."""
+    from adamem.events import MessageAnalyzed
+    from adamem.schemas.serde import decode_event
+
+    first = dataclasses.replace(settings, generation=FIRST)
+    async for record in event_log.read(first.topic("analyses")):
+        try:
+            event = decode_event(record.value)
+        except SchemaError:  # an undecodable record is the pipeline's to dead-letter
+            continue
+        if isinstance(event, MessageAnalyzed):
+            return embedder_named(event.embedding.model)
+    return None
+
+
+async def resolve_on_log(settings: Settings, store: MemoryStore, event_log: EventLog) -> Settings:
+    """``resolve`` for the write path over ``event_log`` (started): a store with no record yet records the embedder
+    of the log's analyses when it has some, whatever ``ADAMEM_EMBEDDER`` says — the store is rebuilt from a log whose
+    vectors are made already, and new ones must fit them — and ``settings``' otherwise."""
+    if not store.generation():
+        logged = await logged_embedder(event_log, settings)
+        if logged and logged != settings.embedder:
+            if settings.embedder != Settings.__dataclass_fields__["embedder"].default:
+                log.warning(
+                    "the log's analyses were embedded with embedder=%s; the store records it, not the configured %s",
+                    logged,
+                    settings.embedder,
+                )
+            settings = dataclasses.replace(settings, embedder=logged)
+    return resolve(settings, store, record_if_missing=True)
 
 
 def resolve(settings: Settings, store: MemoryStore, *, record_if_missing: bool = False) -> Settings:
