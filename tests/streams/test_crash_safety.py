@@ -99,6 +99,9 @@ class Workers:
             # Faust's default (60 s) keeps a SIGKILLed member in the group, holding every partition,
             # for a minute: each restart would wait that long to join.
             "ADAMEM_WORKER_SESSION_TIMEOUT": str(SESSION_TIMEOUT_S),
+            # e5, as this module's own agent (``_agent``): the replay it is compared with folds the recorded
+            # analyses, and e5 alone keeps a worker's analysis as fast as the group's deadlines were set for.
+            "ADAMEM_EMBEDDER": "e5",
         }
         exe = Path(sys.executable).with_name("adamem")
         with log_file.open("ab") as out:
