@@ -46,6 +46,7 @@ __all__ = [
     "proc_memory",
     "run_topics",
     "spread",
+    "store_embedder",
     "synthetic_row",
     "write_result",
 ]
@@ -54,6 +55,15 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 DEFAULT_LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 DAY_MS = 86_400_000
+
+
+def store_embedder(store: Any) -> Embedder:
+    """The embedder of ``store``'s generation as it records it (the default for a store with no record): questions
+    are embedded as its messages were."""
+    from adamem.analysis.factory import build_embedder
+    from adamem.streams.generations import active
+
+    return build_embedder(active(Settings(), store))
 
 
 def git_commit() -> dict[str, Any]:

@@ -35,7 +35,6 @@ import numpy as np
 
 from adamem.analysis import Embedder
 from adamem.analysis.agent import MemoryAgent
-from adamem.analysis.factory import build_embedder
 from adamem.analysis.rules import RuleExtractor
 from adamem.ingest import load_messages
 from adamem.projections.folds.params import SEED_DEFAULT as MEMORY_DEFAULT
@@ -47,10 +46,10 @@ from adamem.projections.store.scoring import bm25_scores
 from adamem.retrieval import SEED_DEFAULT, BaseFusion, CacheSettings, RetrievalConfig, Retriever, SearchSource
 from adamem.settings import Settings
 from adamem.streams.factory import open_log
-from adamem.streams.generations import active
 from adamem.streams.pipeline import run_pipeline
 from adamem.streams.publish import publish_messages
 from adamem.text import tokenize
+from bench.common import store_embedder
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -60,7 +59,7 @@ def work_embedder(work: Path) -> Embedder:
     built yet, as ``adamem bench locomo`` builds it): questions are embedded as its messages were."""
     store = open_store(str(work / "store"))
     try:
-        return build_embedder(active(Settings(), store))
+        return store_embedder(store)
     finally:
         store.close()
 

@@ -101,17 +101,15 @@ def _child(store: str, owner: str, hot: int, questions_file: str, warm: int) -> 
 
 def _embed_questions(sample: str, out: Path, store_url: str) -> int:
     """The sample's questions embedded as the store's messages were (its generation's embedder), into ``out``."""
-    from adamem.analysis.factory import build_embedder
     from adamem.projections.store.factory import open_store
-    from adamem.settings import Settings
-    from adamem.streams.generations import active
+    from bench.common import store_embedder
 
     data = json.loads((ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json").read_text())
     doc = next(d for d in data if d.get("sample_id") == sample)
     questions = sorted({q["question"] for q in doc["qa"] if q.get("category") in (1, 2, 3, 4)})
     store = open_store(store_url, read_only=True)
     try:
-        embedder = build_embedder(active(Settings(), store))
+        embedder = store_embedder(store)
     finally:
         store.close()
     vectors = embedder.embed_query(questions)

@@ -18,12 +18,9 @@ import os
 import time
 from dataclasses import replace
 
-from adamem.analysis.factory import build_embedder
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import SEED_DEFAULT, Retriever
-from adamem.settings import Settings
-from adamem.streams.generations import active
-from bench.common import DEFAULT_LOCOMO
+from bench.common import DEFAULT_LOCOMO, store_embedder
 from bench.metrics import summary_ms
 
 
@@ -64,7 +61,7 @@ def main() -> None:
         config = replace(config, rrf_k=args.rrf_k)
     if args.broad_rrf_k is not None:
         config = replace(config, broad_rrf_k=args.broad_rrf_k)
-    retriever = Retriever(store, build_embedder(active(Settings(), store)), config)  # as its messages were
+    retriever = Retriever(store, store_embedder(store), config)  # as its messages were
     retriever.warm_up()
     retriever.query(args.owner, "warm up question")  # loads the owner's snapshot
     for q in questions:

@@ -17,12 +17,9 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from adamem.analysis.factory import build_embedder
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
-from adamem.settings import Settings
-from adamem.streams.generations import active
-from bench.common import DEFAULT_LOCOMO
+from bench.common import DEFAULT_LOCOMO, store_embedder
 
 
 def main() -> None:
@@ -39,7 +36,7 @@ def main() -> None:
         docs = json.load(f)
     qs = list(dict.fromkeys(str(q["question"]) for d in docs for q in d["qa"]))[args.start : args.start + args.count]
     store = open_store(args.store, read_only=True)
-    retriever = Retriever(store, build_embedder(active(Settings(), store)))  # as its messages were embedded
+    retriever = Retriever(store, store_embedder(store))  # as its messages were embedded
     retriever.warm_up()
     retriever.query(args.owner, "warm up question")  # loads the owner's snapshot
     c, w = time.process_time(), time.perf_counter()
