@@ -25,6 +25,7 @@ from adamem.projections.store.factory import open_store
 from adamem.retrieval import SEED_DEFAULT, Retriever
 from adamem.settings import Settings
 from bench.common import DEFAULT_LOCOMO
+from bench.jar_embedders import texts
 from bench.metrics import summary_ms
 
 
@@ -39,12 +40,7 @@ def main() -> None:
         docs = json.load(f)
     doc = next(d for d in docs if f"default:{d['sample_id']}" == args.owner)
     questions = [str(q["question"]) for q in doc["qa"]]
-    turns = [
-        f"{t['speaker']}: {t['text']}" + (f" [image: {t['blip_caption']}]" if t.get("blip_caption") else "")
-        for key, session in doc["conversation"].items()
-        if key.startswith("session_") and isinstance(session, list)
-        for t in session
-    ]
+    turns = [text for _, _, text in texts([doc])[0]]
     config = replace(SEED_DEFAULT, cache=replace(SEED_DEFAULT.cache, query_cache=False))
     runs: list[tuple[str, Any, Retriever, list[float], list[float], list[float]]] = []
     for spec in args.store:
