@@ -35,7 +35,7 @@ class Asked:
 
 
 def tally(asked: Iterable[Asked]) -> list[dict[str, object]]:
-    """Per (category, one thing or a set): questions asked, better and worse with the graph, R@10 difference (points)."""
+    """Per (category, one thing or a set): questions asked, better and worse with the graph, R@10 difference."""
     groups: dict[tuple[str, str], list[Asked]] = {}
     for a in asked:
         groups.setdefault((a.category, "a set" if a.broad else "one thing"), []).append(a)
