@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adamem.projections.store.factory import open_store
 from adamem.retrieval import Retriever
+from bench.common import DEFAULT_LOCOMO
 from bench.locomo_quick import CATEGORIES, CachedQueries, conversations, parse_set, recall, work_embedder
 
 
@@ -55,7 +56,7 @@ def tally(asked: Iterable[Asked]) -> list[dict[str, object]]:
 def main() -> int:
     """Ask every question both ways and print the table (one JSON line a group)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"))
+    ap.add_argument("--data", default=str(DEFAULT_LOCOMO))
     ap.add_argument("--work", default="/tmp/loc-base", help="folder of the built log and store")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
