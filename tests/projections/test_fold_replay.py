@@ -38,6 +38,7 @@ def test_the_scenario_exercises_every_layer() -> None:
         "temporal_next",
         "same_topic",
         "speaker_related",
+        "similar",
         "supersedes",
     }
     assert {r.router for r in t["episodic"].values()} == {"ADD", "UPDATE", "CORRECT"}  # type: ignore[union-attr]
@@ -126,6 +127,7 @@ def test_fold_modules_import_nothing_but_the_standard_library_and_adamem() -> No
         "array",
         "struct",
         "bisect",
+        "numpy",  # vector arithmetic only: a test below forbids its random generators
     }
     for path in Path(folds_pkg.__file__).parent.glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -138,6 +140,9 @@ def test_fold_modules_import_nothing_but_the_standard_library_and_adamem() -> No
             for name in names:
                 assert name.split(".")[0] in allowed_roots, f"{path.name} imports {name}"
                 assert name.split(".")[0] not in {"time", "datetime", "random", "os"}
+                assert not name.startswith("numpy.random"), f"{path.name} imports {name}"
+            if isinstance(node, ast.Attribute):
+                assert node.attr != "random", f"{path.name} reads .random (line {node.lineno})"
 
 
 @pytest.mark.parametrize("cut", [1, 7, 20, 33, 47, 55, 58, 63, 70, 80])

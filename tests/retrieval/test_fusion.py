@@ -70,7 +70,7 @@ def test_seed_default_has_the_seeds_numbers() -> None:
         4,
     )
     assert (c.edge_priority, c.min_edge_weight, c.cache.query_cosine) == (
-        ("supports", "mentions", "temporal_next"),
+        ("supports", "mentions", "temporal_next", "similar"),  # the seed's three, then the added links in meaning
         0.6,
         0.92,
     )

@@ -88,6 +88,27 @@ def test_only_the_prioritised_edge_types_are_walked_unless_asked() -> None:
     assert round(expand(MemoryGraph(nodes, edges, every), [("a", 1.0)], every)["b"].score, 9) == round(0.65 * D, 9)
 
 
+def test_similar_edges_are_walked_both_ways_for_as_many_hops_as_asked() -> None:
+    nodes = [node("a", 1), node("b", 2), node("c", 3), node("d", 4)]
+    edges = [
+        edge("b", "a", "similar", 0.6, "both"),  # stored from the later message to the earlier one
+        edge("c", "b", "similar", 0.6, "both"),
+        edge("c", "d", "temporal_next", 0.9),
+    ]
+
+    def reached(hops: int) -> set[str]:
+        config = dataclasses.replace(SEED_DEFAULT, similar_hops=hops)
+        return set(expand(MemoryGraph(nodes, edges, config), [("a", 1.0)], config))
+
+    assert SEED_DEFAULT.similar_hops == 1
+    assert reached(0) == set()
+    assert reached(1) == {"b"}  # from the seed only
+    assert reached(2) == {"b", "c", "d"}  # then on, and other edges after them
+    assert round(expand(MemoryGraph(nodes, edges, SEED_DEFAULT), [("a", 1.0)], SEED_DEFAULT)["b"].score, 9) == round(
+        0.6 * D, 9
+    )
+
+
 def test_edge_priority_breaks_ties_between_equally_good_paths() -> None:
     nodes = [node("s", 1), node("x", 2), node("y", 2, "fact"), node("t", 3)]
     edges = [

@@ -692,8 +692,9 @@ def _both_ways(scenarios: tuple[Any, Retriever], name: str, **changes: Any) -> t
 @pytest.mark.parametrize("name", ["now-job-unworded-en", "now-job-subjectless-zh"])
 def test_the_newest_change_window_counts_shown_items(scenarios: tuple[Any, Retriever], name: str) -> None:
     """Counted in rows, the old job's records use up the window and the old job stays first; counted in shown items,
-    the new job (a subjectless statement, still an extracted event) goes ahead."""
-    rows, shown = _both_ways(scenarios, name, newest_first_shown=False)
+    the new job (a subjectless statement, still an extracted event) goes ahead. Asked without ``similar`` edges:
+    in the Chinese case the new job's link in meaning to the old job's message brings it first counted either way."""
+    rows, shown = _both_ways(scenarios, name, newest_first_shown=False, similar_hops=0)
     assert CASES[name].older in rows[0], (name, rows)
     assert CASES[name].evidence in shown[0], (name, shown)
 

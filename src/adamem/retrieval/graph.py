@@ -297,8 +297,11 @@ def _expand_one(
                 )
                 by_target = graph.arcs_by_target(u)
                 arcs = sorted(by_target[v] for v in allowed if v in by_target)  # ``arcs`` order: one arc a target
+            similar = len(reach.path) < config.similar_hops
             for rank, v, weight, edge_type in arcs:
                 if weight < config.min_edge_weight or v in visited or not usable(v):
+                    continue
+                if not similar and edge_type == "similar":
                     continue
                 if graph.node_type(v) != "topic":
                     t = graph.time(v)

@@ -15,7 +15,7 @@
    a timer, which a pure fold cannot have.
 3. Arrival: the message is archived, enters working memory (FIFO of ``working_capacity``), and gets
    its graph message node, topic nodes and ``mentions`` / ``temporal_next`` / ``same_topic`` /
-   ``speaker_related`` edges.
+   ``speaker_related`` / ``similar`` edges.
 4. Eviction: when working memory exceeds its capacity, the oldest ``eviction_batch`` entries leave it
    as one batch and those not consolidated yet are consolidated, oldest first.
 

@@ -8,7 +8,10 @@ Edges (weights from ``MemoryParameters``, ARCHITECTURE.md section 3):
   newest earlier message sharing each topic (one row m → earlier, ``direction='both'``, 0.55);
   ``speaker_related`` between m and the same speaker's newest message in another conversation
   (``both``, 0.65) — so the first message of a speaker in a session links back to their previous
-  session, and later messages of that session reach it through ``temporal_next``.
+  session, and later messages of that session reach it through ``temporal_next``; ``similar`` between m and
+  each of the ``similar_links`` messages of the owner's earlier sessions whose vectors have the highest cosine
+  with m's (among the newest ``similar_window``; ``both``, 0.60): links across sessions that do not hang on a
+  shared topic label.
 - on consolidation: ``supports`` m → fact (0.85), m → attribute (0.80), m → event (0.80, added);
   ``supports`` fact → event (0.80) for a fact and an event of the same message, and for a new
   event (fact) with the newest ``entity_link_limit`` active facts (events) sharing an entity;
@@ -104,6 +107,13 @@ def link_arrival(tx: Transaction, m: MessageRow, params: MemoryParameters) -> No
             at,
             m.id,
         )
+
+    if params.similar_links > 0 and m.vector:
+        vectors = state.vectors(params.similar_window)
+        nearest = vectors.nearest(m, params.similar_links, params.similar_window, params.session_gap_ms)
+        for other in nearest:
+            onode = node_id(user, "message", other)
+            _edge(tx, "similar", mnode, onode, params.w_similar, "both", at, m.id)
 
 
 def _link_relations(tx: Transaction, m: MessageRow, mnode: str, params: MemoryParameters) -> None:

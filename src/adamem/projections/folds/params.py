@@ -8,8 +8,10 @@ only parameter known to differ between the two (the fusion weights 0.70/0.15/0.1
 ``SEED_DEFAULT`` today and exists so that a future difference has a named home.
 
 Weights this module adds to the design (marked "added" below): ``supports`` message→event (the
-design lists no weight for it; events would otherwise hang off facts only) and ``supersedes``
-(newer record → the record it replaced), both kept at or above the retrieval pruning floor 0.6.
+design lists no weight for it; events would otherwise hang off facts only), ``supersedes`` (newer record
+→ the record it replaced) and ``similar`` (a message ↔ the messages of earlier sessions nearest to it in
+meaning: the graph's links across sessions that do not hang on a shared topic label), all kept at or
+above the retrieval pruning floor 0.6.
 """
 
 from __future__ import annotations
@@ -108,6 +110,14 @@ class MemoryParameters:
     """message ↔ the same speaker's latest message in another conversation."""
     w_supersedes: float = 0.60
     """newer record → the record it superseded (added)."""
+    w_similar: float = 0.60
+    """message ↔ a message of an earlier session nearest to it in meaning (added)."""
+    similar_links: int = 3
+    """Messages of earlier sessions a message is linked to by ``similar`` edges: those whose vectors have the
+    highest cosine with its own (0: none; added)."""
+    similar_window: int = 1024
+    """Newest earlier messages of the owner searched for ``similar`` links (a bound on the fold's cost per
+    message for a long-lived owner; added)."""
     entity_link_limit: int = 3
     """Most recent facts (events) sharing an entity that a new event (fact) is linked to."""
 

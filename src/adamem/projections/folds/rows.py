@@ -201,7 +201,7 @@ class GraphEdgeRow:
     owner_id: str
     src: str  # graph node id
     dst: str  # graph node id
-    edge_type: str  # mentions | supports | temporal_next | same_topic | speaker_related | supersedes
+    edge_type: str  # mentions | supports | temporal_next | same_topic | speaker_related | similar | supersedes
     weight: float
     direction: str  # forward | backward | both
     occurred_at: int

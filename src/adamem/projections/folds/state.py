@@ -13,8 +13,11 @@ per event would make a replay quadratic). Rows themselves are immutable values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from adamem.errors import AdaMemError
 from adamem.projections.folds.changes import Change, Delete, Upsert
@@ -32,7 +35,7 @@ from adamem.projections.folds.rows import (
 )
 from adamem.quick import quick_constructor
 
-__all__ = ["ForeignOwnerError", "MemoryIndex", "OwnerMemory", "Transaction"]
+__all__ = ["ForeignOwnerError", "MemoryIndex", "MessageVectors", "OwnerMemory", "Transaction"]
 
 _Op = Callable[[dict[str, set[str]], str, str], None]
 _INDEXED = frozenset(("messages", "episodic", "persona"))  # the tables ``MemoryIndex`` derives lookups from
@@ -138,15 +141,121 @@ class MemoryIndex:
             fn(self.cluster_members, row.cluster, row.id)
 
 
-class OwnerMemory:
-    """Fold state of ONE memory owner: ``tables[table][id] = row`` (+ a lazily built ``MemoryIndex``)."""
+class MessageVectors:
+    """An owner's newest message vectors in arrival order (``seq``), L2-normalised, for "nearest in meaning" lookups.
 
-    __slots__ = ("_index", "owner_id", "tables")
+    Derived from the rows like ``MemoryIndex``: built from every message row sorted by ``seq`` and then
+    appended to as messages arrive (in ``seq`` order), so a rebuilt one holds the same rows in the same
+    places as a maintained one. Messages without a vector, or with one of another length than the first
+    message's, are left out. With ``keep``, at least the newest ``keep`` are held and at most twice as many
+    (the oldest are dropped ``keep`` at a time): a long-lived owner's vectors cost what its newest cost.
+    """
+
+    __slots__ = ("_codes", "_conversation", "_last", "_matrix", "_time", "_vectors", "ids", "keep", "size")
+
+    def __init__(self, rows: Iterable[MessageRow] = (), keep: int = 0) -> None:
+        self.ids: list[str] = []
+        self.size, self.keep = 0, keep
+        self._last = -1  # seq of the newest message added
+        self._vectors: dict[str, tuple[float, ...]] = {}  # id -> the row's vector (the tuple, not a copy)
+        self._codes: dict[str, int] = {}  # conversation id -> its number
+        self._matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+        self._time: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._conversation: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        ordered = sorted(rows, key=lambda r: (r.seq, r.id))
+        width = next((len(r.vector) for r in ordered if any(r.vector)), 0)
+        held = [r for r in ordered if len(r.vector) == width and any(r.vector)]
+        n = len(held)
+        if keep and n > 2 * keep:  # what appending them one by one would hold: made without the older ones
+            held = held[n - (keep + (n - 2 * keep - 1) % keep + 1) :]
+        for row in held:
+            self.add(row)
+        if ordered:
+            self._last = ordered[-1].seq
+
+    def add(self, row: MessageRow) -> bool:
+        """Append a new message's vector; False when a held message came back with another vector (the
+        vectors must then be built again from the rows)."""
+        if row.seq <= self._last:  # not an arrival: a message written again (leaving working memory, consolidated)
+            known = self._vectors.get(row.id)
+            return known is None or known is row.vector or known == row.vector
+        self._last = row.seq
+        if not any(row.vector) or (self.size and len(row.vector) != self._matrix.shape[1]):
+            return True
+        v = _unit(row.vector)
+        assert v is not None  # a value is not zero
+        if self.keep and self.size == 2 * self.keep:
+            self._drop(self.keep)
+        if self.size == len(self._matrix):  # grow by doubling: appends cost O(1) amortised
+            capacity = max(64, 2 * self.size)
+            matrix = np.zeros((capacity, len(v)), dtype=np.float32)
+            if self.size:
+                matrix[: self.size] = self._matrix[: self.size]
+            self._matrix = matrix
+            self._time = np.resize(self._time, capacity)
+            self._conversation = np.resize(self._conversation, capacity)
+        at = self.size
+        self._matrix[at] = v
+        self._time[at] = row.occurred_at
+        self._conversation[at] = self._codes.setdefault(row.conversation_id, len(self._codes))
+        self.size += 1
+        self.ids.append(row.id)
+        self._vectors[row.id] = row.vector
+        return True
+
+    def _drop(self, n: int) -> None:
+        """Forget the oldest ``n`` held."""
+        for mid in self.ids[:n]:
+            del self._vectors[mid]
+        rest = self.size - n
+        self._matrix[:rest] = self._matrix[n : self.size]
+        self._time[:rest] = self._time[n : self.size]
+        self._conversation[:rest] = self._conversation[n : self.size]
+        self.ids = self.ids[n:]
+        self.size = rest
+
+    def nearest(self, row: MessageRow, k: int, window: int, session_gap_ms: int) -> list[str]:
+        """Ids of the ``k`` messages among the newest ``window`` held that came before the session of ``row`` (a
+        message arriving next), whose vectors have the highest cosine with its vector (ties: the earlier first).
+
+        Sessions are the folds': a message opens one when its conversation differs from the message before it,
+        or it comes ``session_gap_ms`` or more after it; none held before the window's first break counts.
+        """
+        v = _unit(row.vector)
+        if k <= 0 or not self.size or v is None or len(v) != self._matrix.shape[1]:
+            return []
+        start = max(0, self.size - window)
+        code = self._codes.get(row.conversation_id, -1)
+        times = np.append(self._time[start : self.size], row.occurred_at)
+        codes = np.append(self._conversation[start : self.size], code)
+        breaks = np.nonzero((codes[1:] != codes[:-1]) | (np.diff(times) >= session_gap_ms))[0]
+        if not len(breaks):
+            return []
+        before = int(breaks[-1]) + 1  # held messages [start, start + before) precede the row's session
+        cosines = self._matrix[start : start + before] @ v
+        best = np.argsort(-cosines, kind="stable")[:k]
+        return [self.ids[start + int(i)] for i in best]
+
+
+def _unit(vector: Sequence[float]) -> npt.NDArray[np.float32] | None:
+    """A vector scaled to length 1 (None: empty or all zeros)."""
+    if not any(vector):
+        return None
+    v = np.asarray(vector, dtype=np.float32)
+    return v / np.float32(np.linalg.norm(v))
+
+
+class OwnerMemory:
+    """Fold state of ONE memory owner: ``tables[table][id] = row`` (+ a lazily built ``MemoryIndex`` and
+    ``MessageVectors``)."""
+
+    __slots__ = ("_index", "_vectors", "owner_id", "tables")
 
     def __init__(self, owner_id: str) -> None:
         self.owner_id = owner_id
         self.tables: dict[str, dict[str, Row]] = {t: {} for t in TABLES}
         self._index: MemoryIndex | None = None
+        self._vectors: MessageVectors | None = None
 
     @classmethod
     def from_rows(cls, owner_id: str, rows: Iterable[Row]) -> OwnerMemory:
@@ -172,9 +281,18 @@ class OwnerMemory:
             self._index = index
         return self._index
 
+    def vectors(self, keep: int = 0) -> MessageVectors:
+        """The message vectors in arrival order (the newest ``keep`` at least; 0: all), built from the rows on first
+        use."""
+        if self._vectors is None or self._vectors.keep != keep:
+            rows = self.tables["messages"].values()
+            self._vectors = MessageVectors((r for r in rows if isinstance(r, MessageRow)), keep)
+        return self._vectors
+
     def invalidate(self) -> None:
         """Drop the derived lookups; the next use rebuilds them from the rows."""
         self._index = None
+        self._vectors = None
 
     @property
     def owner(self) -> OwnerRow | None:
@@ -243,6 +361,9 @@ class Transaction:
             if old is not None:
                 index.discard(old)
             index.add(row)
+        vectors = self.state._vectors
+        if vectors is not None and isinstance(row, MessageRow) and not vectors.add(row):
+            self.state._vectors = None  # a message's vector changed: built again from the rows when next asked
 
     def delete(self, table: str, id: str) -> None:
         """Remove a row (no-op when absent)."""
@@ -251,6 +372,8 @@ class Transaction:
             return
         self._before.setdefault((table, id), old)
         del self.state.tables[table][id]
+        if isinstance(old, MessageRow):
+            self.state._vectors = None
         index = self.state._index
         if index is not None:
             if isinstance(old, MessageRow) or (isinstance(old, PersonaRow) and old.kind == "preference"):

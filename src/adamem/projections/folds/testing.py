@@ -105,8 +105,9 @@ class Chat:
         events: Sequence[ExtractedEvent] = (),
         entities: Sequence[str] = (),
         message_id: str | None = None,
+        vector: Sequence[float] | None = None,
     ) -> Positioned:
-        """One analysed message."""
+        """One analysed message (its vector ``vector_of(text)`` unless given)."""
         n = self.counters[conv] = self.counters.get(conv, 0) + 1
         mid = message_id or f"{conv}-{n}"
         eid = message_event_id(self.tenant, self.user, conv, mid)
@@ -124,7 +125,7 @@ class Chat:
             event_id=analysis_event_id(eid, "test", "1", "g1"),
             message=msg,
             analyzer=Analyzer(name="test", version="1"),
-            embedding=Embedding(model="sha1-4", vector=vector_of(text)),
+            embedding=Embedding(model="sha1-4", vector=vector_of(text) if vector is None else tuple(vector)),
             topics=tuple(topics),
             facts=tuple(facts),
             attributes=tuple(attributes),
