@@ -209,6 +209,11 @@ def test_message_vectors_held_as_messages_arrive_equal_those_built_from_the_rows
     rows = sorted((r for r in state.tables["messages"].values() if isinstance(r, MessageRow)), key=lambda r: r.seq)
     rows[10] = dataclasses.replace(rows[10], vector=())  # messages without a vector are left out
     rows[20] = dataclasses.replace(rows[20], vector=(0.0, 0.0, 0.0, 0.0))
+    for keep, gap in [(0, 3_600_000), (7, 3_600_000), (7, DAY)]:
+        asking = MessageVectors(keep=keep)
+        for i, row in enumerate(rows):  # asked as the fold asks, before each arrival: as if built afresh each time
+            assert asking.nearest(row, 3, 7, gap) == MessageVectors(rows[:i], keep).nearest(row, 3, 7, gap)
+            asking.add(row)
     for keep in (0, 7):
         maintained = MessageVectors(keep=keep)
         for row in rows:

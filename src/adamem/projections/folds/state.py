@@ -151,7 +151,19 @@ class MessageVectors:
     (the oldest are dropped ``keep`` at a time): a long-lived owner's vectors cost what its newest cost.
     """
 
-    __slots__ = ("_codes", "_conversation", "_last", "_matrix", "_time", "_vectors", "ids", "keep", "size")
+    __slots__ = (
+        "_codes",
+        "_conversation",
+        "_last",
+        "_matrix",
+        "_session",
+        "_time",
+        "_unit",
+        "_vectors",
+        "ids",
+        "keep",
+        "size",
+    )
 
     def __init__(self, rows: Iterable[MessageRow] = (), keep: int = 0) -> None:
         self.ids: list[str] = []
@@ -162,6 +174,8 @@ class MessageVectors:
         self._matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
         self._time: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._conversation: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._session: tuple[int, int, int] | None = None  # (gap, messages held, where the newest's session starts)
+        self._unit: tuple[tuple[float, ...], npt.NDArray[np.float32]] | None = None  # the vector asked for last
         ordered = sorted(rows, key=lambda r: (r.seq, r.id))
         width = next((len(r.vector) for r in ordered if any(r.vector)), 0)
         held = [r for r in ordered if len(r.vector) == width and any(r.vector)]
@@ -182,7 +196,8 @@ class MessageVectors:
         self._last = row.seq
         if not any(row.vector) or (self.size and len(row.vector) != self._matrix.shape[1]):
             return True
-        v = _unit(row.vector)
+        unit = self._unit
+        v = unit[1] if unit is not None and unit[0] is row.vector else _unit(row.vector)
         assert v is not None  # a value is not zero
         if self.keep and self.size == 2 * self.keep:
             self._drop(self.keep)
@@ -213,27 +228,51 @@ class MessageVectors:
         self._conversation[:rest] = self._conversation[n : self.size]
         self.ids = self.ids[n:]
         self.size = rest
+        self._session = None
+
+    def _session_start(self, gap: int) -> int:
+        """Where the session of the newest held message starts (kept from one arrival to the next)."""
+        known = self._session
+        if known is None or known[0] != gap:
+            size, time, conversation = self.size, self._time, self._conversation
+            breaks = np.nonzero(
+                (conversation[1:size] != conversation[: size - 1]) | (np.diff(time[:size]) >= gap)
+            )[0]
+            start = int(breaks[-1]) + 1 if len(breaks) else 0
+        else:
+            start = known[2]
+            for i in range(known[1], self.size):  # the messages held since
+                if self._conversation[i] != self._conversation[i - 1] or self._time[i] - self._time[i - 1] >= gap:
+                    start = i
+        self._session = (gap, self.size, start)
+        return start
 
     def nearest(self, row: MessageRow, k: int, window: int, session_gap_ms: int) -> list[str]:
         """Ids of the ``k`` messages among the newest ``window`` held that came before the session of ``row`` (a
         message arriving next), whose vectors have the highest cosine with its vector (ties: the earlier first).
 
         Sessions are the folds': a message opens one when its conversation differs from the message before it,
-        or it comes ``session_gap_ms`` or more after it; none held before the window's first break counts.
+        or it comes ``session_gap_ms`` or more after it.
         """
         v = _unit(row.vector)
+        self._unit = (row.vector, v) if v is not None else None  # the row's own, appended next
         if k <= 0 or not self.size or v is None or len(v) != self._matrix.shape[1]:
             return []
-        start = max(0, self.size - window)
-        code = self._codes.get(row.conversation_id, -1)
-        times = np.append(self._time[start : self.size], row.occurred_at)
-        codes = np.append(self._conversation[start : self.size], code)
-        breaks = np.nonzero((codes[1:] != codes[:-1]) | (np.diff(times) >= session_gap_ms))[0]
-        if not len(breaks):
+        start, last = max(0, self.size - window), self.size - 1
+        continues = (
+            self._codes.get(row.conversation_id, -1) == self._conversation[last]
+            and row.occurred_at - self._time[last] < session_gap_ms
+        )
+        before = self._session_start(session_gap_ms) if continues else self.size
+        if before <= start:
             return []
-        before = int(breaks[-1]) + 1  # held messages [start, start + before) precede the row's session
-        cosines = self._matrix[start : start + before] @ v
-        best = np.argsort(-cosines, kind="stable")[:k]
+        # a product without BLAS: one thread, whatever the library's pool (a fold runs beside others)
+        cosines = np.einsum("ij,j->i", self._matrix[start:before], v)
+        if len(cosines) > k:  # every message as near as the k-th, then the nearest k of them, earlier first
+            tied = np.nonzero(cosines >= np.partition(cosines, len(cosines) - k)[len(cosines) - k])[0]
+            best = tied[np.argsort(-cosines[tied], kind="stable")[:k]]
+        else:
+            best = np.argsort(-cosines, kind="stable")
         return [self.ids[start + int(i)] for i in best]
 
 
