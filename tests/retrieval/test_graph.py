@@ -96,14 +96,15 @@ def test_similar_edges_are_walked_both_ways_for_as_many_hops_as_asked() -> None:
         edge("c", "d", "temporal_next", 0.9),
     ]
 
-    def reached(hops: int) -> set[str]:
-        config = dataclasses.replace(SEED_DEFAULT, similar_hops=hops)
+    def reached(hops: int, past: bool = True) -> set[str]:
+        config = dataclasses.replace(SEED_DEFAULT, similar_hops=hops, walk_past_similar=past)
         return set(expand(MemoryGraph(nodes, edges, config), [("a", 1.0)], config))
 
-    assert SEED_DEFAULT.similar_hops == 1
+    assert (SEED_DEFAULT.similar_hops, SEED_DEFAULT.walk_past_similar) == (1, False)
     assert reached(0) == set()
     assert reached(1) == {"b"}  # from the seed only
     assert reached(2) == {"b", "c", "d"}  # then on, and other edges after them
+    assert reached(2, past=False) == {"b"}  # a node a similar edge reached ends its path
     assert round(expand(MemoryGraph(nodes, edges, SEED_DEFAULT), [("a", 1.0)], SEED_DEFAULT)["b"].score, 9) == round(
         0.6 * D, 9
     )
