@@ -235,9 +235,7 @@ class MessageVectors:
         known = self._session
         if known is None or known[0] != gap:
             size, time, conversation = self.size, self._time, self._conversation
-            breaks = np.nonzero(
-                (conversation[1:size] != conversation[: size - 1]) | (np.diff(time[:size]) >= gap)
-            )[0]
+            breaks = np.nonzero((conversation[1:size] != conversation[: size - 1]) | (np.diff(time[:size]) >= gap))[0]
             start = int(breaks[-1]) + 1 if len(breaks) else 0
         else:
             start = known[2]
