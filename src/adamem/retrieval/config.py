@@ -224,7 +224,7 @@ class RetrievalConfig:
     the same R@10 as 1 at 1.5 and 2.6 times its ranking CPU."""
     walk_past_similar: bool = False
     """Walk on from a node a ``similar`` edge reached (off: it ends the path). On LoCoMo walking on gives the same
-    R@10 for a third more ranking CPU a question (10 % more than without ``similar`` edges when off)."""
+    R@10 for a third more ranking CPU a question (off: as much as without ``similar`` edges, within the noise)."""
     hub_fanout: int = 30
     """Messages a topic hub passes on to (beyond the seed; 30 chosen leave-conversations-out in four folds of five,
     40 in the fifth: against 10, an entity shared across sessions reaches the sessions of a multi-hop question)."""

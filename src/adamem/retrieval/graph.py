@@ -286,6 +286,8 @@ def _expand_one(
         nxt: dict[str, tuple[tuple[float, int, str], Reach]] = {}
         for u in sorted(layer):
             reach = layer[u]
+            if reach.path and reach.path[-1].edge_type == "similar" and not config.walk_past_similar:
+                continue  # the path ends here: its arcs are not made
             visited = {seed, *(h.node for h in reach.path)}
             arcs = graph.arcs(u)
             if graph.node_type(u) == "topic":
@@ -298,8 +300,6 @@ def _expand_one(
                 by_target = graph.arcs_by_target(u)
                 arcs = sorted(by_target[v] for v in allowed if v in by_target)  # ``arcs`` order: one arc a target
             similar = len(reach.path) < config.similar_hops
-            if reach.path and reach.path[-1].edge_type == "similar" and not config.walk_past_similar:
-                continue
             for rank, v, weight, edge_type in arcs:
                 if weight < config.min_edge_weight or v in visited or not usable(v):
                     continue
